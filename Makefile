@@ -1,0 +1,36 @@
+# The two commands of the README: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: host venv demo test lint stubs bench clean
+
+host:
+	bash scripts/setup-host.sh
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev,etcd]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# Main job: a fresh machine to a running VM declared by IaC.
+demo: host venv
+	bash scripts/demo.sh
+
+# Every test, on real libvirtd/QEMU, etcd and sshd.
+test: host venv
+	bash scripts/test.sh
+
+lint: venv
+	$(VENV)/bin/ruff check core tests bench
+	$(VENV)/bin/mypy
+
+stubs: venv
+	$(PY) -m ironpool.iri.regen
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,74 @@
+"""The ``ironpool`` command: one click group; each subcommand lives in its own module.
+
+Subcommands are imported lazily so ``ironpool get`` does not pay for libvirt or gRPC imports.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import click
+
+# command name -> "module:attribute"; each module owns its command(s).
+_COMMANDS: dict[str, str] = {
+    # control plane (issue 2)
+    "apiserver": "ironpool.cli.apiserver_cmd:apiserver",
+    "apply": "ironpool.cli.resources_cmd:apply",
+    "get": "ironpool.cli.resources_cmd:get",
+    "describe": "ironpool.cli.resources_cmd:describe",
+    "delete": "ironpool.cli.resources_cmd:delete",
+    "wait": "ironpool.cli.resources_cmd:wait",
+    # IRI runtimes and debugging (issue 3)
+    "libvirt-runtime": "ironpool.cli.runtime_cmd:libvirt_runtime",
+    "volume-runtime": "ironpool.cli.volume_runtime_cmd:volume_runtime",
+    "iri": "ironpool.cli.iri_cmd:iri",
+    # scheduler (issue 4)
+    "scheduler": "ironpool.cli.scheduler_cmd:scheduler",
+    "schedule": "ironpool.cli.scheduler_cmd:schedule",
+    # poollets and the all-in-one (issue 5)
+    "machinepoollet": "ironpool.cli.poollet_cmd:machinepoollet",
+    "volumepoollet": "ironpool.cli.poollet_cmd:volumepoollet",
+    "up": "ironpool.cli.up_cmd:up",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(name for name in _COMMANDS if self._load(name) is not None)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return self._load(cmd_name)
+
+    @staticmethod
+    def _load(name: str) -> click.Command | None:
+        target = _COMMANDS.get(name)
+        if target is None:
+            return None
+        module_name, _, attr = target.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            # A command whose module is not there yet is simply not offered; any other
+            # missing import is a real error and must surface.
+            if exc.name == module_name:
+                return None
+            raise
+        command: Any = getattr(module, attr)
+        return command if isinstance(command, click.Command) else None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="ironpool")
+def cli() -> None:
+    """ironpool: IronCore's pools, classes and scheduler on your own libvirt hosts."""
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""ironpool.scheduler."""

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Every test: lint (ruff, mypy on core/), then pytest over unit, store, apiserver, client, CLI,
+# IRI, real libvirt/QEMU runtimes, scheduler and poollets. Called by `make test` and .ci/run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=.venv
+
+echo "==> ruff"
+"$VENV/bin/ruff" check core tests bench
+echo "==> mypy (core/)"
+"$VENV/bin/mypy"
+
+echo "==> pytest"
+set +e
+"$VENV/bin/pytest" -ra --durations=15 "$@"
+rc=$?
+set -e
+# pytest's exit 5 means no test ran: that is a failure of the suite, not a pass.
+exit $rc
