@@ -1,0 +1,167 @@
+"""Shared building blocks of every API object: ObjectMeta, references, conditions, taints.
+
+Field names are snake_case in Python and camelCase on the wire (the JSON names IronCore and
+Kubernetes use); unknown fields are rejected so typos in manifests surface as errors.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic.alias_generators import to_camel
+
+
+def _timestamp(v: Any) -> Any:
+    # YAML loaders turn an unquoted RFC 3339 time into a datetime; store the string form.
+    if isinstance(v, datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=UTC)
+        return v.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return v
+
+
+Timestamp = Annotated[str, BeforeValidator(_timestamp)]
+"""An RFC 3339 time as Kubernetes writes it (``2026-05-01T13:18:48Z``)."""
+
+
+class ApiModel(BaseModel):
+    """Base of all API models: camelCase aliases, unknown fields forbidden."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        revalidate_instances="never",
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (aliases, canonical quantities, unset optional fields left out)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class OwnerReference(ApiModel):
+    """An owner of an object (garbage collection); mirrors Kubernetes' ``OwnerReference``."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool | None = None
+    block_owner_deletion: bool | None = None
+
+
+class ObjectMeta(ApiModel):
+    """Kubernetes ``ObjectMeta``; the server-managed fields are set by the apiserver."""
+
+    name: str | None = None
+    generate_name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    generation: int | None = None
+    creation_timestamp: Timestamp | None = None
+    deletion_timestamp: Timestamp | None = None
+    deletion_grace_period_seconds: int | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    finalizers: list[str] | None = None
+    owner_references: list[OwnerReference] | None = None
+    # Present in objects exported with kubectl; accepted so such manifests apply unchanged.
+    managed_fields: list[dict[str, Any]] | None = None
+    self_link: str | None = None
+
+
+class LocalObjectReference(ApiModel):
+    """A reference to an object by name in the same namespace (or cluster scope)."""
+
+    name: str
+
+
+class LocalUIDReference(ApiModel):
+    """A reference by name and UID (``Volume.spec.claimRef``)."""
+
+    name: str
+    uid: str | None = None
+
+
+class SecretKeySelector(ApiModel):
+    """A key in a Secret (``Machine.spec.ignitionRef``)."""
+
+    name: str
+    key: str | None = None
+
+
+class ObjectReference(ApiModel):
+    """A full reference to another object (``Event.involvedObject``)."""
+
+    api_version: str | None = None
+    kind: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    field_path: str | None = None
+
+
+def _condition_status(v: Any) -> Any:
+    # YAML turns an unquoted ``status: True`` into a boolean; Kubernetes tools accept both.
+    if v is True:
+        return "True"
+    if v is False:
+        return "False"
+    return v
+
+
+ConditionStatus = Annotated[Literal["True", "False", "Unknown"], BeforeValidator(_condition_status)]
+
+
+class Condition(ApiModel):
+    """A status condition (``Ready``, ``VolumesReady``, ...)."""
+
+    type: str
+    status: ConditionStatus
+    reason: str | None = None
+    message: str | None = None
+    observed_generation: int | None = None
+    last_update_time: Timestamp | None = None
+    last_transition_time: Timestamp | None = None
+
+
+TaintEffect = Literal["NoSchedule", "NoExecute"]
+
+
+class Taint(ApiModel):
+    """A pool taint; only Machines/Volumes tolerating it are scheduled there."""
+
+    key: str
+    value: str | None = None
+    effect: TaintEffect
+
+
+class Toleration(ApiModel):
+    """Tolerates a matching taint (empty operator means ``Equal``, empty effect matches all)."""
+
+    key: str | None = None
+    operator: Literal["Equal", "Exists"] | None = None
+    value: str | None = None
+    effect: TaintEffect | None = None
+
+
+def toleration_tolerates(tol: Toleration, taint: Taint) -> bool:
+    """Kubernetes' ``ToleratesTaint`` (IronCore copies it verbatim)."""
+    if tol.effect and tol.effect != taint.effect:
+        return False
+    if tol.key and tol.key != taint.key:
+        return False
+    op = tol.operator or "Equal"
+    if op == "Exists":
+        return True
+    return (tol.value or "") == (taint.value or "")
+
+
+def tolerates_taints(tolerations: list[Toleration] | None, taints: list[Taint] | None) -> bool:
+    """Every taint is tolerated by some toleration."""
+    tols = tolerations or []
+    return all(any(toleration_tolerates(t, taint) for t in tols) for taint in taints or [])
