@@ -1,0 +1,95 @@
+"""``ironpool volume-runtime``: serve IRI ``VolumeRuntime`` on a libvirt ``dir`` storage pool."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+
+@click.command("volume-runtime")
+@click.option("--libvirt-uri", default="qemu:///system", show_default=True, help="libvirt connection URI.")
+@click.option(
+    "--storage-pool",
+    default="ironpool",
+    show_default=True,
+    help="libvirt storage pool (type dir); created if missing.",
+)
+@click.option(
+    "--pool-path",
+    type=click.Path(path_type=Path),
+    default=Path("/var/lib/ironpool/volumes"),
+    show_default=True,
+    help="Folder of the pool when it has to be created.",
+)
+@click.option(
+    "--classes",
+    "classes_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    required=True,
+    help="YAML file with VolumeClass manifests (storage.ironcore.dev/v1alpha1).",
+)
+@click.option(
+    "--images",
+    "images_dir",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    help="Folder of qcow2/raw images that volumes can be created from, by name.",
+)
+@click.option(
+    "--address",
+    default="unix:///var/run/iri-volumeprovider.sock",
+    show_default=True,
+    help="Where to serve: unix:///path or tcp://host:port.",
+)
+@click.option(
+    "--workers",
+    default=8,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Threads for libvirt and qemu-img calls.",
+)
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
+def volume_runtime(
+    libvirt_uri: str,
+    storage_pool: str,
+    pool_path: Path,
+    classes_file: Path,
+    images_dir: Path | None,
+    address: str,
+    workers: int,
+    log_level: str,
+) -> None:
+    """Serve the IRI volume runtime (volume.v1alpha1.VolumeRuntime) on a libvirt storage pool."""
+    logging.basicConfig(
+        level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    # Imported here so `ironpool --help` does not load libvirt and grpc.
+    from ironpool.runtime.volume.classes import ClassFileError, load_classes
+    from ironpool.runtime.volume.core import VolumeRuntimeCore
+    from ironpool.runtime.volume.faults import VolumeFault
+    from ironpool.runtime.volume.images import ImageCatalog
+    from ironpool.runtime.volume.pool import PoolConfigError, StoragePool
+    from ironpool.runtime.volume.server import serve
+
+    try:
+        classes = load_classes(classes_file)
+    except ClassFileError as exc:
+        raise click.BadParameter(str(exc), param_hint="--classes") from exc
+    if not pool_path.is_absolute():
+        raise click.BadParameter(f"must be an absolute path, got {pool_path}", param_hint="--pool-path")
+    core = VolumeRuntimeCore(
+        StoragePool(libvirt_uri, storage_pool, pool_path), classes, ImageCatalog(images_dir)
+    )
+    try:
+        asyncio.run(serve(core, address, workers=workers))
+    except (PoolConfigError, VolumeFault) as exc:
+        raise click.ClickException(str(exc)) from exc

@@ -1,0 +1,414 @@
+"""The volume runtime's logic: validation, ordering, crash recovery and the in-memory index.
+
+Synchronous and thread-safe; the gRPC layer calls it from worker threads. State is rebuilt on
+:meth:`VolumeRuntimeCore.start` from the libvirt pool plus the sidecar files (see
+:mod:`.sidecar`), after which reads (List, Status) are served from memory and libvirt's pool info.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .classes import VolumeClassSpec
+from .faults import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, Unimplemented
+from .images import ImageCatalog
+from .pool import PoolConfigError, StoragePool, qemu_img
+from .sidecar import META_DIR_NAME, SidecarStore, SnapshotRecord, VolumeRecord
+from .validation import check_annotations, check_id, check_labels, check_size
+
+log = logging.getLogger(__name__)
+
+DRIVER = "ironpool-local"
+_OWN_NAME_RE = re.compile(r"^(?:snapshot-)?[0-9a-f]{32}\.qcow2$")
+
+
+@dataclass(frozen=True)
+class VolumeView:
+    """A volume as the runtime reports it."""
+
+    record: VolumeRecord
+    path: str
+    effective_bytes: int
+    error: str = ""  # non-empty: the backing libvirt volume is missing or unusable
+
+    @property
+    def available(self) -> bool:
+        return not self.error
+
+    def access_attributes(self, pool_name: str) -> dict[str, str]:
+        """The ``VolumeAccess.attributes`` a machine runtime on this host attaches the disk with."""
+        attrs = {"path": self.path, "format": "qcow2", "pool": pool_name, "volume": self.record.libvirt_name}
+        if self.record.iops:
+            attrs["iops"] = str(self.record.iops)
+        if self.record.tps:
+            attrs["tps"] = str(self.record.tps)
+        return attrs
+
+
+@dataclass(frozen=True)
+class SnapshotView:
+    """A snapshot as the runtime reports it."""
+
+    record: SnapshotRecord
+    path: str
+
+
+@dataclass(frozen=True)
+class CreateVolumeArgs:
+    """The fields of a CreateVolume request the runtime uses."""
+
+    class_name: str
+    storage_bytes: int
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    image: str = ""
+    snapshot_id: str = ""
+    encrypted: bool = False
+
+
+def _matches(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+class VolumeRuntimeCore:
+    """Volumes and snapshots in one libvirt ``dir`` pool."""
+
+    def __init__(
+        self,
+        pool: StoragePool,
+        classes: Mapping[str, VolumeClassSpec],
+        images: ImageCatalog,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.pool = pool
+        self.classes = dict(classes)
+        self.images = images
+        self._clock = clock
+        self._lock = threading.Lock()  # serialises mutations (space check + create, delete, ...)
+        # Mutated only under _lock; readers copy with list(...values()), atomic under the GIL.
+        self._volumes: dict[str, VolumeView] = {}
+        self._snapshots: dict[str, SnapshotView] = {}
+        self._sidecars: SidecarStore | None = None
+        self._lock_fd: int | None = None
+        self.problems: list[str] = []  # what reconciliation found and could not fix
+
+    # -- start-up ----------------------------------------------------------------------------
+    @property
+    def sidecars(self) -> SidecarStore:
+        assert self._sidecars is not None, "start() first"
+        return self._sidecars
+
+    def start(self) -> None:
+        """Ensure the pool and rebuild the index from libvirt + sidecars, finishing crashed work."""
+        self.pool.ensure()
+        self._sidecars = SidecarStore(self.pool.target_path / META_DIR_NAME)
+        self.sidecars.ensure()
+        self._take_pool_lock()
+        with self._lock:
+            self._reconcile()
+
+    def _take_pool_lock(self) -> None:
+        """One runtime per pool: two would race on sidecars and free space. The kernel drops the
+        lock when the process dies, so a kill -9 never leaves the pool locked."""
+        lock_path = self.sidecars.directory / "runtime.lock"
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise PoolConfigError(
+                f"storage pool {self.pool.name!r} is already served by another volume runtime "
+                f"(lock {lock_path})"
+            ) from None
+        self._lock_fd = fd
+
+    def _reconcile(self) -> None:
+        present = self.pool.list_volumes()
+        volumes, snapshots, problems = self.sidecars.load_all()
+        self.problems = list(problems)
+        known: set[str] = set()
+        for rec in volumes:
+            name = rec.libvirt_name
+            known.add(name)
+            if rec.phase != "ready":
+                # Crashed mid-create or mid-delete: finish by removing both, volume first.
+                log.warning("volume %s was left %s by a previous run; removing it", rec.id, rec.phase)
+                self.pool.delete(name)
+                self.sidecars.remove("volume", rec.id)
+                continue
+            info = present.get(name)
+            if info is None:
+                msg = f"volume {rec.id}: libvirt volume {name} is missing from pool {self.pool.name!r}"
+                log.error("%s; reporting the volume as ERROR", msg)
+                self.problems.append(msg)
+                self._volumes[rec.id] = VolumeView(rec, str(self.pool.volume_path(name)), 0, error=msg)
+            else:
+                self._volumes[rec.id] = VolumeView(rec, info.path, info.capacity)
+        for snap in snapshots:
+            name = snap.libvirt_name
+            known.add(name)
+            if snap.phase != "ready" or name not in present:
+                log.warning("snapshot %s is %s / missing its file; removing it", snap.id, snap.phase)
+                self.pool.delete(name)
+                self.sidecars.remove("snapshot", snap.id)
+                continue
+            self._snapshots[snap.id] = SnapshotView(snap, present[name].path)
+        for name in sorted(set(present) - known):
+            if _OWN_NAME_RE.match(name):
+                # Never written by this runtime's ordering (sidecar first); maybe copied in by hand.
+                msg = f"libvirt volume {name} in pool {self.pool.name!r} has no metadata sidecar; not served"
+                log.warning("%s", msg)
+                self.problems.append(msg)
+
+    # -- reads -------------------------------------------------------------------------------
+    def list_volumes(
+        self, volume_id: str = "", selector: Mapping[str, str] | None = None
+    ) -> list[VolumeView]:
+        if volume_id:
+            check_id(volume_id, "filter.id")
+            view = self._volumes.get(volume_id)
+            candidates = [view] if view is not None else []
+        else:
+            candidates = list(self._volumes.values())
+        if selector:
+            candidates = [v for v in candidates if _matches(v.record.labels, selector)]
+        return sorted(
+            (self._checked(v) for v in candidates), key=lambda v: (v.record.created_at, v.record.id)
+        )
+
+    def _checked(self, view: VolumeView) -> VolumeView:
+        # One stat per volume (microseconds) so a file removed behind our back shows as ERROR
+        # instead of an AVAILABLE volume a machine would fail to attach.
+        if view.error or os.path.exists(view.path):
+            return view
+        return replace(view, error=f"volume {view.record.id}: backing file {view.path} is missing")
+
+    def list_snapshots(
+        self, snapshot_id: str = "", selector: Mapping[str, str] | None = None
+    ) -> list[SnapshotView]:
+        if snapshot_id:
+            check_id(snapshot_id, "filter.id")
+            view = self._snapshots.get(snapshot_id)
+            candidates = [view] if view is not None else []
+        else:
+            candidates = list(self._snapshots.values())
+        if selector:
+            candidates = [s for s in candidates if _matches(s.record.labels, selector)]
+        return sorted(candidates, key=lambda s: (s.record.created_at, s.record.id))
+
+    def free_bytes(self) -> int:
+        return self.pool.space()[1]
+
+    # -- create ------------------------------------------------------------------------------
+    def _validate_create(self, args: CreateVolumeArgs) -> tuple[VolumeClassSpec, Path | None, str, int]:
+        """Check everything that needs no lock; return class, source file, its format, min size."""
+        if not args.class_name:
+            raise InvalidArgument("volume.spec.class: required")
+        vclass = self.classes.get(args.class_name)
+        if vclass is None:
+            known = ", ".join(sorted(self.classes)) or "none"
+            raise InvalidArgument(
+                f"volume.spec.class: unknown volume class {args.class_name[:80]!r} (known: {known})"
+            )
+        check_size(args.storage_bytes, "volume.spec.resources.storage_bytes")
+        check_labels(args.labels, "volume.metadata.labels")
+        check_annotations(args.annotations, "volume.metadata.annotations")
+        if args.encrypted:
+            raise Unimplemented(
+                "volume.spec.encryption: encrypted volumes are not supported by the "
+                "ironpool-local volume runtime"
+            )
+        if args.image and args.snapshot_id:
+            raise InvalidArgument(
+                "volume.spec.volume_data_source: set either an image or a snapshot, not both"
+            )
+        source: Path | None = None
+        source_format = ""
+        min_size = 0
+        if args.image:
+            image = self.images.resolve(args.image, "volume.spec.volume_data_source.image_data_source.image")
+            source, source_format, min_size = image.path, image.format, image.virtual_size
+        elif args.snapshot_id:
+            field = "volume.spec.volume_data_source.snapshot_data_source.snapshot_id"
+            check_id(args.snapshot_id, field)
+            snap = self._snapshots.get(args.snapshot_id)
+            if snap is None:
+                raise NotFound(f"{field}: snapshot {args.snapshot_id!r} not found")
+            source, source_format, min_size = Path(snap.path), "qcow2", snap.record.size
+        if args.storage_bytes < min_size:
+            raise InvalidArgument(
+                f"volume.spec.resources.storage_bytes: {args.storage_bytes} is smaller than the source's "
+                f"virtual size {min_size}"
+            )
+        return vclass, source, source_format, min_size
+
+    def _check_space(self, needed: int, field: str) -> None:
+        free = self.free_bytes()
+        if needed > free:
+            raise ResourceExhausted(
+                f"{field}: {needed} bytes requested but storage pool {self.pool.name!r} has only "
+                f"{free} bytes free"
+            )
+
+    def create_volume(self, args: CreateVolumeArgs) -> VolumeView:
+        vclass, source, source_format, _ = self._validate_create(args)
+        record = VolumeRecord(
+            id=uuid.uuid4().hex,
+            phase="creating",
+            created_at=self._clock(),
+            class_name=vclass.name,
+            storage_bytes=args.storage_bytes,
+            tps=vclass.tps,
+            iops=vclass.iops,
+            labels=dict(args.labels),
+            annotations=dict(args.annotations),
+            image=args.image,
+            snapshot_id=args.snapshot_id,
+        )
+        name = record.libvirt_name
+        with self._lock:
+            self._check_space(args.storage_bytes, "volume.spec.resources.storage_bytes")
+            self.sidecars.write(record)
+            try:
+                info = self.pool.create_qcow2(name, args.storage_bytes)
+            except BaseException:
+                self.sidecars.remove("volume", record.id)
+                raise
+        try:
+            if source is not None:
+                # A full copy, not a backing-file overlay: the volume must outlive the image.
+                qemu_img("convert", "-n", "-f", source_format, "-O", "qcow2", str(source), info.path)
+            record = replace(record, phase="ready")
+            self.sidecars.write(record)
+        except BaseException:
+            self.pool.delete(name)
+            self.sidecars.remove("volume", record.id)
+            raise
+        view = VolumeView(record, info.path, info.capacity)
+        with self._lock:
+            self._volumes[record.id] = view
+        log.info("created volume %s (%s bytes, class %s)", record.id, info.capacity, vclass.name)
+        return view
+
+    # -- expand ------------------------------------------------------------------------------
+    def _get(self, volume_id: str, field: str) -> VolumeView:
+        check_id(volume_id, field)
+        view = self._volumes.get(volume_id)
+        if view is None:
+            raise NotFound(f"{field}: volume {volume_id!r} not found")
+        return view
+
+    def expand_volume(self, volume_id: str, storage_bytes: int) -> VolumeView:
+        field = "resources.storage_bytes"
+        with self._lock:
+            view = self._get(volume_id, "volume_id")
+            check_size(storage_bytes, field)
+            if view.error:
+                raise FailedPrecondition(f"volume {volume_id}: {view.error}")
+            if storage_bytes < view.effective_bytes:
+                raise InvalidArgument(
+                    f"{field}: {storage_bytes} is smaller than the current size {view.effective_bytes}; "
+                    "volumes can only be expanded"
+                )
+            if storage_bytes > view.effective_bytes:
+                self._check_space(storage_bytes - view.effective_bytes, field)
+                capacity = self._grow(view, storage_bytes)
+            else:
+                capacity = view.effective_bytes
+            record = replace(view.record, storage_bytes=storage_bytes)
+            if record != view.record:
+                self.sidecars.write(record)
+            view = replace(view, record=record, effective_bytes=capacity)
+            self._volumes[volume_id] = view
+            return view
+
+    def _grow(self, view: VolumeView, capacity: int) -> int:
+        """Resize offline with libvirt, or through the running domain that holds the file open."""
+        for dom_name, dev in self.pool.disk_users(view.path, active_only=True):
+            log.info("expanding volume %s online through domain %s (%s)", view.record.id, dom_name, dev)
+            self.pool.block_resize(dom_name, dev, capacity)
+            info = self.pool.info(view.record.libvirt_name)
+            return info.capacity if info else capacity
+        return self.pool.resize(view.record.libvirt_name, capacity).capacity
+
+    # -- delete ------------------------------------------------------------------------------
+    def delete_volume(self, volume_id: str) -> None:
+        with self._lock:
+            view = self._get(volume_id, "volume_id")
+            self.pool.ensure_unused(view.path, f"volume {volume_id}")
+            record = replace(view.record, phase="deleting")
+            self.sidecars.write(record)
+            del self._volumes[volume_id]
+            self.pool.delete(record.libvirt_name)
+            self.sidecars.remove("volume", volume_id)
+        log.info("deleted volume %s", volume_id)
+
+    # -- status ------------------------------------------------------------------------------
+    def status(self) -> list[tuple[VolumeClassSpec, int]]:
+        free = self.free_bytes()
+        return [(vclass, free) for vclass in sorted(self.classes.values(), key=lambda c: c.name)]
+
+    # -- snapshots ---------------------------------------------------------------------------
+    def create_snapshot(
+        self, volume_id: str, labels: Mapping[str, str], annotations: Mapping[str, str]
+    ) -> SnapshotView:
+        field = "volume_snapshot.spec.volume_id"
+        check_labels(labels, "volume_snapshot.metadata.labels")
+        check_annotations(annotations, "volume_snapshot.metadata.annotations")
+        source = self._get(volume_id, field)
+        if source.error:
+            raise FailedPrecondition(f"{field}: volume {volume_id}: {source.error}")
+        record = SnapshotRecord(
+            id=uuid.uuid4().hex,
+            phase="creating",
+            created_at=self._clock(),
+            volume_id=volume_id,
+            size=source.effective_bytes,
+            labels=dict(labels),
+            annotations=dict(annotations),
+        )
+        name = record.libvirt_name
+        with self._lock:
+            src_info = self.pool.info(source.record.libvirt_name)
+            self._check_space(src_info.allocation if src_info else source.effective_bytes, field)
+            self.sidecars.write(record)
+            try:
+                info = self.pool.create_qcow2(name, source.effective_bytes)
+            except BaseException:
+                self.sidecars.remove("snapshot", record.id)
+                raise
+        try:
+            # -U: the source may be open in a running QEMU; the copy is then crash-consistent.
+            qemu_img("convert", "-U", "-n", "-f", "qcow2", "-O", "qcow2", source.path, info.path)
+            record = replace(record, phase="ready")
+            self.sidecars.write(record)
+        except BaseException:
+            self.pool.delete(name)
+            self.sidecars.remove("snapshot", record.id)
+            raise
+        view = SnapshotView(record, info.path)
+        with self._lock:
+            self._snapshots[record.id] = view
+        log.info("created snapshot %s of volume %s", record.id, volume_id)
+        return view
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        field = "volume_snapshot_id"
+        with self._lock:
+            check_id(snapshot_id, field)
+            view = self._snapshots.get(snapshot_id)
+            if view is None:
+                raise NotFound(f"{field}: snapshot {snapshot_id!r} not found")
+            self.sidecars.write(replace(view.record, phase="deleting"))
+            del self._snapshots[snapshot_id]
+            self.pool.delete(view.record.libvirt_name)
+            self.sidecars.remove("snapshot", snapshot_id)

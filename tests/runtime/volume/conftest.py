@@ -1,0 +1,46 @@
+"""Fixtures for the volume runtime: a real ``ironpool volume-runtime`` subprocess on qemu:///system,
+each test with its own libvirt ``dir`` pool in a temporary folder, torn down afterwards."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from volume_runtime_helpers import CLASSES_YAML, LIBVIRT_URI, VolumeRuntimeProc, destroy_pool, libvirt_ok
+
+
+@pytest.fixture
+def runtime_env() -> Iterator[VolumeRuntimeProc]:
+    """An unstarted runtime with its own pool name and folders (short paths: unix sockets)."""
+    if not libvirt_ok():
+        pytest.skip(f"libvirt not reachable at {LIBVIRT_URI}")
+    workdir = Path(tempfile.mkdtemp(prefix="ivr-"))
+    classes = workdir / "classes.yaml"
+    classes.write_text(CLASSES_YAML)
+    images = workdir / "images"
+    images.mkdir()
+    proc = VolumeRuntimeProc(
+        workdir=workdir,
+        pool_name=f"ironpool-test-{secrets.token_hex(4)}",
+        pool_path=workdir / "pool",
+        socket=workdir / "vr.sock",
+        classes=classes,
+        images=images,
+    )
+    try:
+        yield proc
+    finally:
+        proc.stop()
+        destroy_pool(proc.pool_name)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def runtime(runtime_env: VolumeRuntimeProc) -> VolumeRuntimeProc:
+    """A started runtime."""
+    runtime_env.start()
+    return runtime_env
