@@ -1,0 +1,358 @@
+"""Informers: list + watch into a local cache, with event handlers and indexes.
+
+An :class:`Informer` lists its resource type, then watches from the list's resourceVersion. A
+dropped stream is resumed from the last resourceVersion it saw (BOOKMARKs included); when the
+server answers 410 Expired it relists and emits the add/update/delete differences against the cache,
+so handlers always see a picture consistent with the server. Connection failures back off
+exponentially. :class:`SharedInformerFactory` hands the same informer to every controller asking for
+the same type and selectors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import inspect
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from ironpool.api.errors import ApiError, Expired
+from ironpool.client.rest import AsyncClient
+from ironpool.client.wire import Obj, ServerUnreachable, meta, object_key, resource_for_model
+
+M = TypeVar("M", bound=BaseModel)
+log = logging.getLogger(__name__)
+
+IndexFunc = Callable[[M], list[str]]
+AddHandler = Callable[[M], Awaitable[None] | None]
+UpdateHandler = Callable[[M, M], Awaitable[None] | None]
+DeleteHandler = Callable[[M], Awaitable[None] | None]
+
+
+@dataclass
+class _Handlers(Generic[M]):
+    on_add: AddHandler[M] | None
+    on_update: UpdateHandler[M] | None
+    on_delete: DeleteHandler[M] | None
+
+
+@dataclass
+class _Entry(Generic[M]):
+    obj: M
+    resource_version: str
+
+
+def key_of(obj: BaseModel) -> str:
+    """The cache key of a typed object: ``namespace/name`` or ``name``."""
+    md: Any = getattr(obj, "metadata", None)
+    ns = getattr(md, "namespace", None)
+    name = getattr(md, "name", "") or ""
+    return f"{ns}/{name}" if ns else str(name)
+
+
+class Informer(Generic[M]):
+    """List-watch cache of one resource type (optionally one namespace and selectors)."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        model: type[M],
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        indexers: dict[str, IndexFunc[M]] | None = None,
+        watch_timeout: int = 300,
+        backoff_base: float = 0.2,
+        backoff_cap: float = 30.0,
+        page_size: int = 500,
+    ) -> None:
+        self.client = client
+        self.model = model
+        self.info = resource_for_model(model)
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.watch_timeout = watch_timeout
+        self.backoff_base, self.backoff_cap = backoff_base, backoff_cap
+        self.page_size = page_size
+        self._indexers: dict[str, IndexFunc[M]] = dict(indexers or {})
+        self._indices: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
+        self._cache: dict[str, _Entry[M]] = {}
+        self._handlers: list[_Handlers[M]] = []
+        self._synced = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._replays: set[asyncio.Future[None]] = set()
+        self._stopping = False
+        self.resource_version = ""
+        # Counters a test or /metrics can read: how often the informer listed and (re)watched.
+        self.list_count = 0
+        self.watch_count = 0
+
+    # -- configuration -----------------------------------------------------------------------
+
+    def add_event_handler(
+        self,
+        on_add: AddHandler[M] | None = None,
+        on_update: UpdateHandler[M] | None = None,
+        on_delete: DeleteHandler[M] | None = None,
+    ) -> None:
+        """Register handlers (sync or async). Registered after sync, it first sees every cached object."""
+        handlers = _Handlers(on_add, on_update, on_delete)
+        self._handlers.append(handlers)
+        if self._synced.is_set() and on_add is not None:
+            for entry in list(self._cache.values()):
+                self._spawn_replay(on_add, entry.obj)
+
+    def _spawn_replay(self, handler: AddHandler[M], obj: M) -> None:
+        result = handler(obj)
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
+            self._replays.add(task)  # keep a reference until done, or the task may be collected
+            task.add_done_callback(self._replays.discard)
+
+    def add_indexer(self, name: str, func: IndexFunc[M]) -> None:
+        if name in self._indexers:
+            raise ValueError(f"indexer {name!r} already exists")
+        self._indexers[name] = func
+        self._indices[name] = {}
+        for key, entry in self._cache.items():
+            self._index_add(name, key, entry.obj)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> asyncio.Task[None]:
+        """Run the informer in a background task (idempotent)."""
+        if self._task is None:
+            self._stopping = False
+            self._task = asyncio.create_task(self.run(), name=f"informer-{self.info.plural}")
+        return self._task
+
+    async def stop(self) -> None:
+        """Stop watching and wait for the task to end."""
+        self._stopping = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    @property
+    def has_synced(self) -> bool:
+        return self._synced.is_set()
+
+    async def wait_for_sync(self, timeout: float | None = None) -> None:
+        """Wait until the first list has been loaded into the cache (TimeoutError after ``timeout``)."""
+        await asyncio.wait_for(self._synced.wait(), timeout)
+
+    # -- reading the cache ---------------------------------------------------------------------
+
+    def get(self, key: str) -> M | None:
+        entry = self._cache.get(key)
+        return entry.obj if entry else None
+
+    def get_by_name(self, name: str, namespace: str | None = None) -> M | None:
+        return self.get(f"{namespace}/{name}" if namespace and self.info.namespaced else name)
+
+    def list(self) -> builtins.list[M]:
+        return [entry.obj for entry in self._cache.values()]
+
+    def keys(self) -> builtins.list[str]:
+        return sorted(self._cache)
+
+    def by_index(self, index: str, value: str) -> builtins.list[M]:
+        """Objects whose index function returned ``value`` (e.g. machines by pool name)."""
+        if index not in self._indices:
+            raise KeyError(f"no indexer named {index!r}")
+        keys = self._indices[index].get(value, set())
+        return [self._cache[k].obj for k in sorted(keys) if k in self._cache]
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        failures = 0
+        need_list = True
+        while not self._stopping:
+            try:
+                if need_list:
+                    await self._relist()
+                    need_list = False
+                started = time.monotonic()
+                events = await self._watch_once()
+                # A stream the server ends at once without events is a failure in disguise.
+                failures = failures + 1 if events == 0 and time.monotonic() - started < 1.0 else 0
+            except Expired:
+                log.info("%s: resourceVersion %s expired, relisting", self.info.plural, self.resource_version)
+                if need_list:
+                    failures += 1  # the list itself expired (stale continue token): back off
+                need_list = True
+                if not failures:
+                    continue
+            except (ServerUnreachable, ApiError) as exc:
+                failures += 1
+                log.warning("%s informer: %s (attempt %d)", self.info.plural, exc, failures)
+            if failures:
+                await asyncio.sleep(self._backoff(failures))
+
+    def _backoff(self, failures: int) -> float:
+        delay = min(self.backoff_base * (2 ** min(failures - 1, 30)), self.backoff_cap)
+        return delay * random.uniform(0.8, 1.2)
+
+    async def _relist(self) -> None:
+        items: dict[str, tuple[str, M]] = {}
+        token: str | None = None
+        rv = ""
+        while True:
+            page = await self.client.list_raw(self.info, self.namespace, self.label_selector,
+                                              self.field_selector, self.page_size, token)
+            for raw in page.items:
+                items[object_key(raw)] = (str(meta(raw).get("resourceVersion", "")), self._decode(raw))
+            rv = page.resource_version or rv
+            token = page.continue_
+            if not token:
+                break
+        self.list_count += 1
+        await self._replace(items)
+        self.resource_version = rv
+        self._synced.set()
+
+    async def _replace(self, items: dict[str, tuple[str, M]]) -> None:
+        old = self._cache
+        for key, (rv, obj) in items.items():
+            prev = old.get(key)
+            if prev is None:
+                self._store(key, obj, rv)
+                await self._emit_add(obj)
+            elif prev.resource_version != rv:
+                self._store(key, obj, rv)
+                await self._emit_update(prev.obj, obj)
+        for key in [k for k in old if k not in items]:
+            gone = self._remove(key)
+            if gone is not None:
+                await self._emit_delete(gone)
+
+    async def _watch_once(self) -> int:
+        self.watch_count += 1
+        count = 0
+        jitter = random.randint(0, max(1, self.watch_timeout // 5))
+        async for event in self.client.watch_raw(self.info, self.namespace, self.resource_version,
+                                                 self.label_selector, self.field_selector,
+                                                 self.watch_timeout + jitter):
+            count += 1
+            if event.type == "BOOKMARK":
+                self.resource_version = event.resource_version or self.resource_version
+                continue
+            await self._apply(event.type, event.object)
+            self.resource_version = event.resource_version or self.resource_version
+        return count
+
+    async def _apply(self, etype: str, raw: Obj) -> None:
+        key = object_key(raw)
+        rv = str(meta(raw).get("resourceVersion", ""))
+        obj = self._decode(raw)
+        if etype == "DELETED":
+            gone = self._remove(key)
+            await self._emit_delete(gone if gone is not None else obj)
+            return
+        prev = self._cache.get(key)
+        self._store(key, obj, rv)
+        if prev is None:
+            await self._emit_add(obj)
+        else:
+            await self._emit_update(prev.obj, obj)
+
+    def _decode(self, raw: Obj) -> M:
+        return self.model.model_validate(raw)
+
+    # -- cache and indices -----------------------------------------------------------------------
+
+    def _store(self, key: str, obj: M, rv: str) -> None:
+        prev = self._cache.get(key)
+        if prev is not None:
+            self._index_remove(key, prev.obj)
+        self._cache[key] = _Entry(obj, rv)
+        for name in self._indexers:
+            self._index_add(name, key, obj)
+
+    def _remove(self, key: str) -> M | None:
+        entry = self._cache.pop(key, None)
+        if entry is None:
+            return None
+        self._index_remove(key, entry.obj)
+        return entry.obj
+
+    def _index_add(self, name: str, key: str, obj: M) -> None:
+        for value in self._indexers[name](obj):
+            self._indices[name].setdefault(value, set()).add(key)
+
+    def _index_remove(self, key: str, obj: M) -> None:
+        for name, func in self._indexers.items():
+            index = self._indices[name]
+            for value in func(obj):
+                keys = index.get(value)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del index[value]
+
+    # -- handlers ------------------------------------------------------------------------------
+
+    async def _call(self, fn: Callable[..., Awaitable[None] | None], *args: M) -> None:
+        try:
+            result = fn(*args)
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            log.exception("%s informer: event handler %r failed", self.info.plural, fn)
+
+    async def _emit_add(self, obj: M) -> None:
+        for h in self._handlers:
+            if h.on_add:
+                await self._call(h.on_add, obj)
+
+    async def _emit_update(self, old: M, new: M) -> None:
+        for h in self._handlers:
+            if h.on_update:
+                await self._call(h.on_update, old, new)
+
+    async def _emit_delete(self, obj: M) -> None:
+        for h in self._handlers:
+            if h.on_delete:
+                await self._call(h.on_delete, obj)
+
+
+class SharedInformerFactory:
+    """One informer per (type, namespace, selectors), shared by every controller of a process."""
+
+    def __init__(self, client: AsyncClient, **informer_options: Any) -> None:
+        self.client = client
+        self._options = informer_options
+        self._informers: dict[Hashable, Informer[Any]] = {}
+
+    def informer(self, model: type[M], namespace: str | None = None, label_selector: str | None = None,
+                 field_selector: str | None = None) -> Informer[M]:
+        key = (model, namespace, label_selector, field_selector)
+        found = self._informers.get(key)
+        if found is None:
+            found = Informer(self.client, model, namespace, label_selector, field_selector, **self._options)
+            self._informers[key] = found
+        return found
+
+    def start(self) -> None:
+        for informer in self._informers.values():
+            informer.start()
+
+    async def wait_for_sync(self, timeout: float | None = None) -> None:
+        await asyncio.gather(*(i.wait_for_sync(timeout) for i in self._informers.values()))
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(i.stop() for i in self._informers.values()))

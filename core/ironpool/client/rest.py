@@ -1,0 +1,356 @@
+"""The HTTP clients: :class:`Client` (sync: CLI, Pulumi, Ansible) and :class:`AsyncClient` (controllers).
+
+Both send the :class:`~ironpool.client.wire.Op` objects built by the shared
+:class:`~ironpool.client.wire.Operations`; only the transport differs. Typed methods take a pydantic
+model class (``client.get(MachineClass, "x")``); the ``*_raw`` methods take a ResourceInfo and plain
+dicts (``ironpool apply`` of arbitrary kinds).
+
+Namespaces: object calls on a namespaced kind default to the configured namespace; ``list`` and
+``watch`` with ``namespace=None`` span all namespaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from ironpool.api.resources import ResourceInfo
+from ironpool.client.config import ClientConfig
+from ironpool.client.wire import (
+    ListResult,
+    Obj,
+    Op,
+    Operations,
+    Request,
+    ServerUnreachable,
+    WatchEvent,
+    decode_body,
+    parse_watch_line,
+    resource_for_model,
+    to_json,
+    typed,
+    typed_event,
+    typed_list,
+)
+
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+
+# Errors after the watch response started: the stream was cut (server restart, timeout close).
+_STREAM_CUT = (httpx.RemoteProtocolError, httpx.ReadError)
+_LIMITS = httpx.Limits(max_connections=64, max_keepalive_connections=16, keepalive_expiry=30)
+
+
+def _httpx_options(config: ClientConfig, timeout: float) -> dict[str, Any]:
+    config.require_server()
+    headers = {"Accept": "application/json", "User-Agent": "ironpool-client"}
+    if config.token:
+        headers["Authorization"] = f"Bearer {config.token}"
+    verify: Any = False if config.insecure else (config.ca_file or True)
+    return {"base_url": config.server.rstrip("/"), "headers": headers, "verify": verify,
+            "timeout": httpx.Timeout(timeout), "limits": _LIMITS}
+
+
+def _watch_timeout(timeout_seconds: int | None) -> httpx.Timeout:
+    # The server closes the stream after timeoutSeconds; give it slack before declaring it dead.
+    read = None if not timeout_seconds else timeout_seconds + 30.0
+    return httpx.Timeout(10.0, read=read)
+
+
+def _unreachable(config: ClientConfig, exc: Exception) -> ServerUnreachable:
+    return ServerUnreachable(f"cannot reach the apiserver at {config.server}: {exc or type(exc).__name__}")
+
+
+class _Typed:
+    """Builds the typed Ops once, for both clients."""
+
+    def __init__(self, ops: Operations) -> None:
+        self.ops = ops
+
+    def get(self, model: type[M], name: str, namespace: str | None) -> Op[M]:
+        return self.ops.get_raw(resource_for_model(model), name, namespace).map(typed(model))
+
+    def list(self, model: type[M], namespace: str | None, label_selector: str | None,
+             field_selector: str | None, limit: int | None, continue_: str | None) -> Op[ListResult[M]]:
+        info = resource_for_model(model)
+        op = self.ops.list_raw(info, namespace, label_selector, field_selector, limit, continue_)
+        return op.map(typed_list(model))
+
+    def create(self, obj: M, namespace: str | None, dry_run: bool) -> Op[M]:
+        model = type(obj)
+        info = resource_for_model(model)
+        return self.ops.create_raw(info, to_json(obj), namespace, dry_run).map(typed(model))
+
+    def update(self, obj: M, namespace: str | None, dry_run: bool, subresource: str | None) -> Op[M]:
+        model = type(obj)
+        info = resource_for_model(model)
+        return self.ops.update_raw(info, to_json(obj), namespace, dry_run, subresource).map(typed(model))
+
+    def patch(self, model: type[M], name: str, patch: Obj, namespace: str | None, subresource: str | None,
+              dry_run: bool) -> Op[M]:
+        info = resource_for_model(model)
+        return self.ops.patch_raw(info, name, patch, namespace, subresource, dry_run).map(typed(model))
+
+    def delete(self, model: type[M], name: str, namespace: str | None, resource_version: str | None,
+               dry_run: bool) -> Op[M | None]:
+        op = self.ops.delete_raw(resource_for_model(model), name, namespace, resource_version, dry_run)
+        return op.map(lambda body: None if body is None else model.model_validate(body))
+
+
+class Client:
+    """Synchronous client over one keep-alive connection pool. Use as a context manager or ``close()``."""
+
+    def __init__(self, config: ClientConfig, timeout: float = 30.0) -> None:
+        self.config = config
+        self.ops = Operations(config.namespace)
+        self._typed = _Typed(self.ops)
+        self._http = httpx.Client(**_httpx_options(config, timeout))
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def call(self, op: Op[T]) -> T:
+        """Send one Op and decode its answer (raising ApiError / ServerUnreachable)."""
+        req = op.request
+        try:
+            resp = self._http.request(req.method, req.path, params=req.params, content=req.content(),
+                                      headers=req.headers())
+        except httpx.TransportError as exc:
+            raise _unreachable(self.config, exc) from exc
+        return op.decode(decode_body(resp.status_code, resp.content))
+
+    # -- typed -----------------------------------------------------------------------------
+
+    def get(self, model: type[M], name: str, namespace: str | None = None) -> M:
+        return self.call(self._typed.get(model, name, namespace))
+
+    def list(self, model: type[M], namespace: str | None = None, label_selector: str | None = None,
+             field_selector: str | None = None, limit: int | None = None,
+             continue_: str | None = None) -> ListResult[M]:
+        return self.call(self._typed.list(model, namespace, label_selector, field_selector, limit, continue_))
+
+    def list_all(self, model: type[M], namespace: str | None = None, label_selector: str | None = None,
+                 field_selector: str | None = None, page_size: int = 500) -> Iterator[M]:
+        """Every matching object, fetched ``page_size`` at a time."""
+        token: str | None = None
+        while True:
+            page = self.list(model, namespace, label_selector, field_selector, page_size, token)
+            yield from page.items
+            token = page.continue_
+            if not token:
+                return
+
+    def create(self, obj: M, namespace: str | None = None, dry_run: bool = False) -> M:
+        return self.call(self._typed.create(obj, namespace, dry_run))
+
+    def update(self, obj: M, namespace: str | None = None, dry_run: bool = False) -> M:
+        return self.call(self._typed.update(obj, namespace, dry_run, None))
+
+    def update_status(self, obj: M, namespace: str | None = None, dry_run: bool = False) -> M:
+        return self.call(self._typed.update(obj, namespace, dry_run, "status"))
+
+    def patch(self, model: type[M], name: str, patch: Obj, namespace: str | None = None,
+              subresource: str | None = None, dry_run: bool = False) -> M:
+        return self.call(self._typed.patch(model, name, patch, namespace, subresource, dry_run))
+
+    def delete(self, model: type[M], name: str, namespace: str | None = None,
+               resource_version: str | None = None, dry_run: bool = False) -> M | None:
+        """Delete; returns the object the server answered with (``metadata.deletionTimestamp`` set and
+        ``finalizers`` non-empty while finalizers hold it), or None for a bare Status(Success).
+        ``resource_version`` is a precondition: a newer object answers Conflict."""
+        return self.call(self._typed.delete(model, name, namespace, resource_version, dry_run))
+
+    def watch(self, model: type[M], namespace: str | None = None, resource_version: str | int | None = None,
+              label_selector: str | None = None, field_selector: str | None = None,
+              timeout_seconds: int | None = None) -> Iterator[WatchEvent[M]]:
+        """Typed watch events (BOOKMARKs are skipped; use ``watch_raw`` to see them)."""
+        for event in self.watch_raw(resource_for_model(model), namespace, resource_version, label_selector,
+                                    field_selector, timeout_seconds):
+            typed_ev = typed_event(model, event)
+            if typed_ev is not None:
+                yield typed_ev
+
+    # -- raw -------------------------------------------------------------------------------
+
+    def get_raw(self, info: ResourceInfo, name: str, namespace: str | None = None) -> Obj:
+        return self.call(self.ops.get_raw(info, name, namespace))
+
+    def list_raw(self, info: ResourceInfo, namespace: str | None = None, label_selector: str | None = None,
+                 field_selector: str | None = None, limit: int | None = None,
+                 continue_: str | None = None) -> ListResult[Obj]:
+        return self.call(self.ops.list_raw(info, namespace, label_selector, field_selector, limit, continue_))
+
+    def create_raw(self, info: ResourceInfo, obj: Obj, namespace: str | None = None,
+                   dry_run: bool = False) -> Obj:
+        return self.call(self.ops.create_raw(info, obj, namespace, dry_run))
+
+    def update_raw(self, info: ResourceInfo, obj: Obj, namespace: str | None = None, dry_run: bool = False,
+                   subresource: str | None = None) -> Obj:
+        return self.call(self.ops.update_raw(info, obj, namespace, dry_run, subresource))
+
+    def patch_raw(self, info: ResourceInfo, name: str, patch: Obj, namespace: str | None = None,
+                  subresource: str | None = None, dry_run: bool = False) -> Obj:
+        return self.call(self.ops.patch_raw(info, name, patch, namespace, subresource, dry_run))
+
+    def delete_raw(self, info: ResourceInfo, name: str, namespace: str | None = None,
+                   resource_version: str | None = None, dry_run: bool = False) -> Obj | None:
+        return self.call(self.ops.delete_raw(info, name, namespace, resource_version, dry_run))
+
+    def watch_raw(self, info: ResourceInfo, namespace: str | None = None,
+                  resource_version: str | int | None = None, label_selector: str | None = None,
+                  field_selector: str | None = None, timeout_seconds: int | None = None,
+                  allow_bookmarks: bool = True) -> Iterator[WatchEvent[Obj]]:
+        """Stream watch events until the server ends the stream; raises Expired when the RV is too old."""
+        req = self.ops.watch_request(info, namespace, resource_version, label_selector, field_selector,
+                                     timeout_seconds, allow_bookmarks)
+        yield from self._stream(req, timeout_seconds)
+
+    def _stream(self, req: Request, timeout_seconds: int | None) -> Iterator[WatchEvent[Obj]]:
+        try:
+            with self._http.stream(req.method, req.path, params=req.params,
+                                   timeout=_watch_timeout(timeout_seconds)) as resp:
+                if resp.status_code != 200:
+                    decode_body(resp.status_code, resp.read())
+                try:
+                    for line in resp.iter_lines():
+                        event = parse_watch_line(line)
+                        if event is not None:
+                            yield event
+                except _STREAM_CUT:
+                    return  # a watch cut mid-stream just ends; the caller resumes from its last RV
+        except httpx.TransportError as exc:
+            raise _unreachable(self.config, exc) from exc
+
+
+class AsyncClient:
+    """Asynchronous client for controllers; same methods as :class:`Client`, awaited."""
+
+    def __init__(self, config: ClientConfig, timeout: float = 30.0) -> None:
+        self.config = config
+        self.ops = Operations(config.namespace)
+        self._typed = _Typed(self.ops)
+        self._http = httpx.AsyncClient(**_httpx_options(config, timeout))
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def call(self, op: Op[T]) -> T:
+        req = op.request
+        try:
+            resp = await self._http.request(req.method, req.path, params=req.params, content=req.content(),
+                                            headers=req.headers())
+        except httpx.TransportError as exc:
+            raise _unreachable(self.config, exc) from exc
+        return op.decode(decode_body(resp.status_code, resp.content))
+
+    # -- typed -----------------------------------------------------------------------------
+
+    async def get(self, model: type[M], name: str, namespace: str | None = None) -> M:
+        return await self.call(self._typed.get(model, name, namespace))
+
+    async def list(self, model: type[M], namespace: str | None = None, label_selector: str | None = None,
+                   field_selector: str | None = None, limit: int | None = None,
+                   continue_: str | None = None) -> ListResult[M]:
+        return await self.call(self._typed.list(model, namespace, label_selector, field_selector, limit,
+                                                continue_))
+
+    async def list_all(self, model: type[M], namespace: str | None = None, label_selector: str | None = None,
+                       field_selector: str | None = None, page_size: int = 500) -> AsyncIterator[M]:
+        token: str | None = None
+        while True:
+            page = await self.list(model, namespace, label_selector, field_selector, page_size, token)
+            for item in page.items:
+                yield item
+            token = page.continue_
+            if not token:
+                return
+
+    async def create(self, obj: M, namespace: str | None = None, dry_run: bool = False) -> M:
+        return await self.call(self._typed.create(obj, namespace, dry_run))
+
+    async def update(self, obj: M, namespace: str | None = None, dry_run: bool = False) -> M:
+        return await self.call(self._typed.update(obj, namespace, dry_run, None))
+
+    async def update_status(self, obj: M, namespace: str | None = None, dry_run: bool = False) -> M:
+        return await self.call(self._typed.update(obj, namespace, dry_run, "status"))
+
+    async def patch(self, model: type[M], name: str, patch: Obj, namespace: str | None = None,
+                    subresource: str | None = None, dry_run: bool = False) -> M:
+        return await self.call(self._typed.patch(model, name, patch, namespace, subresource, dry_run))
+
+    async def delete(self, model: type[M], name: str, namespace: str | None = None,
+                     resource_version: str | None = None, dry_run: bool = False) -> M | None:
+        return await self.call(self._typed.delete(model, name, namespace, resource_version, dry_run))
+
+    async def watch(self, model: type[M], namespace: str | None = None,
+                    resource_version: str | int | None = None, label_selector: str | None = None,
+                    field_selector: str | None = None,
+                    timeout_seconds: int | None = None) -> AsyncIterator[WatchEvent[M]]:
+        async for event in self.watch_raw(resource_for_model(model), namespace, resource_version,
+                                          label_selector, field_selector, timeout_seconds):
+            typed_ev = typed_event(model, event)
+            if typed_ev is not None:
+                yield typed_ev
+
+    # -- raw -------------------------------------------------------------------------------
+
+    async def get_raw(self, info: ResourceInfo, name: str, namespace: str | None = None) -> Obj:
+        return await self.call(self.ops.get_raw(info, name, namespace))
+
+    async def list_raw(self, info: ResourceInfo, namespace: str | None = None,
+                       label_selector: str | None = None, field_selector: str | None = None,
+                       limit: int | None = None, continue_: str | None = None) -> ListResult[Obj]:
+        return await self.call(self.ops.list_raw(info, namespace, label_selector, field_selector, limit,
+                                                 continue_))
+
+    async def create_raw(self, info: ResourceInfo, obj: Obj, namespace: str | None = None,
+                         dry_run: bool = False) -> Obj:
+        return await self.call(self.ops.create_raw(info, obj, namespace, dry_run))
+
+    async def update_raw(self, info: ResourceInfo, obj: Obj, namespace: str | None = None,
+                         dry_run: bool = False, subresource: str | None = None) -> Obj:
+        return await self.call(self.ops.update_raw(info, obj, namespace, dry_run, subresource))
+
+    async def patch_raw(self, info: ResourceInfo, name: str, patch: Obj, namespace: str | None = None,
+                        subresource: str | None = None, dry_run: bool = False) -> Obj:
+        return await self.call(self.ops.patch_raw(info, name, patch, namespace, subresource, dry_run))
+
+    async def delete_raw(self, info: ResourceInfo, name: str, namespace: str | None = None,
+                         resource_version: str | None = None, dry_run: bool = False) -> Obj | None:
+        return await self.call(self.ops.delete_raw(info, name, namespace, resource_version, dry_run))
+
+    async def watch_raw(self, info: ResourceInfo, namespace: str | None = None,
+                        resource_version: str | int | None = None, label_selector: str | None = None,
+                        field_selector: str | None = None, timeout_seconds: int | None = None,
+                        allow_bookmarks: bool = True) -> AsyncIterator[WatchEvent[Obj]]:
+        req = self.ops.watch_request(info, namespace, resource_version, label_selector, field_selector,
+                                     timeout_seconds, allow_bookmarks)
+        try:
+            async with self._http.stream(req.method, req.path, params=req.params,
+                                         timeout=_watch_timeout(timeout_seconds)) as resp:
+                if resp.status_code != 200:
+                    decode_body(resp.status_code, await resp.aread())
+                try:
+                    async for line in resp.aiter_lines():
+                        event = parse_watch_line(line)
+                        if event is not None:
+                            yield event
+                except _STREAM_CUT:
+                    return
+        except httpx.TransportError as exc:
+            raise _unreachable(self.config, exc) from exc

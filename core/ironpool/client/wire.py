@@ -1,0 +1,300 @@
+"""The pure half of the client: building requests and decoding responses, shared by sync and async.
+
+Nothing here does I/O. :class:`Operations` turns a call such as ``get(MachineClass, "x")`` into an
+:class:`Op` (a :class:`Request` plus a function decoding the JSON answer); the sync and async
+clients only differ in how they send the request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, Generic, Literal, TypeVar, cast
+
+import orjson
+from pydantic import BaseModel
+
+from ironpool.api.errors import ApiError, from_status
+from ironpool.api.resources import RESOURCES, ResourceInfo
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+U = TypeVar("U")
+
+Obj = dict[str, Any]
+WatchEventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class ServerUnreachable(Exception):
+    """The apiserver could not be reached (connection refused, reset, TLS or timeout)."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """One HTTP request, relative to the server URL."""
+
+    method: str
+    path: str
+    params: dict[str, str] = field(default_factory=dict)
+    body: Any = None
+    content_type: str = "application/json"
+
+    def content(self) -> bytes | None:
+        return None if self.body is None else orjson.dumps(self.body)
+
+    def headers(self) -> dict[str, str]:
+        return {"Content-Type": self.content_type} if self.body is not None else {}
+
+
+@dataclass(frozen=True)
+class Op(Generic[T]):
+    """A request and how to turn its decoded JSON body into the caller's result."""
+
+    request: Request
+    decode: Callable[[Any], T]
+
+    def map(self, fn: Callable[[T], U]) -> Op[U]:
+        inner = self.decode
+        return Op(self.request, lambda body: fn(inner(body)))
+
+
+@dataclass(frozen=True)
+class ListResult(Generic[T]):
+    """One page of a list: the items, the revision it was read at, and the token for the next page."""
+
+    items: list[T]
+    resource_version: str
+    continue_: str | None = None
+
+
+@dataclass(frozen=True)
+class WatchEvent(Generic[T]):
+    """One change from a watch stream. BOOKMARK events carry only ``metadata.resourceVersion``."""
+
+    type: WatchEventType
+    object: T
+    resource_version: str = ""
+
+
+@cache
+def resource_for_model(model: type[BaseModel]) -> ResourceInfo:
+    """The ResourceInfo whose pydantic model is ``model``."""
+    infos: Any = RESOURCES.values() if isinstance(RESOURCES, Mapping) else RESOURCES
+    for info in infos:
+        if info.model is model:
+            return cast(ResourceInfo, info)
+    raise TypeError(f"{model.__name__} is not a registered ironpool resource")
+
+
+def to_json(obj: BaseModel | Obj) -> Obj:
+    """The wire form of a model (aliases, no None fields) or a dict as-is."""
+    if isinstance(obj, BaseModel):
+        return cast(Obj, obj.model_dump(mode="json", by_alias=True, exclude_none=True))
+    return obj
+
+
+def decode_body(status_code: int, content: bytes) -> Any:
+    """The JSON body of a successful response, or the matching ApiError raised from a Status."""
+    body: Any = None
+    if content:
+        try:
+            body = orjson.loads(content)
+        except orjson.JSONDecodeError:
+            body = None
+    if 200 <= status_code < 300:
+        if content and body is None:
+            raise ApiError(message=f"server sent a non-JSON response (HTTP {status_code})")
+        return body
+    if isinstance(body, dict) and body.get("kind") == "Status":
+        raise from_status(body, status_code)
+    text = content.decode("utf-8", "replace").strip()[:300] if content else ""
+    raise from_status({"message": text or f"HTTP {status_code}", "code": status_code}, status_code)
+
+
+def parse_watch_line(line: str | bytes) -> WatchEvent[Obj] | None:
+    """One newline-delimited watch event; ERROR events are raised (Expired for 410)."""
+    if not line or not line.strip():
+        return None
+    try:
+        raw = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(message=f"malformed watch event: {exc}") from exc
+    etype = raw.get("type")
+    obj = raw.get("object") or {}
+    if etype == "ERROR":
+        raise from_status(obj, int(obj.get("code") or 500))
+    if etype not in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
+        raise ApiError(message=f"unknown watch event type {etype!r}")
+    rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    return WatchEvent(type=etype, object=obj, resource_version=rv)
+
+
+def meta(obj: Obj) -> Obj:
+    return cast(Obj, obj.get("metadata") or {})
+
+
+def object_key(obj: Obj) -> str:
+    """``namespace/name`` for namespaced objects, ``name`` for cluster-scoped ones (client-go style)."""
+    m = meta(obj)
+    ns = m.get("namespace")
+    return f"{ns}/{m.get('name', '')}" if ns else str(m.get("name", ""))
+
+
+def _dry_run(params: dict[str, str], dry_run: bool) -> dict[str, str]:
+    if dry_run:
+        params["dryRun"] = "All"
+    return params
+
+
+def _decode_list(body: Any) -> ListResult[Obj]:
+    md = body.get("metadata") or {}
+    return ListResult(
+        items=list(body.get("items") or []),
+        resource_version=str(md.get("resourceVersion") or ""),
+        continue_=md.get("continue") or None,
+    )
+
+
+def _identity(body: Any) -> Any:
+    return body
+
+
+def _decode_deleted(body: Any) -> Obj | None:
+    # A plain Status(Success) means the object is gone; an object means finalizers keep it for now.
+    if isinstance(body, dict) and body.get("kind") == "Status":
+        return None
+    return cast(Obj | None, body)
+
+
+class Operations:
+    """Builds the Op for every API call; ``namespace`` is the default for namespaced kinds."""
+
+    def __init__(self, default_namespace: str) -> None:
+        self.default_namespace = default_namespace
+
+    # -- paths -------------------------------------------------------------------------------
+
+    def namespace_for(self, info: ResourceInfo, namespace: str | None, obj: Obj | None = None) -> str | None:
+        """The namespace an object call goes to: None for cluster-scoped kinds."""
+        if not info.namespaced:
+            return None
+        return namespace or (meta(obj).get("namespace") if obj else None) or self.default_namespace
+
+    def path(self, info: ResourceInfo, namespace: str | None, name: str | None = None,
+             subresource: str | None = None) -> str:
+        if name is not None and not name:
+            raise ValueError(f"{info.kind}: name must not be empty")
+        path = str(info.path(namespace, name))
+        if subresource:
+            if name is None:
+                raise ValueError("a subresource needs an object name")
+            path = f"{path}/{subresource}"
+        return path
+
+    # -- raw (dict) operations ---------------------------------------------------------------
+
+    def get_raw(self, info: ResourceInfo, name: str, namespace: str | None = None) -> Op[Obj]:
+        ns = self.namespace_for(info, namespace)
+        return Op(Request("GET", self.path(info, ns, name)), _identity)
+
+    def list_raw(
+        self,
+        info: ResourceInfo,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+    ) -> Op[ListResult[Obj]]:
+        """A list; ``namespace=None`` lists every namespace of a namespaced kind."""
+        params: dict[str, str] = {}
+        if label_selector:
+            params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        if limit:
+            params["limit"] = str(limit)
+        if continue_:
+            params["continue"] = continue_
+        ns = namespace if info.namespaced else None
+        return Op(Request("GET", self.path(info, ns), params), _decode_list)
+
+    def create_raw(self, info: ResourceInfo, obj: Obj, namespace: str | None = None,
+                   dry_run: bool = False) -> Op[Obj]:
+        ns = self.namespace_for(info, namespace, obj)
+        body = dict(obj)
+        body.setdefault("apiVersion", info.api_version)
+        body.setdefault("kind", info.kind)
+        if ns is not None:
+            body["metadata"] = {**meta(obj), "namespace": ns}
+        return Op(Request("POST", self.path(info, ns), _dry_run({}, dry_run), body), _identity)
+
+    def update_raw(self, info: ResourceInfo, obj: Obj, namespace: str | None = None,
+                   dry_run: bool = False, subresource: str | None = None) -> Op[Obj]:
+        ns = self.namespace_for(info, namespace, obj)
+        name = str(meta(obj).get("name") or "")
+        body = dict(obj)
+        body.setdefault("apiVersion", info.api_version)
+        body.setdefault("kind", info.kind)
+        return Op(Request("PUT", self.path(info, ns, name, subresource), _dry_run({}, dry_run), body),
+                  _identity)
+
+    def patch_raw(self, info: ResourceInfo, name: str, patch: Obj, namespace: str | None = None,
+                  subresource: str | None = None, dry_run: bool = False) -> Op[Obj]:
+        ns = self.namespace_for(info, namespace)
+        return Op(Request("PATCH", self.path(info, ns, name, subresource), _dry_run({}, dry_run), patch,
+                          MERGE_PATCH), _identity)
+
+    def delete_raw(self, info: ResourceInfo, name: str, namespace: str | None = None,
+                   resource_version: str | None = None, dry_run: bool = False) -> Op[Obj | None]:
+        ns = self.namespace_for(info, namespace)
+        body = None
+        if resource_version:
+            body = {"kind": "DeleteOptions", "apiVersion": "v1",
+                    "preconditions": {"resourceVersion": str(resource_version)}}
+        return Op(Request("DELETE", self.path(info, ns, name), _dry_run({}, dry_run), body), _decode_deleted)
+
+    def watch_request(
+        self,
+        info: ResourceInfo,
+        namespace: str | None = None,
+        resource_version: str | int | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int | None = None,
+        allow_bookmarks: bool = True,
+    ) -> Request:
+        params: dict[str, str] = {"watch": "true"}
+        if resource_version not in (None, ""):
+            params["resourceVersion"] = str(resource_version)
+        if allow_bookmarks:
+            params["allowWatchBookmarks"] = "true"
+        if label_selector:
+            params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        if timeout_seconds:
+            params["timeoutSeconds"] = str(int(timeout_seconds))
+        ns = namespace if info.namespaced else None
+        return Request("GET", self.path(info, ns), params)
+
+
+def typed(model: type[M]) -> Callable[[Any], M]:
+    """A decoder validating a JSON object into ``model``."""
+    return model.model_validate
+
+
+def typed_list(model: type[M]) -> Callable[[ListResult[Obj]], ListResult[M]]:
+    def convert(page: ListResult[Obj]) -> ListResult[M]:
+        items = [model.model_validate(i) for i in page.items]
+        return ListResult(items, page.resource_version, page.continue_)
+    return convert
+
+
+def typed_event(model: type[M], event: WatchEvent[Obj]) -> WatchEvent[M] | None:
+    """A watch event with its object validated; None for a BOOKMARK (it carries no object)."""
+    if event.type == "BOOKMARK":
+        return None
+    return WatchEvent(event.type, model.model_validate(event.object), event.resource_version)
