@@ -15,7 +15,7 @@ import yaml
 from tests.cli.conftest import Run, cli_env
 from tests.conftest import ApiServer
 
-SAMPLES = Path(__file__).resolve().parents[2] / "examples" / "manifests" / "ironcore-samples.yaml"
+SAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ironcore" / "samples.yaml"
 COMPUTE = "/apis/compute.ironcore.dev/v1alpha1"
 
 
