@@ -1,1 +1,17 @@
-"""ironpool.poollet."""
+"""Poollets: announce a host as a MachinePool / VolumePool and make the objects bound to it real via IRI.
+
+Entry points (used by ``ironpool machinepoollet`` / ``volumepoollet`` and by ``ironpool up``)::
+
+    from ironpool.poollet.machinepoollet import MachinePoolletOptions, run_machinepoollet
+    from ironpool.poollet.volumepoollet import VolumePoolletOptions, run_volumepoollet
+    from ironpool.poollet.runtime import MachineRuntime, VolumeRuntime   # async IRI clients
+    from ironpool.poollet.lifecycle import run_pool_lifecycle           # control-plane side
+
+    await run_machinepoollet(client, MachineRuntime.connect("unix:///run/m.sock"),
+                             MachinePoolletOptions(pool="host-1", provider_id="libvirt://host-1"), stop)
+
+Modules: ``keys`` (IronCore label/annotation/finalizer keys), ``classes`` (class mapper),
+``capacity`` (pool figures), ``machine_iri`` (API <-> IRI translation), ``machine_controller`` /
+``volume_controller`` (object reconcilers), ``machinepool`` (pool status and heartbeat),
+``controller`` (work-queue loop), ``relist`` (runtime relisting = IRI events), ``lifecycle``.
+"""

@@ -1,0 +1,47 @@
+"""Label, annotation and finalizer keys the poollets share with IronCore (ironcore-model.md §3).
+
+Keeping IronCore's exact keys lets an IronCore runtime (libvirt-provider, a broker) be driven by an
+ironpool poollet and vice versa, and lets an IRI machine be found again by its API object's UID.
+"""
+
+from __future__ import annotations
+
+# --- machinepoollet -------------------------------------------------------------------------
+MACHINE_UID_LABEL = "machinepoollet.ironcore.dev/machine-uid"
+MACHINE_NAMESPACE_LABEL = "machinepoollet.ironcore.dev/machine-namespace"
+MACHINE_NAME_LABEL = "machinepoollet.ironcore.dev/machine-name"
+MACHINE_GENERATION_ANNOTATION = "machinepoollet.ironcore.dev/machine-generation"
+IRI_MACHINE_GENERATION_ANNOTATION = "machinepoollet.ironcore.dev/irimachine-generation"
+NIC_MAPPING_ANNOTATION = "machinepoollet.ironcore.dev/networkinterfacemapping"
+MACHINE_FINALIZER = "machinepoollet.ironcore.dev/machine"
+MACHINE_FIELD_OWNER = "machinepoollet.ironcore.dev/field-owner"
+# ironpool addition: the pool whose poollet created the IRI machine. Garbage collection and
+# deletion of gone objects only touch machines carrying this poollet's pool, so poollets sharing
+# one libvirtd (a test beside the demo) never delete each other's domains.
+MACHINE_POOL_LABEL = "machinepoollet.ironpool.dev/pool"
+
+# --- volumepoollet --------------------------------------------------------------------------
+VOLUME_UID_LABEL = "volumepoollet.ironcore.dev/volume-uid"
+VOLUME_NAMESPACE_LABEL = "volumepoollet.ironcore.dev/volume-namespace"
+VOLUME_NAME_LABEL = "volumepoollet.ironcore.dev/volume-name"
+VOLUME_FINALIZER = "volumepoollet.ironcore.dev/volume"
+VOLUME_POOL_LABEL = "volumepoollet.ironpool.dev/pool"
+
+# --- common ---------------------------------------------------------------------------------
+TOPOLOGY_REGION_LABEL = "topology.ironcore.dev/region"
+TOPOLOGY_ZONE_LABEL = "topology.ironcore.dev/zone"
+RECONCILE_REQUESTED_AT_ANNOTATION = "reconcile.common.ironcore.dev/requested-at"
+DEFAULT_IGNITION_KEY = "ignition.yaml"
+
+
+CLASS_PREFIX = "class/"
+
+
+def machine_class_key(name: str) -> str:
+    """``class/machine.<name>``: the class-count resource name IronCore pools publish."""
+    return f"{CLASS_PREFIX}machine.{name}"
+
+
+def volume_class_key(name: str) -> str:
+    """``class/volume.<name>``: bytes of storage a volume pool offers for that class."""
+    return f"{CLASS_PREFIX}volume.{name}"

@@ -1,0 +1,383 @@
+"""The Machine reconciler of the machinepoollet (IronCore's ``MachineReconciler``, §3.1).
+
+``reconcile("ns/name")`` is idempotent and crash-safe: the IRI machine is always found again by the
+``machine-uid`` label before anything is created, so a poollet killed between ``CreateMachine`` and
+the status write finds its machine on restart instead of making a second domain.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from ironpool.api.compute import Machine, MachineClass
+from ironpool.api.core import Secret
+from ironpool.api.errors import NotFound
+from ironpool.api.storage import Volume
+from ironpool.client.informer import Informer
+from ironpool.client.rest import AsyncClient
+from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
+from ironpool.poollet import keys
+from ironpool.poollet.classes import ClassMapper, capabilities_to_iri
+from ironpool.poollet.conditions import now_rfc3339
+from ironpool.poollet.events import EventRecorder
+from ironpool.poollet.machine_iri import (
+    ConnectionSource,
+    build_machine,
+    compute_status,
+    connection_volume,
+    desired_annotations,
+    desired_power,
+    device_names,
+    failed_status,
+    local_disk_volume,
+    network_interface,
+    status_differs,
+    volume_object_name,
+    waiting_status,
+)
+from ironpool.poollet.runtime import MachineRuntime
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Dependencies:
+    """What a machine needs from the API, resolved; ``waiting`` names what is still missing."""
+
+    runtime_class: str = ""
+    ignition: bytes = b""
+    volumes: dict[str, mpb.Volume] = field(default_factory=dict)
+    nics: dict[str, mpb.NetworkInterface] = field(default_factory=dict)
+    claims: list[Volume] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)
+
+
+def secret_value(secret: Secret, key: str) -> bytes | None:
+    if secret.data and key in secret.data:
+        return base64.b64decode(secret.data[key])
+    if secret.string_data and key in secret.string_data:
+        return secret.string_data[key].encode()
+    return None
+
+
+def _quantity_bytes(resources: Mapping[str, Any] | None) -> int:
+    q = (resources or {}).get("storage")
+    return int(q.value()) if q is not None else 0
+
+
+class MachineReconciler:
+    """Drives the IRI machines of the Machines bound to one pool."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        runtime: MachineRuntime,
+        pool: str,
+        machines: Informer[Machine],
+        classes: Informer[MachineClass],
+        volumes: Informer[Volume],
+        secrets: Informer[Secret],
+        mapper: ClassMapper,
+        runtime_name: str,
+        delete_requeue: float = 1.0,
+        events: EventRecorder | None = None,
+    ) -> None:
+        self.client = client
+        self.runtime = runtime
+        self.pool = pool
+        self.machines = machines
+        self.classes = classes
+        self.volumes = volumes
+        self.secrets = secrets
+        self.mapper = mapper
+        self.runtime_name = runtime_name
+        self.delete_requeue = delete_requeue
+        self.events = events
+
+    # -- entry point -----------------------------------------------------------------------------
+
+    async def reconcile(self, key: str) -> float | None:
+        namespace, _, name = key.partition("/")
+        machine = self.machines.get(key)
+        if machine is None:
+            return await self._delete_gone(namespace, name)
+        if machine.metadata.deletion_timestamp:
+            return await self._delete(machine)
+        ref = machine.spec.machine_pool_ref
+        if ref is None or ref.name != self.pool:
+            return None
+        if keys.MACHINE_FINALIZER not in (machine.metadata.finalizers or []):
+            machine = await self._set_finalizer(machine, add=True)
+        return await self._apply(machine)
+
+    # -- create / update -------------------------------------------------------------------------
+
+    async def _apply(self, machine: Machine) -> float | None:
+        uid = machine.metadata.uid or ""
+        found = await self.runtime.list_machines(labels={keys.MACHINE_UID_LABEL: uid})
+        found = await self._dedupe(found)
+        deps = self.resolve(machine)
+        now = now_rfc3339()
+        await self._release_unused_claims(machine)
+        if not found:
+            if deps.waiting:
+                await self._patch_status(machine, waiting_status(machine, deps.waiting, now))
+                await self._event(machine, "Normal", "WaitingForDependencies",
+                                  "waiting for " + "; ".join(deps.waiting))
+                return None
+            await self._claim(machine, deps.claims)
+            desired = build_machine(machine, deps.runtime_class, deps.ignition,
+                                    list(deps.volumes.values()), list(deps.nics.values()))
+            desired.metadata.labels[keys.MACHINE_POOL_LABEL] = self.pool
+            try:
+                iri = await self.runtime.create_machine(desired)
+            except grpc.aio.AioRpcError as exc:
+                # Tell the user why (an unknown image, no room left), then retry with backoff.
+                if exc.code() != grpc.StatusCode.CANCELLED:
+                    message = f"runtime refused CreateMachine: {exc.code().name}: {exc.details()}"
+                    await self._patch_status(machine, failed_status(machine, message, now))
+                    await self._event(machine, "Warning", "FailedCreate", message)
+                raise
+            log.info("machine %s/%s: created IRI machine %s", machine.metadata.namespace,
+                     machine.metadata.name, iri.metadata.id)
+            await self._event(machine, "Normal", "Created",
+                              f"created machine {iri.metadata.id} in runtime {self.runtime_name}")
+            if desired_power(machine) == mpb.POWER_OFF:
+                await self.runtime.update_power(iri.metadata.id, mpb.POWER_OFF)
+                iri = await self._refetch(iri)
+        else:
+            await self._claim(machine, deps.claims)
+            iri = await self._update(machine, found[0], deps)
+        status = compute_status(machine, iri, self.runtime_name, now)
+        iri_gen_raw = iri.metadata.annotations.get(keys.IRI_MACHINE_GENERATION_ANNOTATION, "0")
+        if iri.status.observed_generation < int(iri_gen_raw or 0):
+            return 1.0  # the runtime has not caught up with our last change yet
+        if deps.waiting:
+            # A running machine stays Ready; what an added volume waits for goes into VolumesReady.
+            for c in status["conditions"]:
+                if c["type"] == "VolumesReady" and c["status"] == "False":
+                    c["message"] = "waiting for " + "; ".join(deps.waiting)
+            await self._event(machine, "Normal", "WaitingForDependencies",
+                              "waiting for " + "; ".join(deps.waiting))
+        await self._patch_status(machine, status)
+        return None
+
+    async def _dedupe(self, found: Sequence[mpb.Machine]) -> list[mpb.Machine]:
+        """Keep the oldest IRI machine for a UID and delete the rest (IronCore panics instead)."""
+        live = [m for m in found if not m.metadata.deleted_at]
+        if len(live) <= 1:
+            return live
+        live.sort(key=lambda m: (m.metadata.created_at, m.metadata.id))
+        for extra in live[1:]:
+            log.warning("deleting duplicate IRI machine %s for uid %s", extra.metadata.id,
+                        extra.metadata.labels.get(keys.MACHINE_UID_LABEL))
+            await self.runtime.delete_machine(extra.metadata.id)
+        return live[:1]
+
+    async def _refetch(self, iri: mpb.Machine) -> mpb.Machine:
+        again = await self.runtime.list_machines(machine_id=iri.metadata.id)
+        return again[0] if again else iri
+
+    async def _update(self, machine: Machine, iri: mpb.Machine, deps: Dependencies) -> mpb.Machine:
+        mid = iri.metadata.id
+        changed = False
+        spec_names = {v.name for v in machine.spec.volumes or []}
+        current = {v.name: v for v in iri.spec.volumes}
+        for name in current:
+            if name not in spec_names:
+                await self.runtime.detach_volume(mid, name)
+                changed = True
+        for name, want in deps.volumes.items():
+            cur = current.get(name)
+            if cur is None:
+                await self.runtime.attach_volume(mid, want)
+                changed = True
+            elif want.HasField("connection") and cur.HasField("connection"):
+                if (cur.connection.driver, cur.connection.handle) != (want.connection.driver,
+                                                                      want.connection.handle):
+                    await self.runtime.detach_volume(mid, name)
+                    await self.runtime.attach_volume(mid, want)
+                    changed = True
+                elif cur.connection.effective_storage_bytes != want.connection.effective_storage_bytes:
+                    await self.runtime.update_volume(mid, want)  # online resize
+                    changed = True
+            elif want.HasField("connection") != cur.HasField("connection"):
+                await self.runtime.detach_volume(mid, name)
+                await self.runtime.attach_volume(mid, want)
+                changed = True
+        current_nics = {n.name: n for n in iri.spec.network_interfaces}
+        for name in current_nics:
+            if name not in deps.nics:
+                await self.runtime.detach_nic(mid, name)
+                changed = True
+        for name, want_nic in deps.nics.items():
+            cur_nic = current_nics.get(name)
+            if cur_nic is not None and (cur_nic.network_id, list(cur_nic.ips)) == (want_nic.network_id,
+                                                                                  list(want_nic.ips)):
+                continue
+            if cur_nic is not None:
+                await self.runtime.detach_nic(mid, name)
+            await self.runtime.attach_nic(mid, want_nic)
+            changed = True
+        if iri.spec.power != desired_power(machine):
+            await self.runtime.update_power(mid, desired_power(machine))
+            changed = True
+        gen_key = keys.MACHINE_GENERATION_ANNOTATION
+        if changed or iri.metadata.annotations.get(gen_key) != str(machine.metadata.generation or 0):
+            if changed:
+                iri = await self._refetch(iri)
+            annotations = dict(iri.metadata.annotations)
+            annotations.update(desired_annotations(machine, iri.metadata.generation))
+            await self.runtime.update_annotations(mid, annotations)
+            changed = True
+        return await self._refetch(iri) if changed else iri
+
+    # -- dependencies ----------------------------------------------------------------------------
+
+    def resolve(self, machine: Machine) -> Dependencies:
+        """The class, ignition and volumes of ``machine``, or what it still waits for."""
+        deps = Dependencies()
+        ns = machine.metadata.namespace or "default"
+        class_name = machine.spec.machine_class_ref.name
+        mclass = self.classes.get(class_name)
+        if mclass is None:
+            deps.waiting.append(f"MachineClass {class_name} (not found)")
+        else:
+            match = self.mapper.lookup(class_name, capabilities_to_iri(mclass.capabilities))
+            if match.runtime_class is None:
+                deps.waiting.append(f"MachineClass {class_name} ({match.reason})")
+            else:
+                deps.runtime_class = match.runtime_class.name
+        ign = machine.spec.ignition_ref
+        if ign is not None:
+            key = ign.key or keys.DEFAULT_IGNITION_KEY
+            secret = self.secrets.get(f"{ns}/{ign.name}")
+            if secret is None:
+                deps.waiting.append(f"Secret {ns}/{ign.name} (not found)")
+            else:
+                data = secret_value(secret, key)
+                if data is None:
+                    deps.waiting.append(f"Secret {ns}/{ign.name} (has no key {key!r})")
+                else:
+                    deps.ignition = data
+        spec_volumes = machine.spec.volumes or []
+        devices = device_names(spec_volumes)
+        for v in spec_volumes:
+            obj_name = volume_object_name(machine, v)
+            if obj_name is None:
+                deps.volumes[v.name] = local_disk_volume(v, devices[v.name])
+                continue
+            vol = self.volumes.get(f"{ns}/{obj_name}")
+            reason = self._volume_problem(machine, vol)
+            if reason:
+                deps.waiting.append(f"Volume {ns}/{obj_name} ({reason})")
+                continue
+            assert vol is not None and vol.status is not None and vol.status.access is not None
+            access = vol.status.access
+            size = _quantity_bytes(vol.status.resources) or _quantity_bytes(vol.spec.resources)
+            src = ConnectionSource(access.driver, access.handle, dict(access.volume_attributes or {}), size)
+            deps.volumes[v.name] = connection_volume(v, devices[v.name], src)
+            deps.claims.append(vol)
+        for n in machine.spec.network_interfaces or []:
+            deps.nics[n.name] = network_interface(n)
+        return deps
+
+    @staticmethod
+    def _volume_problem(machine: Machine, vol: Volume | None) -> str:
+        if vol is None:
+            return "not found"
+        claim = vol.spec.claim_ref
+        if claim is not None and claim.uid and claim.uid != machine.metadata.uid:
+            return f"claimed by machine {claim.name}"
+        if vol.spec.unclaimable:
+            return "unclaimable"
+        state = vol.status.state if vol.status else None
+        if state != "Available":
+            return f"not Available yet, state {state or 'Pending'}"
+        if vol.status is None or vol.status.access is None:
+            return "no access information yet"
+        return ""
+
+    async def _claim(self, machine: Machine, volumes: Sequence[Volume]) -> None:
+        ref = {"name": machine.metadata.name, "uid": machine.metadata.uid}
+        for vol in volumes:
+            claim = vol.spec.claim_ref
+            if claim is not None and claim.uid == machine.metadata.uid:
+                continue
+            await self.client.patch(Volume, vol.metadata.name or "", {"spec": {"claimRef": ref}},
+                                    namespace=vol.metadata.namespace)
+
+    async def _release_unused_claims(self, machine: Machine, all_: bool = False) -> None:
+        """Clear ``claimRef`` on volumes this machine claimed but no longer (or, deleting, never) uses."""
+        ns = machine.metadata.namespace or "default"
+        used = set() if all_ else {volume_object_name(machine, v) for v in machine.spec.volumes or []}
+        for vol in self.volumes.by_index("claim-uid", machine.metadata.uid or ""):
+            if vol.metadata.namespace == ns and vol.metadata.name not in used:
+                with contextlib.suppress(NotFound):
+                    await self.client.patch(Volume, vol.metadata.name or "", {"spec": {"claimRef": None}},
+                                            namespace=ns)
+
+    # -- deletion --------------------------------------------------------------------------------
+
+    async def _delete(self, machine: Machine) -> float | None:
+        if keys.MACHINE_FINALIZER not in (machine.metadata.finalizers or []):
+            return None
+        labels = {keys.MACHINE_UID_LABEL: machine.metadata.uid or ""}
+        if await self._delete_iri(labels):
+            if (machine.status.state if machine.status else None) != "Terminating":
+                await self._patch_status(machine, {"state": "Terminating"})
+            return self.delete_requeue
+        await self._release_unused_claims(machine, all_=True)
+        await self._set_finalizer(machine, add=False)
+        log.info("machine %s/%s: IRI machine gone, finalizer removed", machine.metadata.namespace,
+                 machine.metadata.name)
+        return None
+
+    async def _delete_gone(self, namespace: str, name: str) -> float | None:
+        """The API object is gone (finalizer bypassed or removed): delete what the runtime still has."""
+        labels = {keys.MACHINE_NAMESPACE_LABEL: namespace, keys.MACHINE_NAME_LABEL: name,
+                  keys.MACHINE_POOL_LABEL: self.pool}
+        return self.delete_requeue if await self._delete_iri(labels) else None
+
+    async def _delete_iri(self, labels: Mapping[str, str]) -> bool:
+        """Delete every IRI machine with these labels; True while any is still listed."""
+        found = await self.runtime.list_machines(labels=labels)
+        for m in found:
+            await self.runtime.delete_machine(m.metadata.id)
+        if not found:
+            return False
+        return bool(await self.runtime.list_machines(labels=labels))
+
+    # -- API writes ------------------------------------------------------------------------------
+
+    async def _event(self, machine: Machine, type_: str, reason: str, message: str) -> None:
+        if self.events is not None:
+            await self.events.record(machine, type_, reason, message)
+
+    async def _set_finalizer(self, machine: Machine, add: bool) -> Machine:
+        finalizers = [f for f in machine.metadata.finalizers or [] if f != keys.MACHINE_FINALIZER]
+        if add:
+            finalizers.append(keys.MACHINE_FINALIZER)
+        updated = machine.model_copy(deep=True)
+        updated.metadata.finalizers = finalizers
+        try:
+            return await self.client.update(updated, namespace=machine.metadata.namespace)
+        except NotFound:
+            if add:
+                raise
+            return machine
+
+    async def _patch_status(self, machine: Machine, status: dict[str, Any]) -> None:
+        current = machine.status.to_dict() if machine.status else {}
+        if not status_differs(current, status):
+            return
+        await self.client.patch(Machine, machine.metadata.name or "", {"status": status},
+                                namespace=machine.metadata.namespace, subresource="status")

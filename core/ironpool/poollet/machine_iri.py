@@ -1,0 +1,257 @@
+"""Translate between an API Machine and its IRI machine (ironcore-model.md §3.3), both directions.
+
+Pure functions: the reconciler resolves the dependencies (class, volumes, secret) and hands them
+in; this module builds the IRI request and computes the API status from what the runtime reports.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ironpool.api.compute import Machine, MachineNetworkInterface, MachineVolume
+from ironpool.api.meta import Condition
+from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
+from ironpool.poollet import keys
+from ironpool.poollet.conditions import condition
+
+STATE_FROM_IRI: dict[int, str] = {
+    mpb.MACHINE_PENDING: "Pending",
+    mpb.MACHINE_RUNNING: "Running",
+    mpb.MACHINE_SUSPENDED: "Shutdown",
+    mpb.MACHINE_TERMINATED: "Terminated",
+    mpb.MACHINE_TERMINATING: "Terminating",
+    # IronCore's poollet rejects STOPPED; a powered-off machine is Shutdown either way.
+    mpb.MACHINE_STOPPED: "Shutdown",
+}
+
+
+def uid_labels(machine: Machine) -> dict[str, str]:
+    """The IRI labels that tie an IRI machine to its API object (found again by the UID label)."""
+    md = machine.metadata
+    return {
+        keys.MACHINE_UID_LABEL: md.uid or "",
+        keys.MACHINE_NAMESPACE_LABEL: md.namespace or "",
+        keys.MACHINE_NAME_LABEL: md.name or "",
+    }
+
+
+def desired_annotations(machine: Machine, iri_generation: int) -> dict[str, str]:
+    return {
+        keys.MACHINE_GENERATION_ANNOTATION: str(machine.metadata.generation or 0),
+        keys.IRI_MACHINE_GENERATION_ANNOTATION: str(iri_generation),
+        keys.NIC_MAPPING_ANNOTATION: "{}",
+    }
+
+
+def device_names(volumes: Sequence[MachineVolume]) -> dict[str, str]:
+    """Each volume's device: the given one, else the next free ``od[a-z]`` as IronCore's admission does."""
+    used = {v.device for v in volumes if v.device}
+    out: dict[str, str] = {}
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    candidates = iter([f"od{c}" for c in letters] + [f"od{a}{b}" for a in letters for b in letters])
+    for v in volumes:
+        if v.device:
+            out[v.name] = v.device
+            continue
+        for cand in candidates:
+            if cand not in used:
+                used.add(cand)
+                out[v.name] = cand
+                break
+    return out
+
+
+def volume_object_name(machine: Machine, volume: MachineVolume) -> str | None:
+    """The API Volume a machine volume uses: its ``volumeRef``, or ``<machine>-<volume>`` if ephemeral."""
+    if volume.volume_ref is not None:
+        return volume.volume_ref.name
+    if volume.ephemeral is not None:
+        return f"{machine.metadata.name}-{volume.name}"
+    return None
+
+
+def local_disk_volume(volume: MachineVolume, device: str) -> mpb.Volume:
+    """An IRI ``local_disk`` for ``localDisk`` (or the deprecated ``emptyDisk``) sources."""
+    disk = mpb.LocalDisk()
+    if volume.local_disk is not None:
+        if volume.local_disk.size_limit is not None:
+            disk.size_bytes = volume.local_disk.size_limit.value()
+        if volume.local_disk.image:
+            disk.image.image = volume.local_disk.image
+    elif volume.empty_disk is not None and volume.empty_disk.size_limit is not None:
+        disk.size_bytes = volume.empty_disk.size_limit.value()
+    return mpb.Volume(name=volume.name, device=device, local_disk=disk)
+
+
+@dataclass(frozen=True)
+class ConnectionSource:
+    """What an attached API Volume contributes: its access and effective size."""
+
+    driver: str
+    handle: str
+    attributes: Mapping[str, str]
+    size_bytes: int
+    secret_data: Mapping[str, bytes] = field(default_factory=dict)
+
+
+def connection_volume(volume: MachineVolume, device: str, src: ConnectionSource) -> mpb.Volume:
+    conn = mpb.VolumeConnection(
+        driver=src.driver, handle=src.handle, attributes=dict(src.attributes),
+        secret_data=dict(src.secret_data), effective_storage_bytes=src.size_bytes,
+    )
+    return mpb.Volume(name=volume.name, device=device, connection=conn)
+
+
+def network_interface(nic: MachineNetworkInterface) -> mpb.NetworkInterface:
+    """An IRI NIC: the network is the ephemeral template's ``networkRef`` (a libvirt network name)."""
+    network_id, ips = "", []
+    attributes: dict[str, str] = {}
+    if nic.ephemeral is not None and nic.ephemeral.network_interface_template is not None:
+        spec: Mapping[str, Any] = nic.ephemeral.network_interface_template.spec or {}
+        ref = spec.get("networkRef") or {}
+        network_id = str(ref.get("name") or "") if isinstance(ref, Mapping) else ""
+        for ip in spec.get("ips") or []:
+            if isinstance(ip, Mapping) and ip.get("value"):
+                ips.append(str(ip["value"]))
+    elif nic.network_interface_ref is not None:
+        attributes["networkInterfaceRef"] = nic.network_interface_ref.name
+    return mpb.NetworkInterface(name=nic.name, network_id=network_id, ips=ips, attributes=attributes)
+
+
+def build_machine(
+    machine: Machine,
+    runtime_class: str,
+    ignition: bytes,
+    volumes: Sequence[mpb.Volume],
+    nics: Sequence[mpb.NetworkInterface],
+) -> mpb.Machine:
+    """The ``CreateMachine`` payload. Power is On at create, like IronCore; Off follows as an update."""
+    spec = mpb.MachineSpec(
+        power=mpb.POWER_ON, ignition_data=ignition, volumes=list(volumes), network_interfaces=list(nics),
+    )
+    setattr(spec, "class", runtime_class)  # `class` is a Python keyword
+    if machine.spec.guest_config is not None and machine.spec.guest_config.hostname:
+        spec.guest_config.hostname = machine.spec.guest_config.hostname
+    meta = mpb.Machine().metadata
+    meta.labels.update(uid_labels(machine))
+    meta.annotations.update(desired_annotations(machine, 0))
+    return mpb.Machine(metadata=meta, spec=spec)
+
+
+def desired_power(machine: Machine) -> int:
+    return mpb.POWER_OFF if machine.spec.power == "Off" else mpb.POWER_ON
+
+
+def _entry_time(previous: Sequence[Any] | None, name: str, state: str, now: str) -> str:
+    for old in previous or ():
+        if old.name == name and old.state == state and old.last_state_transition_time:
+            return str(old.last_state_transition_time)
+    return now
+
+
+def compute_status(
+    machine: Machine,
+    iri: mpb.Machine,
+    runtime_name: str,
+    now: str,
+) -> dict[str, Any]:
+    """The API ``status`` the IRI machine implies (IronCore's updateStatus + ComputeMachineConditions)."""
+    old = machine.status
+    state = STATE_FROM_IRI.get(iri.status.state, "Pending")
+    if iri.metadata.deleted_at:
+        state = "Terminating"
+    vol_status = {v.name: v for v in iri.status.volumes}
+    volumes: list[dict[str, Any]] = []
+    not_ready_volumes: list[str] = []
+    for v in machine.spec.volumes or []:
+        s = vol_status.get(v.name)
+        vstate = "Attached" if s is not None and s.state == mpb.VOLUME_ATTACHED else "Pending"
+        if vstate != "Attached":
+            not_ready_volumes.append(v.name)
+        entry: dict[str, Any] = {"name": v.name, "state": vstate,
+                                 "lastStateTransitionTime": _entry_time(old.volumes if old else None,
+                                                                         v.name, vstate, now)}
+        if s is not None and s.handle:
+            entry["handle"] = s.handle
+        ref = volume_object_name(machine, v)
+        if ref:
+            entry["volumeRef"] = {"name": ref}
+        volumes.append(entry)
+    nic_status = {n.name: n for n in iri.status.network_interfaces}
+    nics: list[dict[str, Any]] = []
+    not_ready_nics: list[str] = []
+    for n in machine.spec.network_interfaces or []:
+        ns = nic_status.get(n.name)
+        nstate = "Attached" if ns is not None and ns.state == mpb.NETWORK_INTERFACE_ATTACHED else "Pending"
+        if nstate != "Attached":
+            not_ready_nics.append(n.name)
+        nentry: dict[str, Any] = {"name": n.name, "state": nstate,
+                                  "lastStateTransitionTime": _entry_time(
+                                      old.network_interfaces if old else None, n.name, nstate, now)}
+        if ns is not None and ns.handle:
+            nentry["handle"] = ns.handle
+        if n.network_interface_ref is not None:
+            nentry["networkInterfaceRef"] = {"name": n.network_interface_ref.name}
+        nics.append(nentry)
+
+    previous: list[Condition] = list(old.conditions or []) if old else []
+    ready_reason = {"Running": "Running", "Pending": "Pending", "Terminating": "Terminating",
+                    "Terminated": "Terminating"}.get(state, "NotReady")
+    conds = [
+        condition("Ready", "True" if state == "Running" else "False", ready_reason,
+                  f"machine is {state}", previous, now),
+        condition("VolumesReady", "False" if not_ready_volumes else "True",
+                  f"VolumeNotReady: {not_ready_volumes[0]}" if not_ready_volumes else "VolumesReady",
+                  "not attached: " + ", ".join(not_ready_volumes) if not_ready_volumes
+                  else "all volumes attached", previous, now),
+        condition("NetworkInterfacesReady", "False" if not_ready_nics else "True",
+                  f"NetworkInterfaceNotReady: {not_ready_nics[0]}" if not_ready_nics
+                  else "NetworkInterfacesReady",
+                  "not attached: " + ", ".join(not_ready_nics) if not_ready_nics
+                  else "all network interfaces attached", previous, now),
+    ]
+    try:
+        observed = int(iri.metadata.annotations.get(keys.MACHINE_GENERATION_ANNOTATION, "0"))
+    except ValueError:
+        observed = 0
+    return {
+        "machineID": f"{runtime_name}://{iri.metadata.id}",
+        "observedGeneration": observed,
+        "state": state,
+        "conditions": conds,
+        "volumes": volumes,
+        "networkInterfaces": nics,
+    }
+
+
+def waiting_status(machine: Machine, reasons: Sequence[str], now: str) -> dict[str, Any]:
+    """Status of a machine that cannot be created yet: ``Ready=False/WaitingForDependencies`` naming them."""
+    previous = list(machine.status.conditions or []) if machine.status else []
+    message = "waiting for " + "; ".join(reasons)
+    volume_reasons = [r for r in reasons if r.startswith("Volume ")]
+    out: dict[str, Any] = {
+        "state": "Pending",
+        "conditions": [
+            condition("Ready", "False", "WaitingForDependencies", message, previous, now),
+            condition("VolumesReady", "False" if volume_reasons else "True",
+                      "VolumeNotReady" if volume_reasons else "VolumesReady",
+                      "; ".join(volume_reasons) if volume_reasons else "all volumes ready", previous, now),
+        ],
+    }
+    return out
+
+
+def failed_status(machine: Machine, message: str, now: str) -> dict[str, Any]:
+    """Status of a machine the runtime refused to create: ``Ready=False/CreateFailed`` with its error."""
+    previous = list(machine.status.conditions or []) if machine.status else []
+    return {"state": "Pending",
+            "conditions": [condition("Ready", "False", "CreateFailed", message, previous, now)]}
+
+
+def status_differs(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    """True if any desired field differs from the current status (fields we do not own are ignored)."""
+    return any(json.dumps(current.get(k), sort_keys=True) != json.dumps(v, sort_keys=True)
+               for k, v in desired.items())

@@ -1,0 +1,272 @@
+"""Wiring of the machinepoollet: informers → work queues → the pool and machine reconcilers.
+
+``run_machinepoollet`` runs until ``stop`` is set; ``ironpool up`` calls it in-process and the
+``ironpool machinepoollet`` command runs it as its own process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ironpool.api.compute import Machine, MachineClass, MachinePool
+from ironpool.api.core import Secret
+from ironpool.api.errors import NotFound
+from ironpool.api.storage import Volume
+from ironpool.client.informer import Informer, key_of
+from ironpool.client.rest import AsyncClient
+from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
+from ironpool.poollet import keys
+from ironpool.poollet.capacity import HostResources
+from ironpool.poollet.classes import ClassMapper
+from ironpool.poollet.controller import Controller
+from ironpool.poollet.events import EventRecorder
+from ironpool.poollet.machine_controller import MachineReconciler
+from ironpool.poollet.machine_iri import volume_object_name
+from ironpool.poollet.machinepool import MachinePoolReconciler, PoolIdentity, announce_pool
+from ironpool.poollet.relist import Relister, retry_until_ok, sleep_or_stop
+from ironpool.poollet.runtime import MachineRuntime
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class MachinePoolletOptions:
+    """Everything ``ironpool machinepoollet`` takes besides the API and IRI connections."""
+
+    pool: str
+    provider_id: str
+    region: str | None = None
+    zone: str | None = None
+    addresses: Sequence[tuple[str, str]] = field(default_factory=tuple)
+    workers: int = 4
+    heartbeat_interval: float = 10.0
+    relist_period: float = 5.0
+    resync_period: float = 60.0
+    events_period: float = 10.0
+    delete_requeue: float = 1.0
+    capacity: HostResources | None = None
+    reserved: HostResources = field(default_factory=lambda: HostResources(0, 0))
+    garbage_collect: bool = True
+    sync_timeout: float = 120.0
+
+
+def _machine_indexers() -> dict[str, object]:
+    def by_volume(m: Machine) -> list[str]:
+        ns = m.metadata.namespace or "default"
+        return [f"{ns}/{n}" for n in (volume_object_name(m, v) for v in m.spec.volumes or []) if n]
+
+    def by_secret(m: Machine) -> list[str]:
+        ref = m.spec.ignition_ref
+        return [f"{m.metadata.namespace or 'default'}/{ref.name}"] if ref else []
+
+    def by_class(m: Machine) -> list[str]:
+        return [m.spec.machine_class_ref.name]
+
+    return {"volume": by_volume, "secret": by_secret, "class": by_class}
+
+
+def claim_uid_index(v: Volume) -> list[str]:
+    ref = v.spec.claim_ref
+    return [ref.uid] if ref is not None and ref.uid else []
+
+
+def iri_machine_key(m: mpb.Machine, pool: str | None = None) -> str | None:
+    """``namespace/name`` of the Machine an IRI machine belongs to (only if made for ``pool``, if given)."""
+    if pool is not None and m.metadata.labels.get(keys.MACHINE_POOL_LABEL) != pool:
+        return None
+    ns = m.metadata.labels.get(keys.MACHINE_NAMESPACE_LABEL)
+    name = m.metadata.labels.get(keys.MACHINE_NAME_LABEL)
+    return f"{ns}/{name}" if ns and name else None
+
+
+class MachinePoollet:
+    """One pool's controllers; exposed so tests and ``ironpool up`` can look inside."""
+
+    def __init__(self, client: AsyncClient, runtime: MachineRuntime, options: MachinePoolletOptions) -> None:
+        self.client = client
+        self.runtime = runtime
+        self.options = options
+        self.identity = PoolIdentity(options.pool, options.provider_id, options.region, options.zone,
+                                     tuple(options.addresses))
+        self.machines: Informer[Machine] = Informer(
+            client, Machine, field_selector=f"spec.machinePoolRef.name={options.pool}",
+            indexers=_machine_indexers(),  # type: ignore[arg-type]
+        )
+        self.classes: Informer[MachineClass] = Informer(client, MachineClass)
+        self.volumes: Informer[Volume] = Informer(client, Volume, indexers={"claim-uid": claim_uid_index})
+        self.secrets: Informer[Secret] = Informer(client, Secret)
+        self.mapper = ClassMapper()
+        self.runtime_name = "iri"
+        self.pool_reconciler = MachinePoolReconciler(
+            client, runtime, self.identity, self.machines, self.classes, self.mapper,
+            capacity=options.capacity, reserved=options.reserved,
+            heartbeat_interval=options.heartbeat_interval,
+        )
+        self.pool_controller = Controller("machinepool", self.pool_reconciler.reconcile, workers=1)
+        self.events = EventRecorder(client, "machinepoollet")
+        self.machine_reconciler = MachineReconciler(
+            client, runtime, options.pool, self.machines, self.classes, self.volumes, self.secrets,
+            self.mapper, self.runtime_name, delete_requeue=options.delete_requeue, events=self.events,
+        )
+        self._forwarded: dict[tuple[str, int, str, str], None] = {}
+        self.machine_controller = Controller("machine", self.machine_reconciler.reconcile,
+                                             workers=options.workers)
+        self.relister: Relister[mpb.Machine] = Relister(
+            self.runtime.list_machines, lambda m: iri_machine_key(m, options.pool),
+            self.machine_controller.enqueue,
+            options.relist_period, after_list=self.collect_garbage if options.garbage_collect else None,
+        )
+        self._wire_handlers()
+
+    # -- event handlers ------------------------------------------------------------------------
+
+    def _wire_handlers(self) -> None:
+        mc, pool_key = self.machine_controller, self.options.pool
+
+        def machine_changed(m: Machine) -> None:
+            mc.enqueue(key_of(m))
+            self.pool_controller.enqueue(pool_key)
+
+        self.machines.add_event_handler(
+            on_add=machine_changed,
+            on_update=lambda old, new: mc.enqueue(key_of(new)),
+            on_delete=machine_changed,
+        )
+
+        def dependents(index: str, obj: Volume | Secret) -> None:
+            ref = f"{obj.metadata.namespace or 'default'}/{obj.metadata.name}"
+            for m in self.machines.by_index(index, ref):
+                mc.enqueue(key_of(m))
+
+        self.volumes.add_event_handler(
+            on_add=lambda v: dependents("volume", v),
+            on_update=lambda old, new: dependents("volume", new),
+            on_delete=lambda v: dependents("volume", v),
+        )
+        self.secrets.add_event_handler(
+            on_add=lambda s: dependents("secret", s),
+            on_update=lambda old, new: dependents("secret", new),
+            on_delete=lambda s: dependents("secret", s),
+        )
+
+        def class_changed(c: MachineClass) -> None:
+            self.pool_controller.enqueue(pool_key)
+            for m in self.machines.by_index("class", c.metadata.name or ""):
+                mc.enqueue(key_of(m))
+
+        self.classes.add_event_handler(on_add=class_changed, on_update=lambda o, n: class_changed(n),
+                                       on_delete=class_changed)
+        self.pool_reconciler.on_classes_changed.append(self._enqueue_all)
+
+    def _enqueue_all(self) -> None:
+        for key in list(self.machines.keys()):
+            self.machine_controller.enqueue(key)
+
+    # -- garbage collection ----------------------------------------------------------------------
+
+    async def collect_garbage(self, items: Sequence[mpb.Machine]) -> None:
+        """Delete IRI machines whose API Machine no longer exists (IronCore has no such sweep)."""
+        if not self.machines.has_synced:
+            return
+        for m in items:
+            uid = m.metadata.labels.get(keys.MACHINE_UID_LABEL)
+            key = iri_machine_key(m, self.options.pool)
+            if not uid or key is None or m.metadata.deleted_at:
+                continue  # not made by this pool's poollet, or already going
+            cached = self.machines.get(key)
+            if cached is not None and cached.metadata.uid == uid:
+                continue
+            ns, _, name = key.partition("/")
+            try:
+                live: Machine | None = await self.client.get(Machine, name, ns)
+            except NotFound:
+                live = None
+            if (live is not None and live.metadata.uid == uid and live.spec.machine_pool_ref is not None
+                    and live.spec.machine_pool_ref.name == self.options.pool):
+                continue  # the cache is behind; the informer will catch up
+            log.info("garbage-collecting IRI machine %s: Machine %s (uid %s) no longer exists",
+                     m.metadata.id, key, uid)
+            await self.runtime.delete_machine(m.metadata.id)
+
+    # -- runtime events --------------------------------------------------------------------------
+
+    async def forward_events_once(self, since: int) -> None:
+        """Re-emit runtime events (image errors, shutdowns, ...) as Events on their Machines."""
+        for ev in await self.runtime.list_events(since=since):
+            spec = ev.spec
+            labels = spec.involved_object_meta.labels
+            key = iri_machine_key(mpb.Machine(metadata=spec.involved_object_meta))
+            ident = (spec.involved_object_meta.id, spec.event_time, spec.reason, spec.message)
+            if key is None or ident in self._forwarded:
+                continue
+            self._forwarded[ident] = None
+            machine = self.machines.get(key)
+            if machine is None or machine.metadata.uid != labels.get(keys.MACHINE_UID_LABEL):
+                continue
+            await self.events.record(machine, spec.type or "Normal", spec.reason or "RuntimeEvent",
+                                     spec.message, spec.action)
+        while len(self._forwarded) > 2048:  # dicts keep insertion order: drop the oldest
+            del self._forwarded[next(iter(self._forwarded))]
+
+    async def _forward_events(self, stop: asyncio.Event) -> None:
+        since = int(time.time())
+        while not await sleep_or_stop(stop, self.options.events_period):
+            now = int(time.time())
+            try:
+                await self.forward_events_once(max(0, since - 1))  # seconds resolution: overlap by one
+                since = now
+            except Exception as exc:
+                log.debug("listing runtime events failed: %s", exc)
+
+    # -- running -------------------------------------------------------------------------------
+
+    async def _resync(self, stop: asyncio.Event) -> None:
+        while not await sleep_or_stop(stop, self.options.resync_period):
+            self._enqueue_all()
+
+    async def run(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
+        version = await retry_until_ok(stop, self.runtime.version, "asking the machine runtime its version")
+        if version is None or await retry_until_ok(
+                stop, lambda: announce_pool(self.client, MachinePool, self.identity),
+                f"announcing MachinePool {self.options.pool}") is None:
+            return
+        self.runtime_name = version.runtime_name or "iri"
+        self.machine_reconciler.runtime_name = self.runtime_name
+        informers = (self.machines, self.classes, self.volumes, self.secrets)
+        for inf in informers:
+            inf.start()
+        try:
+            await asyncio.gather(*(inf.wait_for_sync(self.options.sync_timeout) for inf in informers))
+            # Like IronCore waiting for its class mapper: no machine is handled before classes are known.
+            await self.pool_reconciler.refresh_classes()
+            self.pool_controller.enqueue(self.options.pool)
+            self._enqueue_all()
+            if ready is not None:
+                ready.set()
+            log.info("machinepoollet for pool %s running (runtime %s %s)", self.options.pool,
+                     version.runtime_name, version.runtime_version)
+            await asyncio.gather(
+                self.pool_controller.run(stop),
+                self.machine_controller.run(stop),
+                self.relister.run(stop),
+                self._resync(stop),
+                self._forward_events(stop),
+            )
+        finally:
+            for inf in informers:
+                await inf.stop()
+
+
+async def run_machinepoollet(
+    client: AsyncClient,
+    iri_client: MachineRuntime,
+    options: MachinePoolletOptions,
+    stop_event: asyncio.Event,
+    ready: asyncio.Event | None = None,
+) -> None:
+    """Run a machinepoollet until ``stop_event`` is set (for ``ironpool up`` and tests)."""
+    await MachinePoollet(client, iri_client, options).run(stop_event, ready)

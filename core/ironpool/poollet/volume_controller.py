@@ -1,0 +1,266 @@
+"""The Volume reconciler of the volumepoollet (IronCore's ``VolumeReconciler``, §3.2).
+
+Creates the IRI volume (found again by the ``volume-uid`` label, so retries never make a second
+one), expands it when ``spec.resources.storage`` grows, publishes ``status.access`` for machines,
+releases a ``claimRef`` whose Machine is gone, and deletes through the finalizer.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from ironpool.api.compute import Machine
+from ironpool.api.core import Secret
+from ironpool.api.errors import AlreadyExists, NotFound
+from ironpool.api.quantity import Quantity
+from ironpool.api.storage import Volume, VolumeClass
+from ironpool.client.informer import Informer
+from ironpool.client.rest import AsyncClient
+from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as vpb
+from ironpool.poollet import keys
+from ironpool.poollet.classes import ClassMapper
+from ironpool.poollet.conditions import condition, now_rfc3339
+from ironpool.poollet.machine_controller import secret_value
+from ironpool.poollet.machine_iri import status_differs
+from ironpool.poollet.runtime import VolumeRuntime
+
+log = logging.getLogger(__name__)
+
+STATE_FROM_IRI: dict[int, str] = {
+    vpb.VOLUME_PENDING: "Pending",
+    vpb.VOLUME_AVAILABLE: "Available",
+    vpb.VOLUME_ERROR: "Error",
+}
+
+
+def volume_class_caps(vc: VolumeClass) -> dict[str, int]:
+    caps = vc.capabilities or {}
+    return {"tps": caps["tps"].value() if "tps" in caps else 0,
+            "iops": caps["iops"].value() if "iops" in caps else 0}
+
+
+def storage_bytes(resources: Mapping[str, Any] | None) -> int:
+    q = (resources or {}).get("storage")
+    return int(q.value()) if q is not None else 0
+
+
+def access_secret_name(volume_name: str, handle: str) -> str:
+    """IronCore's name for the Secret holding a volume's access secret data."""
+    return hashlib.sha256(f"{volume_name}/{handle}".encode()).hexdigest()[:63]
+
+
+def uid_labels(vol: Volume) -> dict[str, str]:
+    md = vol.metadata
+    return {keys.VOLUME_UID_LABEL: md.uid or "", keys.VOLUME_NAMESPACE_LABEL: md.namespace or "",
+            keys.VOLUME_NAME_LABEL: md.name or ""}
+
+
+class VolumeReconciler:
+    """Drives the IRI volumes of the Volumes bound to one volume pool."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        runtime: VolumeRuntime,
+        pool: str,
+        volumes: Informer[Volume],
+        classes: Informer[VolumeClass],
+        secrets: Informer[Secret],
+        mapper: ClassMapper,
+        runtime_name: str = "iri",
+        delete_requeue: float = 1.0,
+    ) -> None:
+        self.client = client
+        self.runtime = runtime
+        self.pool = pool
+        self.volumes = volumes
+        self.classes = classes
+        self.secrets = secrets
+        self.mapper = mapper
+        self.runtime_name = runtime_name
+        self.delete_requeue = delete_requeue
+
+    async def reconcile(self, key: str) -> float | None:
+        namespace, _, name = key.partition("/")
+        vol = self.volumes.get(key)
+        if vol is None:
+            labels = {keys.VOLUME_NAMESPACE_LABEL: namespace, keys.VOLUME_NAME_LABEL: name,
+                      keys.VOLUME_POOL_LABEL: self.pool}
+            return self.delete_requeue if await self._delete_iri(labels) else None
+        if vol.metadata.deletion_timestamp:
+            return await self._delete(vol)
+        ref = vol.spec.volume_pool_ref
+        if ref is None or ref.name != self.pool:
+            return None
+        if keys.VOLUME_FINALIZER not in (vol.metadata.finalizers or []):
+            vol = await self._set_finalizer(vol, add=True)
+        await self._release_stale_claim(vol)
+        listed = await self.runtime.list_volumes(labels={keys.VOLUME_UID_LABEL: vol.metadata.uid or ""})
+        found = [v for v in listed if not v.metadata.deleted_at]
+        found.sort(key=lambda v: (v.metadata.created_at, v.metadata.id))
+        for extra in found[1:]:
+            log.warning("deleting duplicate IRI volume %s of %s", extra.metadata.id, key)
+            await self.runtime.delete_volume(extra.metadata.id)
+        now = now_rfc3339()
+        if not found:
+            desired, waiting = self._build(vol)
+            if desired is None:
+                await self._patch_status(vol, self._waiting_status(vol, waiting, now))
+                return None
+            iri = await self.runtime.create_volume(desired)
+            log.info("volume %s: created IRI volume %s", key, iri.metadata.id)
+        else:
+            iri = found[0]
+            want = storage_bytes(vol.spec.resources)
+            if want > iri.spec.resources.storage_bytes:
+                await self.runtime.expand_volume(iri.metadata.id, want)
+                again = await self.runtime.list_volumes(volume_id=iri.metadata.id)
+                iri = again[0] if again else iri
+        status = await self._status(vol, iri, now)
+        await self._patch_status(vol, status)
+        return None if status.get("state") == "Available" else 1.0
+
+    def _build(self, vol: Volume) -> tuple[vpb.Volume | None, list[str]]:
+        waiting: list[str] = []
+        ns = vol.metadata.namespace or "default"
+        class_ref = vol.spec.volume_class_ref
+        runtime_class = ""
+        if class_ref is None:
+            waiting.append("a volumeClassRef (externally provisioned volumes are not handled by a pool)")
+        else:
+            vc = self.classes.get(class_ref.name)
+            if vc is None:
+                waiting.append(f"VolumeClass {class_ref.name} (not found)")
+            else:
+                match = self.mapper.lookup(class_ref.name, volume_class_caps(vc))
+                if match.runtime_class is None:
+                    waiting.append(f"VolumeClass {class_ref.name} ({match.reason})")
+                else:
+                    runtime_class = match.runtime_class.name
+        size = storage_bytes(vol.spec.resources)
+        if size <= 0:
+            waiting.append("spec.resources.storage (missing or zero)")
+        spec = vpb.VolumeSpec(resources=vpb.VolumeResources(storage_bytes=size))
+        setattr(spec, "class", runtime_class)  # `class` is a Python keyword
+        if vol.spec.encryption is not None:
+            sname = vol.spec.encryption.secret_ref.name
+            secret = self.secrets.get(f"{ns}/{sname}")
+            data = secret_value(secret, "encryptionKey") if secret is not None else None
+            if data is None:
+                waiting.append(f"Secret {ns}/{sname} (encryption key not found)")
+            else:
+                spec.encryption.secret_data["encryptionKey"] = data
+        ds = vol.spec.data_source
+        if ds is not None and ds.os_image is not None:
+            spec.volume_data_source.image_data_source.image = ds.os_image.image
+            spec.volume_data_source.image_data_source.architecture = ds.os_image.architecture or ""
+        if waiting:
+            return None, waiting
+        iri = vpb.Volume(spec=spec)
+        iri.metadata.labels.update(uid_labels(vol))
+        iri.metadata.labels[keys.VOLUME_POOL_LABEL] = self.pool
+        return iri, []
+
+    async def _status(self, vol: Volume, iri: vpb.Volume, now: str) -> dict[str, Any]:
+        state = STATE_FROM_IRI.get(iri.status.state, "Pending")
+        old = vol.status
+        previous = old.conditions if old else None
+        transition = now
+        if old is not None and old.state == state and old.last_state_transition_time:
+            transition = old.last_state_transition_time
+        status: dict[str, Any] = {
+            "volumeID": f"{self.runtime_name}://{iri.metadata.id}",
+            "state": state,
+            "lastStateTransitionTime": transition,
+            "resources": {"storage": str(Quantity(iri.status.resources.storage_bytes
+                                                  or iri.spec.resources.storage_bytes, "BinarySI"))},
+            "conditions": [condition("Ready", "True" if state == "Available" else "False", state,
+                                     f"volume is {state}", previous, now)],
+        }
+        if state == "Available" and iri.status.HasField("access"):
+            acc = iri.status.access
+            access: dict[str, Any] = {"driver": acc.driver, "handle": acc.handle,
+                                      "volumeAttributes": dict(acc.attributes)}
+            if acc.secret_data:
+                access["secretRef"] = {"name": await self._access_secret(vol, acc)}
+            status["access"] = access
+        return status
+
+    async def _access_secret(self, vol: Volume, acc: vpb.VolumeAccess) -> str:
+        name = access_secret_name(vol.metadata.name or "", acc.handle)
+        data = {k: base64.b64encode(v).decode() for k, v in acc.secret_data.items()}
+        secret = Secret.model_validate({
+            "metadata": {"name": name, "namespace": vol.metadata.namespace,
+                         "labels": {keys.VOLUME_UID_LABEL: vol.metadata.uid or ""},
+                         "ownerReferences": [{"apiVersion": "storage.ironcore.dev/v1alpha1", "kind": "Volume",
+                                              "name": vol.metadata.name, "uid": vol.metadata.uid,
+                                              "controller": True}]},
+            "data": data,
+        })
+        try:
+            await self.client.create(secret, namespace=vol.metadata.namespace)
+        except AlreadyExists:
+            await self.client.patch(Secret, name, {"data": data}, namespace=vol.metadata.namespace)
+        return name
+
+    @staticmethod
+    def _waiting_status(vol: Volume, waiting: list[str], now: str) -> dict[str, Any]:
+        previous = vol.status.conditions if vol.status else None
+        return {"state": "Pending",
+                "conditions": [condition("Ready", "False", "WaitingForDependencies",
+                                         "waiting for " + "; ".join(waiting), previous, now)]}
+
+    async def _release_stale_claim(self, vol: Volume) -> None:
+        """Clear a ``claimRef`` whose Machine no longer exists (IronCore's volumerelease controller)."""
+        claim = vol.spec.claim_ref
+        if claim is None:
+            return
+        try:
+            machine: Machine | None = await self.client.get(Machine, claim.name, vol.metadata.namespace)
+        except NotFound:
+            machine = None
+        if machine is not None and (not claim.uid or machine.metadata.uid == claim.uid):
+            return
+        log.info("volume %s/%s: releasing claim of gone machine %s", vol.metadata.namespace,
+                 vol.metadata.name, claim.name)
+        await self.client.patch(Volume, vol.metadata.name or "", {"spec": {"claimRef": None}},
+                                namespace=vol.metadata.namespace)
+
+    async def _delete(self, vol: Volume) -> float | None:
+        if keys.VOLUME_FINALIZER not in (vol.metadata.finalizers or []):
+            return None
+        if await self._delete_iri({keys.VOLUME_UID_LABEL: vol.metadata.uid or ""}):
+            return self.delete_requeue
+        await self._set_finalizer(vol, add=False)
+        return None
+
+    async def _delete_iri(self, labels: Mapping[str, str]) -> bool:
+        found = await self.runtime.list_volumes(labels=labels)
+        for v in found:
+            await self.runtime.delete_volume(v.metadata.id)
+        if not found:
+            return False
+        return bool(await self.runtime.list_volumes(labels=labels))
+
+    async def _set_finalizer(self, vol: Volume, add: bool) -> Volume:
+        finalizers = [f for f in vol.metadata.finalizers or [] if f != keys.VOLUME_FINALIZER]
+        if add:
+            finalizers.append(keys.VOLUME_FINALIZER)
+        updated = vol.model_copy(deep=True)
+        updated.metadata.finalizers = finalizers
+        try:
+            return await self.client.update(updated, namespace=vol.metadata.namespace)
+        except NotFound:
+            if add:
+                raise
+            return vol
+
+    async def _patch_status(self, vol: Volume, status: dict[str, Any]) -> None:
+        current = vol.status.to_dict() if vol.status else {}
+        if status_differs(current, status):
+            await self.client.patch(Volume, vol.metadata.name or "", {"status": status},
+                                    namespace=vol.metadata.namespace, subresource="status")

@@ -1,0 +1,215 @@
+"""The volumepoollet: the VolumePool's status and the Volumes bound to it, like the machinepoollet.
+
+Pool figures: the runtime's ``Status`` quantity is the storage still free on its pool; what
+ironpool volumes may use in total (``allocatable.storage``, not reduced by bound volumes) is that
+plus what the runtime's ironpool volumes already take. ``class/volume.<name>`` keys are bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ironpool.api.core import Secret
+from ironpool.api.errors import NotFound
+from ironpool.api.storage import Volume, VolumeClass, VolumePool
+from ironpool.client.informer import Informer, key_of
+from ironpool.client.rest import AsyncClient
+from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as vpb
+from ironpool.poollet import keys
+from ironpool.poollet.capacity import volume_pool_resources
+from ironpool.poollet.classes import ClassMapper
+from ironpool.poollet.conditions import condition, now_rfc3339
+from ironpool.poollet.controller import Controller
+from ironpool.poollet.machine_iri import status_differs
+from ironpool.poollet.machinepool import PoolIdentity, announce_pool
+from ironpool.poollet.relist import Relister, retry_until_ok, sleep_or_stop
+from ironpool.poollet.runtime import VolumeRuntime
+from ironpool.poollet.volume_controller import VolumeReconciler, storage_bytes, volume_class_caps
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class VolumePoolletOptions:
+    """Everything ``ironpool volumepoollet`` takes besides the API and IRI connections."""
+
+    pool: str
+    provider_id: str
+    region: str | None = None
+    zone: str | None = None
+    workers: int = 4
+    heartbeat_interval: float = 10.0
+    relist_period: float = 5.0
+    resync_period: float = 60.0
+    delete_requeue: float = 1.0
+    capacity_bytes: int | None = None
+    garbage_collect: bool = True
+    sync_timeout: float = 120.0
+
+
+def iri_volume_key(v: vpb.Volume, pool: str | None = None) -> str | None:
+    """``namespace/name`` of the Volume an IRI volume belongs to (only if made for ``pool``, if given)."""
+    if pool is not None and v.metadata.labels.get(keys.VOLUME_POOL_LABEL) != pool:
+        return None
+    ns = v.metadata.labels.get(keys.VOLUME_NAMESPACE_LABEL)
+    name = v.metadata.labels.get(keys.VOLUME_NAME_LABEL)
+    return f"{ns}/{name}" if ns and name else None
+
+
+class VolumePoollet:
+    """One volume pool's controllers."""
+
+    def __init__(self, client: AsyncClient, runtime: VolumeRuntime, options: VolumePoolletOptions) -> None:
+        self.client = client
+        self.runtime = runtime
+        self.options = options
+        self.identity = PoolIdentity(options.pool, options.provider_id, options.region, options.zone)
+        self.volumes: Informer[Volume] = Informer(client, Volume,
+                                                  field_selector=f"spec.volumePoolRef.name={options.pool}")
+        self.classes: Informer[VolumeClass] = Informer(client, VolumeClass)
+        self.secrets: Informer[Secret] = Informer(client, Secret)
+        self.mapper = ClassMapper()
+        self.reconciler = VolumeReconciler(client, runtime, options.pool, self.volumes, self.classes,
+                                           self.secrets, self.mapper, delete_requeue=options.delete_requeue)
+        self.volume_controller = Controller("volume", self.reconciler.reconcile, workers=options.workers)
+        self.pool_controller = Controller("volumepool", self.reconcile_pool, workers=1)
+        self.relister: Relister[vpb.Volume] = Relister(
+            self.runtime.list_volumes, lambda v: iri_volume_key(v, options.pool),
+            self.volume_controller.enqueue, options.relist_period,
+            after_list=self.collect_garbage if options.garbage_collect else None,
+        )
+        self._last_write = 0.0
+        self._iri_bytes = 0
+        vc, pool = self.volume_controller, options.pool
+
+        def changed(v: Volume) -> None:
+            vc.enqueue(key_of(v))
+            self.pool_controller.enqueue(pool)
+
+        self.volumes.add_event_handler(on_add=changed, on_update=lambda o, n: changed(n), on_delete=changed)
+
+        def class_changed(c: VolumeClass) -> None:
+            self.pool_controller.enqueue(pool)
+            self._enqueue_all()
+
+        self.classes.add_event_handler(on_add=class_changed, on_update=lambda o, n: class_changed(n),
+                                       on_delete=class_changed)
+
+    def _enqueue_all(self) -> None:
+        for key in list(self.volumes.keys()):
+            self.volume_controller.enqueue(key)
+
+    async def collect_garbage(self, items: Any) -> None:
+        """Delete IRI volumes whose API Volume no longer exists; remember their total size."""
+        self._iri_bytes = sum(v.spec.resources.storage_bytes for v in items
+                              if iri_volume_key(v, self.options.pool))
+        if not self.volumes.has_synced:
+            return
+        for v in items:
+            uid = v.metadata.labels.get(keys.VOLUME_UID_LABEL)
+            key = iri_volume_key(v, self.options.pool)
+            if not uid or key is None or v.metadata.deleted_at:
+                continue
+            cached = self.volumes.get(key)
+            if cached is not None and cached.metadata.uid == uid:
+                continue
+            ns, _, name = key.partition("/")
+            try:
+                live: Volume | None = await self.client.get(Volume, name, ns)
+            except NotFound:
+                live = None
+            if live is not None and live.metadata.uid == uid:
+                continue
+            log.info("garbage-collecting IRI volume %s: Volume %s (uid %s) no longer exists",
+                     v.metadata.id, key, uid)
+            await self.runtime.delete_volume(v.metadata.id)
+
+    async def reconcile_pool(self, key: str) -> float | None:
+        try:
+            classes = await asyncio.wait_for(self.runtime.status(), 5.0)
+            ok, message = True, "volume runtime status probe succeeded"
+            changed = [(c.name, dict(c.capabilities)) for c in classes] != [
+                (c.name, dict(c.capabilities)) for c in self.mapper.classes]
+            self.mapper.classes = classes  # quantities (free bytes) change all the time
+            if changed:
+                self._enqueue_all()
+        except Exception as exc:
+            ok, message = False, f"volume runtime status probe failed: {exc}"
+        try:
+            pool = await self.client.get(VolumePool, self.options.pool)
+        except NotFound:
+            pool = await announce_pool(self.client, VolumePool, self.identity)
+        free = max((c.quantity for c in self.mapper.classes), default=0)
+        allocatable = free + self._iri_bytes
+        capacity = self.options.capacity_bytes or allocatable
+        offered = [vc.metadata.name or "" for vc in self.classes.list()
+                   if self.mapper.lookup(vc.metadata.name or "", volume_class_caps(vc)).runtime_class]
+        bound = sum(storage_bytes(v.spec.resources) for v in self.volumes.list())
+        cap, alloc = volume_pool_resources(capacity, allocatable, offered, bound)
+        now = now_rfc3339()
+        previous = pool.status.conditions if pool.status else None
+        status: dict[str, Any] = {
+            "state": "Available" if ok else "Unavailable",
+            "conditions": [condition("Ready", "True" if ok else "False",
+                                     "HeartbeatReceived" if ok else "RuntimeUnreachable", message, previous,
+                                     now, lastUpdateTime=now)],
+            "availableVolumeClasses": [{"name": n} for n in sorted(offered)],
+            "capacity": cap,
+            "allocatable": alloc,
+        }
+        current = pool.status.to_dict() if pool.status else {}
+        strip = [{k: v for k, v in c.items() if k != "lastUpdateTime"}
+                 for c in current.get("conditions") or []]
+        want = [{k: v for k, v in c.items() if k != "lastUpdateTime"} for c in status["conditions"]]
+        due = time.monotonic() - self._last_write >= self.options.heartbeat_interval * 0.9
+        if due or status_differs({**current, "conditions": strip}, {**status, "conditions": want}):
+            await self.client.patch(VolumePool, self.options.pool, {"status": status}, subresource="status")
+            self._last_write = time.monotonic()
+        return self.options.heartbeat_interval
+
+    async def _resync(self, stop: asyncio.Event) -> None:
+        while not await sleep_or_stop(stop, self.options.resync_period):
+            self._enqueue_all()
+
+    async def run(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
+        version = await retry_until_ok(stop, self.runtime.version, "asking the volume runtime its version")
+        if version is None or await retry_until_ok(
+                stop, lambda: announce_pool(self.client, VolumePool, self.identity),
+                f"announcing VolumePool {self.options.pool}") is None:
+            return
+        self.reconciler.runtime_name = version.runtime_name or "iri"
+        informers: tuple[Informer[Any], ...] = (self.volumes, self.classes, self.secrets)
+        for inf in informers:
+            inf.start()
+        try:
+            await asyncio.gather(*(inf.wait_for_sync(self.options.sync_timeout) for inf in informers))
+            await self.relister.relist_once()
+            await self.reconcile_pool(self.options.pool)
+            self.pool_controller.queue.add_after(self.options.pool, self.options.heartbeat_interval)
+            self._enqueue_all()
+            if ready is not None:
+                ready.set()
+            await asyncio.gather(
+                self.pool_controller.run(stop),
+                self.volume_controller.run(stop),
+                self.relister.run(stop),
+                self._resync(stop),
+            )
+        finally:
+            for inf in informers:
+                await inf.stop()
+
+
+async def run_volumepoollet(
+    client: AsyncClient,
+    iri_client: VolumeRuntime,
+    options: VolumePoolletOptions,
+    stop_event: asyncio.Event,
+    ready: asyncio.Event | None = None,
+) -> None:
+    """Run a volumepoollet until ``stop_event`` is set (for ``ironpool up`` and tests)."""
+    await VolumePoollet(client, iri_client, options).run(stop_event, ready)

@@ -1,0 +1,118 @@
+"""Pure parts of the poollets: class mapping, capacity figures, IRI translation, CLI parsing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+from ironpool.api.compute import Machine
+from ironpool.cli.poollet_cmd import _addresses, _quantity, read_token
+from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
+from ironpool.poollet import keys
+from ironpool.poollet.capacity import HostResources, fits, machine_pool_resources, volume_pool_resources
+from ironpool.poollet.classes import ClassMapper, RuntimeClass, capabilities_to_iri
+from ironpool.poollet.machine_iri import build_machine, compute_status, device_names, waiting_status
+
+GiB = 1024**3
+
+
+def test_class_mapper_prefers_same_name_with_equal_capabilities_then_identical_capabilities() -> None:
+    small = RuntimeClass("small", {"cpu": 1, "memory": GiB})
+    alias = RuntimeClass("s1", {"cpu": 2, "memory": 2 * GiB})
+    mapper = ClassMapper([small, alias])
+    assert mapper.lookup("small", {"cpu": 1, "memory": GiB}).runtime_class == small
+    # Same name but different capabilities: IronCore falls back to a capabilities match.
+    assert mapper.lookup("small", {"cpu": 2, "memory": 2 * GiB}).runtime_class == alias
+    miss = mapper.lookup("big", {"cpu": 8, "memory": GiB})
+    assert miss.runtime_class is None and "no runtime class" in miss.reason
+    twins = ClassMapper([small, RuntimeClass("small-too", {"cpu": 1, "memory": GiB})])
+    amb = twins.lookup("other", {"cpu": 1, "memory": GiB})
+    assert amb.runtime_class is None and "several" in amb.reason
+
+
+def test_capabilities_to_iri_rounds_cpu_up_and_memory_to_bytes() -> None:
+    assert capabilities_to_iri({"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": "1"}) == {
+        "cpu": 1, "memory": GiB, "nvidia.com/gpu": 1}
+
+
+def test_machine_pool_resources_share_cpu_memory_and_derive_class_counts_from_what_is_free() -> None:
+    classes = {"small": {"cpu": 1, "memory": GiB}, "big": {"cpu": 4, "memory": 8 * GiB}}
+    cap, alloc = machine_pool_resources(HostResources(8, 16 * GiB), HostResources(6, 14 * GiB), classes,
+                                        [classes["big"], classes["small"]])
+    assert cap == {"cpu": "8", "memory": "16Gi", "class/machine.big": "2", "class/machine.small": "8"}
+    # allocatable cpu/memory are not reduced by bound machines; class counts are (6-5=1 cpu, 14-9=5Gi)
+    assert alloc == {"cpu": "6", "memory": "14Gi", "class/machine.big": "0", "class/machine.small": "1"}
+    # Overbooked (e.g. reserved grew): counts clamp at zero, never negative.
+    _, over = machine_pool_resources(HostResources(2, GiB), HostResources(1, GiB), classes,
+                                     [classes["big"], classes["big"]])
+    assert over["class/machine.small"] == "0" and over["class/machine.big"] == "0"
+    assert fits(HostResources(4, 4 * GiB), {"cpu": 0, "memory": GiB}) == 0
+
+
+def test_volume_pool_resources_are_bytes() -> None:
+    cap, alloc = volume_pool_resources(100 * GiB, 80 * GiB, ["fast"], 30 * GiB)
+    assert cap == {"storage": "100Gi", "class/volume.fast": "100Gi"}
+    assert alloc == {"storage": "80Gi", "class/volume.fast": "50Gi"}
+
+
+def _machine(**spec: object) -> Machine:
+    return Machine.model_validate({
+        "metadata": {"name": "vm", "namespace": "ns", "uid": "u-1", "generation": 3},
+        "spec": {"machineClassRef": {"name": "small"}, **spec}})
+
+
+def test_device_names_fill_gaps_like_ironcore_admission() -> None:
+    m = _machine(volumes=[{"name": "a", "emptyDisk": {}}, {"name": "b", "device": "oda", "emptyDisk": {}},
+                          {"name": "c", "emptyDisk": {}}])
+    assert device_names(m.spec.volumes or []) == {"a": "odb", "b": "oda", "c": "odc"}
+
+
+def test_build_machine_carries_ironcore_labels_annotations_and_local_disks() -> None:
+    m = _machine(volumes=[{"name": "root", "localDisk": {"image": "tiny", "sizeLimit": "2Gi"}}],
+                 guestConfig={"hostname": "vm"})
+    from ironpool.poollet.machine_iri import local_disk_volume
+
+    iri = build_machine(m, "small", b"ign", [local_disk_volume(m.spec.volumes[0], "oda")], [])  # type: ignore[index]
+    assert dict(iri.metadata.labels) == {keys.MACHINE_UID_LABEL: "u-1", keys.MACHINE_NAMESPACE_LABEL: "ns",
+                                         keys.MACHINE_NAME_LABEL: "vm"}
+    assert iri.metadata.annotations[keys.MACHINE_GENERATION_ANNOTATION] == "3"
+    assert iri.spec.volumes[0].local_disk.image.image == "tiny"
+    assert iri.spec.volumes[0].local_disk.size_bytes == 2 * GiB
+    assert (getattr(iri.spec, "class"), iri.spec.ignition_data, iri.spec.guest_config.hostname) == (
+        "small", b"ign", "vm")
+
+
+def test_compute_status_maps_states_and_reports_pending_volumes() -> None:
+    m = _machine(volumes=[{"name": "a", "emptyDisk": {}}, {"name": "b", "emptyDisk": {}}])
+    iri = mpb.Machine()
+    iri.metadata.id = "abc"
+    iri.metadata.annotations[keys.MACHINE_GENERATION_ANNOTATION] = "3"
+    iri.status.state = mpb.MACHINE_SUSPENDED
+    iri.status.volumes.append(mpb.VolumeStatus(name="a", handle="h", state=mpb.VOLUME_ATTACHED))
+    st = compute_status(m, iri, "rt", "2026-01-01T00:00:00Z")
+    assert (st["machineID"], st["state"], st["observedGeneration"]) == ("rt://abc", "Shutdown", 3)
+    assert [(v["name"], v["state"]) for v in st["volumes"]] == [("a", "Attached"), ("b", "Pending")]
+    conds = {c["type"]: c for c in st["conditions"]}
+    assert conds["Ready"]["status"] == "False"
+    vr = conds["VolumesReady"]
+    assert (vr["status"], vr["reason"]) == ("False", "VolumeNotReady: b")
+    w = waiting_status(m, ["Volume ns/x (not found)"], "t")
+    assert w["conditions"][0]["message"] == "waiting for Volume ns/x (not found)"
+
+
+def test_cli_parsing(tmp_path: Path) -> None:
+    plain, csv = tmp_path / "t1", tmp_path / "t2"
+    plain.write_text("secret-token\n")
+    csv.write_text('abc123,admin,1,"system:masters"\n')
+    assert read_token(plain) == "secret-token"
+    assert read_token(csv) == "abc123"
+    (tmp_path / "empty").write_text("")
+    with pytest.raises(click.BadParameter, match="no token"):
+        read_token(tmp_path / "empty")
+    assert _addresses(("InternalIP=10.0.0.1",)) == (("InternalIP", "10.0.0.1"),)
+    with pytest.raises(click.BadParameter, match="TYPE=ADDRESS"):
+        _addresses(("Bogus=1",))
+    assert _quantity("16Gi", "--capacity-memory") == 16 * GiB
+    with pytest.raises(click.BadParameter, match="must not be negative"):
+        _quantity("-1", "--capacity-cpu")
