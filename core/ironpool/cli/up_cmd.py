@@ -1,0 +1,127 @@
+"""``ironpool up``: apiserver, scheduler, poollets and libvirt runtimes for this host, in one process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from ironpool.api.quantity import parse_quantity
+
+
+def _quantity(value: str | None, option: str) -> int | None:
+    if value is None:
+        return None
+    try:
+        q = parse_quantity(value).value()
+    except ValueError as exc:
+        raise click.BadParameter(f"{value!r}: {exc}", param_hint=option) from exc
+    if q < 0:
+        raise click.BadParameter(f"{value!r} must not be negative", param_hint=option)
+    return q
+
+
+def _listen(value: str) -> tuple[str, int]:
+    host, sep, port_s = value.rpartition(":")
+    if not sep or not port_s.isdigit() or not 0 <= int(port_s) < 65536:
+        raise click.BadParameter(f"{value!r} is not HOST:PORT", param_hint="--listen")
+    return host.strip("[]") or "127.0.0.1", int(port_s)
+
+
+@click.command("up")
+@click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              envvar="IRONPOOL_DATA_DIR", help="Database, tokens, sockets, images, volumes, logs "
+                   "[default: /var/lib/ironpool as root, else ~/.local/share/ironpool].")
+@click.option("--libvirt-uri", default="qemu:///system", show_default=True, help="libvirt connection URI.")
+@click.option("--listen", default="127.0.0.1:6443", show_default=True, metavar="HOST:PORT",
+              help="Where the apiserver listens (port 0: any free port).")
+@click.option("--pool", default=None,
+              help="Name of this host's MachinePool and VolumePool [default: hostname].")
+@click.option("--provider-id", default=None, help="spec.providerID of the pools [default: ironpool://HOSTNAME].")
+@click.option("--storage-pool", default="ironpool", show_default=True,
+              help="libvirt dir storage pool for volumes (created in DATA_DIR/volumes if missing).")
+@click.option("--classes", "classes", multiple=True, type=click.Path(path_type=Path, exists=True),
+              help="MachineClass/VolumeClass manifests (file or folder, repeatable) "
+                   "[default: the source tree's examples/classes].")
+@click.option("--images", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Image catalog folder [default: DATA_DIR/images].")
+@click.option("--tiny-image/--no-tiny-image", default=True, show_default=True,
+              help="Build the tiny bootable image into the catalog if it is missing.")
+@click.option("--domain-type", type=click.Choice(["auto", "kvm", "qemu"]), default="auto", show_default=True)
+@click.option("--capacity-cpu", default=None, help="Cores the MachinePool offers [default: this host's].")
+@click.option("--capacity-memory", default=None,
+              help="Memory the MachinePool offers, e.g. 8Gi [default: this host's].")
+@click.option("--reserved-cpu", default="0", show_default=True, help="Cores kept from machines.")
+@click.option("--reserved-memory", default="0", show_default=True,
+              help="Memory kept from machines, e.g. 1Gi.")
+@click.option("--capacity-storage", default=None, help="Storage the VolumePool offers [default: free space].")
+@click.option("--write-client-config/--no-write-client-config", default=True, show_default=True,
+              help="Write the client configuration ($IRONPOOL_CONFIG or ~/.config/ironpool/config.yaml).")
+@click.option("--heartbeat-interval", default=10.0, show_default=True, type=click.FloatRange(0.1))
+@click.option("--log-level", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+              help="Level of DATA_DIR/logs/ironpool.log.")
+def up(data_dir: Path | None, libvirt_uri: str, listen: str, pool: str | None, provider_id: str | None,
+       storage_pool: str, classes: tuple[Path, ...], images: Path | None, tiny_image: bool, domain_type: str,
+       capacity_cpu: str | None, capacity_memory: str | None, reserved_cpu: str, reserved_memory: str,
+       capacity_storage: str | None, write_client_config: bool, heartbeat_interval: float,
+       log_level: str) -> None:
+    """Run ironpool for this host: apiserver (SQLite), scheduler, pool lifecycle, machinepoollet and
+    volumepoollet, libvirt machine and volume runtimes. Ctrl-C stops it; running it again resumes."""
+    from ironpool.allinone.datadir import DataDirError, default_data_dir, dns_label
+    from ironpool.allinone.progress import Progress
+    from ironpool.allinone.up import AllInOne, UpError, UpOptions
+    host, port = _listen(listen)
+    if pool is not None and dns_label(pool) != pool:
+        raise click.BadParameter(f"{pool!r} is not a DNS label (lower case a-z, 0-9 and '-'; "
+                                 f"e.g. {dns_label(pool)!r})", param_hint="--pool")
+    cpu = _quantity(capacity_cpu, "--capacity-cpu")
+    options = UpOptions(
+        data_dir=data_dir or default_data_dir(), libvirt_uri=libvirt_uri, listen_host=host, listen_port=port,
+        storage_pool=storage_pool, images=images, tiny_image=tiny_image, domain_type=domain_type,
+        capacity_cpu=cpu, capacity_memory=_quantity(capacity_memory, "--capacity-memory"),
+        reserved_cpu=_quantity(reserved_cpu, "--reserved-cpu") or 0,
+        reserved_memory=_quantity(reserved_memory, "--reserved-memory") or 0,
+        capacity_storage=_quantity(capacity_storage, "--capacity-storage"),
+        write_client_config=write_client_config, heartbeat_interval=heartbeat_interval, log_level=log_level,
+    )
+    if pool:
+        options.pool = pool
+    if provider_id:
+        options.provider_id = provider_id
+    if classes:
+        options.classes = list(classes)
+    progress = Progress(sys.stdout)
+    progress.note(f"starting ironpool for pool {options.pool} (data dir {options.data_dir})")
+    system = AllInOne(options, progress)
+
+    def started(aio: AllInOne) -> None:
+        progress.block(f"ironpool is up ({progress.elapsed():.1f}s):", aio.summary())
+        progress.note(f"Try: ironpool get machinepools -o wide; ironpool apply -f examples/manifests/\n"
+                      f"Stop with Ctrl-C (or: kill {os.getpid()}).")
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def on_signal() -> None:
+            if stop.is_set():
+                progress.note("stopping at once (second signal)")
+                os._exit(130)
+            progress.note("stopping... (Ctrl-C again to stop at once)")
+            stop.set()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal)
+        await system.run(stop, started)
+
+    try:
+        asyncio.run(main())
+    except (UpError, DataDirError) as exc:
+        progress.fail("ironpool up", str(exc))
+        raise SystemExit(1) from None
+    progress.note("ironpool stopped.")

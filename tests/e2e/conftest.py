@@ -1,0 +1,32 @@
+"""Fixtures for the end-to-end tests: the tiny image and ``ironpool up`` instances cleaned up after."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from up_harness import UpInstance, ensure_tiny_image, libvirt_ok
+
+
+@pytest.fixture(scope="session")
+def tiny_images() -> Path:
+    if not libvirt_ok():
+        pytest.skip("libvirt not reachable at qemu:///system")
+    return ensure_tiny_image()
+
+
+@pytest.fixture
+def make_up(tiny_images: Path) -> Iterator[Callable[..., UpInstance]]:
+    """Build ``ironpool up`` instances; each is stopped and its libvirt objects removed afterwards."""
+    made: list[UpInstance] = []
+
+    def make(**kwargs: Any) -> UpInstance:
+        inst = UpInstance(images=tiny_images, **kwargs)
+        made.append(inst)
+        return inst
+
+    yield make
+    for inst in made:
+        inst.cleanup()

@@ -1,0 +1,253 @@
+"""Runs ``ironpool up`` as a subprocess for end-to-end tests and the e2e benchmark.
+
+Every instance gets its own data directory, pool name and libvirt storage pool, so parallel or
+leftover runs never collide; :meth:`UpInstance.cleanup` removes every domain, volume and storage pool
+the instance made, whatever state the test left it in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[2]
+LIBVIRT_URI = "qemu:///system"
+INSTANCE_LABEL = "ironpool.dev/up-instance"
+TEST_IMAGES = Path(os.environ.get("IRONPOOL_TEST_IMAGES", "/var/cache/ironpool/test-images"))
+T = TypeVar("T")
+
+
+class Timeout(AssertionError):
+    """A condition was not met before its deadline."""
+
+
+def wait_for(fn: Callable[[], T | None], timeout: float, what: str, interval: float = 0.1) -> T:
+    """Poll ``fn`` until it returns something truthy; raise :class:`Timeout` naming ``what``."""
+    deadline = time.monotonic() + timeout
+    last_exc: Exception | None = None
+    while True:
+        try:
+            value = fn()
+            if value:
+                return value
+        except (httpx.HTTPError, OSError) as exc:  # the server may be restarting
+            last_exc = exc
+        if time.monotonic() > deadline:
+            raise Timeout(f"timed out after {timeout}s waiting for {what}"
+                          + (f" (last error: {last_exc})" if last_exc else ""))
+        time.sleep(interval)
+
+
+def libvirt_ok() -> bool:
+    try:
+        import libvirt
+
+        libvirt.registerErrorHandler(lambda _c, _e: None, None)
+        libvirt.open(LIBVIRT_URI).close()
+        return True
+    except Exception:
+        return False
+
+
+def ensure_tiny_image() -> Path:
+    """The catalog holding the tiny image, built once per machine (the kernel .deb is cached)."""
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "build-tiny-image.sh"), str(TEST_IMAGES)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"build-tiny-image.sh failed: {proc.stderr[-2000:]}")
+    return TEST_IMAGES
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class UpInstance:
+    """One ``ironpool up`` with a private data dir, pool and storage pool; restartable."""
+
+    images: Path
+    classes: list[Path] = field(default_factory=lambda: [REPO / "examples" / "classes"])
+    extra_args: list[str] = field(default_factory=list)
+    tag: str = field(default_factory=lambda: secrets.token_hex(4))
+    process: subprocess.Popen[bytes] | None = None
+    port: int = field(default_factory=free_port)
+    starts: int = 0
+
+    def __post_init__(self) -> None:
+        # Short paths: unix socket paths must stay under 108 bytes.
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"ipe2e-{self.tag}-"))
+        self.data_dir = self.workdir / "d"
+        self.config_path = self.workdir / "config.yaml"
+        self.pool = f"e2e-{self.tag}"
+        self.storage_pool = f"ironpool-e2e-{self.tag}"
+
+    # -- process -----------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / f"up-{self.starts}.out"
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "IRONPOOL_CONFIG": str(self.config_path), "PYTHONUNBUFFERED": "1"}
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "ironpool.cli.main", "up", "--data-dir", str(self.data_dir),
+               "--listen", f"127.0.0.1:{self.port}", "--pool", self.pool, "--storage-pool", self.storage_pool,
+               "--images", str(self.images), "--no-tiny-image", "--heartbeat-interval", "2"]
+        for c in self.classes:
+            cmd += ["--classes", str(c)]
+        return cmd + self.extra_args
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.starts += 1
+        out = open(self.log_path, "wb")  # noqa: SIM115 - handed to the child
+        self.process = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, env=self.env)
+        out.close()
+
+        def up() -> bool:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise AssertionError(f"ironpool up exited with {self.process.returncode}:\n{self.output()}")
+            return "ironpool is up" in self.output()
+
+        wait_for(up, timeout, "ironpool up to print its summary")
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGINT, as Ctrl-C does; returns the exit code."""
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else 0
+        self.process.send_signal(signal.SIGINT)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError(f"ironpool up did not stop within {timeout}s after SIGINT") from None
+
+    def kill9(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def token(self) -> str:
+        for line in (self.data_dir / "tokens.csv").read_text().splitlines():
+            if line and not line.startswith("#"):
+                return line.split(",")[0]
+        raise AssertionError("no token in tokens.csv")
+
+    def client(self) -> Any:
+        from ironpool.client import Client, ClientConfig
+
+        return Client(ClientConfig(server=self.url, token=self.token()))
+
+    def cli(self, *args: str, check: bool = True, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+        """Run ``ironpool ARGS`` the way a user does: configured only by the file ``up`` wrote."""
+        proc = subprocess.run([sys.executable, "-m", "ironpool.cli.main", *args], env=self.env,
+                              capture_output=True, text=True, timeout=timeout, check=False)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"ironpool {' '.join(args)} failed ({proc.returncode}):\n"
+                                 f"{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    # -- libvirt views -----------------------------------------------------------------------
+
+    def domains(self) -> dict[str, Any]:
+        """This instance's domains by name (those carrying its instance label)."""
+        import libvirt
+        from ironpool.runtime.machine.domain_xml import parse_metadata
+        from ironpool.runtime.machine.model import METADATA_NS
+
+        libvirt.registerErrorHandler(lambda _c, _e: None, None)  # races with deletion are expected
+        out: dict[str, Any] = {}
+        conn = libvirt.open(LIBVIRT_URI)
+        try:
+            for dom in conn.listAllDomains(0):
+                if not dom.name().startswith("ironpool-"):
+                    continue
+                try:
+                    rec = parse_metadata(dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, METADATA_NS, 0))
+                except (libvirt.libvirtError, ValueError, TypeError, KeyError):
+                    continue
+                if rec.labels.get(INSTANCE_LABEL) == self.pool:
+                    out[dom.name()] = dom.state()[0]
+        finally:
+            conn.close()
+        return out
+
+    def storage_volumes(self) -> list[str]:
+        """Names of the volumes in this instance's storage pool (without the runtime's meta folder)."""
+        import libvirt
+
+        conn = libvirt.open(LIBVIRT_URI)
+        try:
+            pool = conn.storagePoolLookupByName(self.storage_pool)
+            pool.refresh(0)
+            return [v for v in pool.listVolumes() if not v.startswith(".")]
+        finally:
+            conn.close()
+
+    def console_log(self, machine_id: str) -> str:
+        path = self.data_dir / "machine-runtime" / "machines" / machine_id / "console.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    # -- cleanup -----------------------------------------------------------------------------
+
+    def cleanup(self) -> None:
+        """Stop the process and remove every domain, volume and storage pool of this instance."""
+        import libvirt
+
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        with contextlib.suppress(libvirt.libvirtError):
+            conn = libvirt.open(LIBVIRT_URI)
+            try:
+                for name in self.domains():
+                    with contextlib.suppress(libvirt.libvirtError):
+                        dom = conn.lookupByName(name)
+                        with contextlib.suppress(libvirt.libvirtError):
+                            dom.destroy()
+                        dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_NVRAM)
+                with contextlib.suppress(libvirt.libvirtError):
+                    pool = conn.storagePoolLookupByName(self.storage_pool)
+                    with contextlib.suppress(libvirt.libvirtError):
+                        pool.destroy()
+                    pool.undefine()
+            finally:
+                conn.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def machine_domain(machine_id: str) -> tuple[str, str]:
+    """``(iri id, domain name)`` of a ``status.machineID`` like ``ironpool-libvirt-runtime://<id>``."""
+    iri_id = re.sub(r"^.*://", "", machine_id)
+    return iri_id, f"ironpool-{iri_id}"
