@@ -21,6 +21,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import orjson
+
 Document = dict[str, Any]
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
@@ -55,13 +57,27 @@ class ListResult:
 
 
 @dataclass(frozen=True, slots=True)
+class RawListResult:
+    """A page of a list as JSON bytes per document (for serving without a decode/encode trip)."""
+
+    items: list[bytes]
+    revision: int
+    more: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class WatchEvent:
-    """One change. For DELETED, ``object`` is the last state, with the deletion's revision."""
+    """One change. For DELETED, ``object`` is the last state, with the deletion's revision.
+
+    ``object`` may be shared by every watcher of the change: treat it as read-only. ``raw``, when a
+    backend has it, is the same document as JSON bytes (lets the apiserver stream without re-encoding).
+    """
 
     type: EventType
     key: str
     object: Document
     revision: int
+    raw: bytes | None = None
 
 
 class Store(ABC):
@@ -70,6 +86,11 @@ class Store(ABC):
     @abstractmethod
     async def get(self, key: str) -> Document | None:
         """The current document, or None."""
+
+    async def get_raw(self, key: str) -> bytes | None:
+        """The current document as JSON bytes, or None (backends override it to skip a decode)."""
+        doc = await self.get(key)
+        return None if doc is None else orjson.dumps(doc)
 
     @abstractmethod
     async def list(
@@ -87,6 +108,13 @@ class Store(ABC):
         ``revision`` reads a consistent snapshot at that revision (a continued list passes the
         first page's revision) or raises RevisionCompacted; ``predicate`` filters before limiting.
         """
+
+    async def list_raw(
+        self, prefix: str, *, limit: int = 0, start_after: str | None = None, revision: int | None = None
+    ) -> RawListResult:
+        """:meth:`list` without a predicate, as JSON bytes (backends override it to skip decoding)."""
+        page = await self.list(prefix, limit=limit, start_after=start_after, revision=revision)
+        return RawListResult([orjson.dumps(doc) for doc in page.items], page.revision, page.more)
 
     @abstractmethod
     async def create(self, key: str, obj: Document) -> Document:
@@ -111,6 +139,10 @@ class Store(ABC):
         A consumer that falls far behind must not slow writers down: it reads history instead.
         """
 
+    async def compact(self, revision: int) -> None:
+        """Drop the history up to and including ``revision`` (backends also compact on their own)."""
+        raise NotImplementedError(f"{type(self).__name__} does not support explicit compaction")
+
     @abstractmethod
     async def current_revision(self) -> int:
         """The revision of the last write."""
@@ -127,7 +159,7 @@ def open_store(url: str) -> Store:
 
         return SQLiteStore(url.removeprefix("sqlite://"))
     if url.startswith("etcd://"):
-        from ironpool.store.etcd import EtcdStore  # type: ignore[import-not-found]
+        from ironpool.store.etcd import EtcdStore
 
-        return EtcdStore(url.removeprefix("etcd://"))  # type: ignore[no-any-return]
+        return EtcdStore(url.removeprefix("etcd://"))
     raise ValueError(f"--store: unsupported store URL {url!r}; use sqlite:///PATH or etcd://HOST:PORT")

@@ -1,0 +1,434 @@
+"""The HTTP face of the apiserver: Kubernetes REST paths over the registry, as a Starlette app.
+
+``build_app(store, authenticator)`` returns the ASGI app; ``serve(...)`` runs it with uvicorn inside
+the caller's event loop, so ``ironpool up`` can host the apiserver in-process. The hot paths (get,
+list, create) avoid per-request model round trips: objects travel as the store's JSON bytes where
+possible and are validated only on writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import yaml
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ironpool.api import errors
+from ironpool.api.resources import ResourceInfo, by_path
+from ironpool.apiserver.auth import Authenticator, Authorizer, User, allow_authenticated
+from ironpool.apiserver.metrics import Metrics
+from ironpool.apiserver.openapi import (
+    discovery_core,
+    discovery_core_v1,
+    discovery_group,
+    discovery_groups,
+    openapi_document,
+)
+from ironpool.apiserver.registry import ListOptions, Registry
+from ironpool.store.interface import Store
+
+log = logging.getLogger("ironpool.apiserver")
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+CURL_DEFAULT = "application/x-www-form-urlencoded"
+_ALL_VERBS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+DEFAULT_WATCH_TIMEOUT = 1800.0
+BOOKMARK_INTERVAL = 30.0
+
+
+MAX_BODY = 3 * 1024 * 1024  # Kubernetes' limit for one object
+
+
+class RequestEntityTooLarge(errors.ApiError):
+    code = 413
+    reason = "RequestEntityTooLarge"
+
+
+def json_response(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type=JSON)
+
+
+def error_response(exc: errors.ApiError) -> Response:
+    return json_response(exc.to_status(), exc.code)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a request path names: a resource, and optionally a namespace, an object, a subresource."""
+
+    info: ResourceInfo
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+
+
+def parse_path(path: str) -> Target:
+    """Resolve ``/api/v1/...`` or ``/apis/{group}/{version}/...``; 404 for anything else."""
+    parts = [p for p in path.split("/") if p]
+    if len(parts) >= 3 and parts[0] == "api":
+        group, version, rest = "", parts[1], parts[2:]
+    elif len(parts) >= 4 and parts[0] == "apis":
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        raise errors.NotFound(f"the server could not find the requested resource ({path})")
+    namespace: str | None = None
+    if rest[0] == "namespaces" and len(rest) >= 3 and not (len(rest) == 3 and rest[2] == "status"):
+        namespace, rest = rest[1], rest[2:]
+    info = by_path(group, version, rest[0])
+    if namespace is not None and not info.namespaced:
+        raise errors.NotFound(f"{info.plural} are cluster-scoped; there is no {path}")
+    if len(rest) > 3 or (len(rest) == 3 and rest[2] != "status"):
+        raise errors.NotFound(f"the server could not find the requested resource ({path})")
+    name = rest[1] if len(rest) >= 2 else None
+    subresource = rest[2] if len(rest) == 3 else None
+    if subresource == "status" and not info.has_status:
+        raise errors.NotFound(f"{info.plural} have no status subresource")
+    return Target(info, namespace, name, subresource)
+
+
+# Paths repeat (clients poll the same objects); resolving one costs a few microseconds.
+cached_target = functools.lru_cache(maxsize=8192)(parse_path)
+
+
+async def read_body(request: Request, *, patch: bool = False, optional: bool = False) -> Any:
+    """The JSON (or YAML) body; 415 for other media types, 400 for malformed input."""
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    buffer = bytearray()
+    async for chunk in request.stream():
+        buffer += chunk
+        if len(buffer) > MAX_BODY:
+            raise RequestEntityTooLarge(f"the request body is larger than {MAX_BODY} bytes")
+    body = bytes(buffer)
+    if optional and not body.strip():
+        return None
+    if ctype == CURL_DEFAULT:
+        ctype = ""  # `curl -d` labels every body so; read it as JSON (a merge patch for PATCH)
+    if patch:
+        if ctype not in ("", MERGE_PATCH):
+            raise errors.UnsupportedMediaType(
+                f"PATCH supports only JSON merge patch; send Content-Type: {MERGE_PATCH} "
+                f"(got {ctype or 'none'})"
+            )
+    elif ctype in ("application/yaml", "application/x-yaml", "text/yaml"):
+        try:
+            return yaml.safe_load(body)
+        except yaml.YAMLError as exc:
+            raise errors.BadRequest(f"the request body is not valid YAML: {exc}") from None
+    elif ctype not in ("", JSON, "text/json"):
+        raise errors.UnsupportedMediaType(f"unsupported Content-Type {ctype!r}; send {JSON}")
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise errors.BadRequest(f"the request body is not valid JSON: {exc}") from None
+
+
+def truthy(value: str | None) -> bool:
+    return value is not None and value.lower() in ("true", "1", "yes")
+
+
+def dry_run(request: Request) -> bool:
+    value = request.query_params.get("dryRun")
+    if value is None:
+        return False
+    if value != "All":
+        raise errors.BadRequest(f"dryRun: only 'All' is supported, got {value!r}")
+    return True
+
+
+def list_options(request: Request) -> ListOptions:
+    q = request.query_params
+    limit_s = q.get("limit") or "0"
+    try:
+        limit = int(limit_s)
+    except ValueError:
+        raise errors.BadRequest(f"limit: {limit_s!r} is not an integer") from None
+    return ListOptions(
+        label_selector=q.get("labelSelector", ""),
+        field_selector=q.get("fieldSelector", ""),
+        limit=limit,
+        continue_token=q.get("continue", ""),
+        resource_version=q.get("resourceVersion", ""),
+    )
+
+
+class ApiServer:
+    """Request handling: authentication, routing to the registry, metrics, errors as Status."""
+
+    def __init__(self, store: Store, authenticator: Authenticator, authorize: Authorizer) -> None:
+        self.store = store
+        self.authorize = authorize
+        self.registry = Registry(store)
+        self.authenticator = authenticator
+        self.metrics = Metrics(store)
+        self._openapi: bytes | None = None
+
+    def authenticate(self, request: Request) -> User:
+        return self.authenticator.authenticate(request.headers.get("authorization"))
+
+    async def handle(self, request: Request) -> Response:
+        started = time.perf_counter()
+        verb, resource = request.method, "unknown"
+        try:
+            user = self.authenticate(request)
+            target = cached_target(request.url.path)
+            resource = target.info.plural
+            verb, response = await self.dispatch(request, user, target)
+        except errors.ApiError as exc:
+            response = error_response(exc)
+        except Exception as exc:  # a bug must become a 500 Status, not a dropped connection
+            log.exception("internal error handling %s %s", request.method, request.url.path)
+            response = error_response(errors.InternalError(f"internal error: {type(exc).__name__}: {exc}"))
+        self.metrics.observe(verb, resource, response.status_code, time.perf_counter() - started)
+        return response
+
+    async def dispatch(self, request: Request, user: User, t: Target) -> tuple[str, Response]:
+        method = request.method
+        info, ns, name = t.info, t.namespace, t.name
+        reg = self.registry
+        if name is None:
+            if method == "GET":
+                if truthy(request.query_params.get("watch")):
+                    self.authorize(user, "watch", info.plural, ns, None)
+                    return "WATCH", self.watch(request, t)
+                self.authorize(user, "list", info.plural, ns, None)
+                return "LIST", Response(await reg.list(info, ns, list_options(request)), media_type=JSON)
+            if method == "POST":
+                self.authorize(user, "create", info.plural, ns, None)
+                if info.namespaced and ns is None:
+                    raise errors.MethodNotAllowed(f"create {info.plural} under /namespaces/{{namespace}}/")
+                body = await read_body(request)
+                created = await reg.create(info, ns, body, dry_run=dry_run(request))
+                return "POST", json_response(created, 201)
+            raise errors.MethodNotAllowed(f"{method} is not supported on a collection of {info.plural}")
+        if info.namespaced and ns is None:
+            raise errors.NotFound(
+                f"namespaced {info.plural} live under /namespaces/{{namespace}}/{info.plural}"
+            )
+        sub = t.subresource
+        if method == "GET":
+            self.authorize(user, "get", info.plural, ns, name)
+            return "GET", Response(await reg.get_raw(info, ns, name), media_type=JSON)
+        if method == "PUT":
+            self.authorize(user, "update", _resource(info, sub), ns, name)
+            body = await read_body(request)
+            obj = await reg.update(info, ns, name, body, subresource=sub, dry_run=dry_run(request))
+            return "PUT", json_response(obj)
+        if method == "PATCH":
+            self.authorize(user, "patch", _resource(info, sub), ns, name)
+            body = await read_body(request, patch=True)
+            obj = await reg.patch(info, ns, name, body, subresource=sub, dry_run=dry_run(request))
+            return "PATCH", json_response(obj)
+        if method == "DELETE" and sub is None:
+            self.authorize(user, "delete", info.plural, ns, name)
+            options = await read_body(request, optional=True)
+            obj = await reg.delete(info, ns, name, options, dry_run=dry_run(request))
+            return "DELETE", json_response(obj)
+        raise errors.MethodNotAllowed(f"{method} is not supported on {request.url.path}")
+
+    def watch(self, request: Request, t: Target) -> Response:
+        options = list_options(request)
+        q = request.query_params
+        timeout_s = q.get("timeoutSeconds")
+        try:
+            timeout = float(timeout_s) if timeout_s else DEFAULT_WATCH_TIMEOUT
+        except ValueError:
+            raise errors.BadRequest(f"timeoutSeconds: {timeout_s!r} is not a number") from None
+        bookmarks = truthy(q.get("allowWatchBookmarks"))
+        options.predicate()  # a malformed selector is a 400 before the stream starts
+        return StreamingResponse(
+            self._watch_stream(t, options, timeout, bookmarks),
+            media_type=JSON,
+            headers={"Cache-Control": "no-cache"},
+        )
+
+    async def _watch_stream(
+        self, t: Target, options: ListOptions, timeout: float, bookmarks: bool
+    ) -> AsyncIterator[bytes]:
+        info = t.info
+        events = aiter(self.registry.watch(info, t.namespace, options))
+        deadline = time.monotonic() + timeout
+        last_rev = options.resource_version or "0"
+        pending: asyncio.Future[tuple[str, dict[str, Any], bytes | None, int]] | None = None
+        self.metrics.watchers.inc()
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                if pending is None:
+                    pending = asyncio.ensure_future(anext(events))
+                done, _ = await asyncio.wait({pending}, timeout=min(remaining, BOOKMARK_INTERVAL))
+                if not done:
+                    if bookmarks and remaining > BOOKMARK_INTERVAL:
+                        yield _bookmark(info, last_rev)
+                    continue
+                try:
+                    type_, obj, raw, rev = pending.result()
+                except StopAsyncIteration:
+                    break
+                finally:
+                    pending = None
+                last_rev = str(rev)
+                yield b'{"type":"' + type_.encode() + b'","object":' + (raw or orjson.dumps(obj)) + b"}\n"
+        except errors.ApiError as exc:
+            yield orjson.dumps({"type": "ERROR", "object": exc.to_status()}) + b"\n"
+        except Exception as exc:  # headers are sent: report in-band, as Kubernetes does
+            log.exception("watch of %s failed", info.plural)
+            status = errors.InternalError(f"watch failed: {type(exc).__name__}: {exc}").to_status()
+            yield orjson.dumps({"type": "ERROR", "object": status}) + b"\n"
+        finally:
+            self.metrics.watchers.dec()
+            if pending is not None:
+                # The generator is running inside this task: let the cancellation finish it
+                # before closing, or aclose() finds it still running.
+                pending.cancel()
+                await asyncio.wait({pending})
+            await events.aclose()  # type: ignore[attr-defined]
+
+    # -- unauthenticated and discovery endpoints ------------------------------------------------
+
+    async def healthz(self, request: Request) -> Response:
+        return Response(b"ok", media_type="text/plain")
+
+    async def readyz(self, request: Request) -> Response:
+        try:
+            await self.store.current_revision()
+        except Exception as exc:
+            return Response(f"store not ready: {exc}".encode(), status_code=503, media_type="text/plain")
+        return Response(b"ok", media_type="text/plain")
+
+    async def metrics_endpoint(self, request: Request) -> Response:
+        body, content_type = await self.metrics.render()
+        return Response(body, media_type=content_type)
+
+    async def openapi(self, request: Request) -> Response:
+        if self._openapi is None:
+            self._openapi = orjson.dumps(openapi_document())
+        return Response(self._openapi, media_type=JSON)
+
+    def discovery(self, build: Callable[..., Any]) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                self.authenticate(request)
+                return json_response(build(**request.path_params))
+            except errors.ApiError as exc:
+                return error_response(exc)
+
+        return endpoint
+
+
+def _resource(info: ResourceInfo, sub: str | None) -> str:
+    return f"{info.plural}/{sub}" if sub else info.plural
+
+
+def _bookmark(info: ResourceInfo, revision: str) -> bytes:
+    obj = {"apiVersion": info.api_version, "kind": info.kind, "metadata": {"resourceVersion": revision}}
+    return orjson.dumps({"type": "BOOKMARK", "object": obj}) + b"\n"
+
+
+def build_app(
+    store: Store, authenticator: Authenticator, authorize: Authorizer = allow_authenticated
+) -> Starlette:
+    """The apiserver's ASGI app over ``store``; the caller owns the store's lifecycle."""
+    server = ApiServer(store, authenticator, authorize)
+    routes = [
+        Route("/healthz", server.healthz, methods=["GET"]),
+        Route("/livez", server.healthz, methods=["GET"]),
+        Route("/readyz", server.readyz, methods=["GET"]),
+        Route("/metrics", server.metrics_endpoint, methods=["GET"]),
+        Route("/openapi/v3", server.openapi, methods=["GET"]),
+        Route("/openapi.json", server.openapi, methods=["GET"]),
+        Route("/api", server.discovery(discovery_core), methods=["GET"]),
+        Route("/api/v1", server.discovery(discovery_core_v1), methods=["GET"]),
+        Route("/apis", server.discovery(discovery_groups), methods=["GET"]),
+        Route("/apis/{group}/{version}", server.discovery(discovery_group), methods=["GET"]),
+        Route("/api/{rest:path}", server.handle, methods=_ALL_VERBS),
+        Route("/apis/{rest:path}", server.handle, methods=_ALL_VERBS),
+    ]
+    app = Starlette(routes=routes)
+    app.state.apiserver = server
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return error_response(
+            errors.NotFound(f"the server could not find the requested resource ({request.url.path})")
+        )
+
+    async def not_allowed(request: Request, exc: Exception) -> Response:
+        return error_response(
+            errors.MethodNotAllowed(f"{request.method} is not supported on {request.url.path}")
+        )
+
+    app.add_exception_handler(404, not_found)
+    app.add_exception_handler(405, not_allowed)
+    app.add_middleware(ResourcePaths, server=server)
+    return app
+
+
+class ResourcePaths:
+    """Sends resource requests straight to the handler, skipping the router's regex scan.
+
+    The router still serves them too (same handler), so this is purely a shortcut for the hot path.
+    """
+
+    def __init__(self, app: ASGIApp, server: ApiServer) -> None:
+        self.app = app
+        self.server = server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path: str = scope["path"]
+            if (path.startswith("/api/") and path.count("/") >= 3) or (
+                path.startswith("/apis/") and path.count("/") >= 4
+            ):
+                response = await self.server.handle(Request(scope, receive))
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+async def serve(
+    store: Store,
+    authenticator: Authenticator,
+    host: str = "127.0.0.1",
+    port: int = 8443,
+    authorize: Authorizer = allow_authenticated,
+    tls_cert_file: str | None = None,
+    tls_key_file: str | None = None,
+) -> None:
+    """Serve the API on ``host:port`` in the running event loop until cancelled or signalled.
+
+    With ``tls_cert_file`` and ``tls_key_file`` it serves HTTPS, otherwise plain HTTP.
+    """
+    import uvicorn
+
+    config = uvicorn.Config(
+        build_app(store, authenticator, authorize),
+        host=host,
+        port=port,
+        loop="none",
+        http="httptools",
+        lifespan="off",
+        access_log=False,
+        proxy_headers=False,
+        log_level="warning",
+        timeout_graceful_shutdown=2,
+        backlog=4096,
+        ssl_certfile=tls_cert_file,
+        ssl_keyfile=tls_key_file,
+    )
+    await uvicorn.Server(config).serve()
+
+
+__all__ = ["build_app", "serve"]

@@ -1,0 +1,94 @@
+"""Authentication from a Kubernetes static-token file, and the authorization hook.
+
+The token file has one ``token,user,uid[,"group1,group2"]`` line per identity (Kubernetes'
+``--token-auth-file`` format); blank lines and lines starting with ``#`` are skipped. Members of
+``system:masters`` are administrators.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ironpool.api import errors
+
+ADMIN_GROUP = "system:masters"
+
+
+@dataclass(frozen=True)
+class User:
+    """An authenticated identity."""
+
+    name: str
+    uid: str
+    groups: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def is_admin(self) -> bool:
+        return ADMIN_GROUP in self.groups
+
+
+class Authenticator:
+    """Maps a request's ``Authorization`` header to a :class:`User` or raises Unauthorized."""
+
+    def __init__(self, tokens: dict[str, User]) -> None:
+        self._tokens = dict(tokens)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Authenticator:
+        """Read a static-token file; errors name the file and line."""
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ValueError(f"--token-file {path}: cannot read: {exc.strerror}") from None
+        return cls(parse_token_file(text, str(path)))
+
+    def authenticate(self, header: str | None) -> User:
+        if not header:
+            raise errors.Unauthorized("missing bearer token (Authorization: Bearer <token>)")
+        scheme, _, token = header.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise errors.Unauthorized("the Authorization header must be 'Bearer <token>'")
+        user = self._tokens.get(token)
+        if user is None:
+            raise errors.Unauthorized("invalid bearer token")
+        return user
+
+
+Authorizer = Callable[[User, str, str, str | None, str | None], None]
+"""``authorize(user, verb, resource, namespace, name)``: return to allow, raise Forbidden to deny.
+
+``verb`` is a Kubernetes verb (get, list, watch, create, update, patch, delete) and ``resource``
+the plural, with ``/status`` for the status subresource.
+"""
+
+
+def allow_authenticated(
+    user: User, verb: str, resource: str, namespace: str | None, name: str | None
+) -> None:
+    """The default policy: administrators (``system:masters``) and every other authenticated user
+    may do everything. The per-pool poollet identities of a later issue (read what the pool needs,
+    write its pool and the status of objects bound to it) replace this with a stricter authorizer.
+    """
+
+
+def parse_token_file(text: str, source: str = "token file") -> dict[str, User]:
+    """Parse static-token lines into ``{token: User}``."""
+    tokens: dict[str, User] = {}
+    for lineno, row in enumerate(csv.reader(text.splitlines(), skipinitialspace=True), start=1):
+        if not row or not "".join(row).strip() or row[0].lstrip().startswith("#"):
+            continue
+        if len(row) < 3:
+            raise ValueError(f"{source}:{lineno}: expected 'token,user,uid[,\"group1,group2\"]'")
+        token, name, uid = (part.strip() for part in row[:3])
+        if not token or not name:
+            raise ValueError(f"{source}:{lineno}: token and user must not be empty")
+        groups = frozenset(g.strip() for g in row[3].split(",") if g.strip()) if len(row) > 3 else frozenset()
+        if token in tokens:
+            raise ValueError(f"{source}:{lineno}: duplicate token")
+        tokens[token] = User(name=name, uid=uid, groups=groups)
+    return tokens

@@ -1,0 +1,97 @@
+"""``ironpool apiserver``: serve the REST API over a store."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+
+import click
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) into its parts."""
+    host, sep, port_s = value.rpartition(":")
+    if not sep or not port_s.isdigit() or not 0 < int(port_s) < 65536:
+        raise click.BadParameter(f"{value!r} is not HOST:PORT", param_hint="--listen")
+    return host.strip("[]") or "0.0.0.0", int(port_s)
+
+
+@click.command("apiserver")
+@click.option(
+    "--store",
+    "store_url",
+    required=True,
+    metavar="URL",
+    help="sqlite:///PATH (options: ?history=N&ring=N) or etcd://HOST:PORT[,HOST:PORT...]",
+)
+@click.option("--listen", default="127.0.0.1:8443", show_default=True, metavar="HOST:PORT")
+@click.option(
+    "--token-file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="static tokens, one 'token,user,uid,\"group1,group2\"' per line",
+)
+@click.option(
+    "--tls-cert-file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="serve HTTPS with this PEM certificate (needs --tls-private-key-file)",
+)
+@click.option("--tls-private-key-file", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option(
+    "--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"])
+)
+def apiserver(
+    store_url: str,
+    listen: str,
+    token_file: str,
+    tls_cert_file: str | None,
+    tls_private_key_file: str | None,
+    log_level: str,
+) -> None:
+    """Serve the ironpool REST API (Kubernetes conventions) over a store."""
+    if (tls_cert_file is None) != (tls_private_key_file is None):
+        raise click.UsageError("--tls-cert-file and --tls-private-key-file go together")
+    from ironpool.apiserver.app import serve
+    from ironpool.apiserver.auth import Authenticator
+    from ironpool.store.interface import StoreError, open_store
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    host, port = parse_listen(listen)
+    try:
+        authenticator = Authenticator.from_file(token_file)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--token-file") from None
+
+    try:
+        store = open_store(store_url)
+    except (ValueError, OSError, sqlite3.Error, StoreError) as exc:
+        raise click.BadParameter(f"{store_url}: {exc}", param_hint="--store") from None
+
+    async def main() -> None:
+        try:
+            logging.getLogger("ironpool.apiserver").info(
+                "serving on %s:%d, store %s at revision %d",
+                host,
+                port,
+                store_url,
+                await store.current_revision(),
+            )
+            await serve(
+                store,
+                authenticator,
+                host,
+                port,
+                tls_cert_file=tls_cert_file,
+                tls_key_file=tls_private_key_file,
+            )
+        finally:
+            await store.close()
+
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop comes with uvicorn[standard]
+        asyncio.run(main())
+    else:
+        uvloop.run(main())

@@ -1,0 +1,426 @@
+"""The embedded store: one SQLite file in WAL mode, an event log for watches, an in-memory ring.
+
+Layout:
+
+* ``objects(key, value, create_rev, mod_rev)`` holds the current documents; ``value`` is the JSON of
+  the document with ``metadata.resourceVersion`` already set to ``mod_rev``, so reads return it as is.
+* ``events(rev, type, key, value, prev)`` is the history: one row per write, ``value`` the new state
+  (for a DELETED event the last state carrying the deletion's revision) and ``prev`` the state just
+  before (NULL for ADDED). ``prev`` makes consistent reads at an older revision possible without
+  keeping every version: the state of a key at revision R is its current row if unchanged since R,
+  otherwise the ``prev`` of its first event after R. The log is compacted to the last
+  ``history`` revisions; the highest removed revision is kept in ``meta`` as ``compacted``.
+
+Durability: ``journal_mode=WAL`` with ``synchronous=NORMAL`` commits each write to the WAL file
+without an fsync. A committed write survives the process being killed (``kill -9``), since the data
+is in the OS page cache; only a power loss or kernel crash can lose the most recent commits. That is
+the guarantee this backend gives; use etcd when machine failures must not lose writes.
+
+All SQLite calls run synchronously on the event loop: each is a few microseconds (no fsync), and
+running them without awaiting makes every write atomic with respect to the others for free.
+Watchers never slow writers down: writes append to a bounded in-memory ring and wake watchers; a
+watcher that fell behind the ring reads from the ``events`` table instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import fcntl
+import itertools
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import parse_qs
+
+import orjson
+
+from ironpool.store.interface import (
+    Document,
+    EventType,
+    KeyExists,
+    KeyNotFound,
+    ListResult,
+    RawListResult,
+    RevisionCompacted,
+    RevisionConflict,
+    Store,
+    StoreError,
+    WatchEvent,
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS objects (
+    key TEXT PRIMARY KEY,
+    value BLOB NOT NULL,
+    create_rev INTEGER NOT NULL,
+    mod_rev INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (
+    rev INTEGER PRIMARY KEY,
+    type INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    value BLOB NOT NULL,
+    prev BLOB
+);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+"""
+
+_TYPES: tuple[EventType, EventType, EventType] = ("ADDED", "MODIFIED", "DELETED")
+_TYPE_CODE: dict[EventType, int] = {t: i for i, t in enumerate(_TYPES)}
+
+DEFAULT_HISTORY = 100_000
+DEFAULT_RING = 4096
+_COMPACT_EVERY = 1000
+_HISTORY_BATCH = 256
+
+
+def prefix_end(prefix: str) -> str | None:
+    """The smallest key greater than every key starting with ``prefix`` (None: no upper bound)."""
+    if not prefix:
+        return None
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+def _with_revision(obj: Document, rev: int) -> Document:
+    """A shallow copy of ``obj`` whose ``metadata.resourceVersion`` is ``rev``."""
+    doc = dict(obj)
+    metadata = dict(doc.get("metadata") or {})
+    metadata["resourceVersion"] = str(rev)
+    doc["metadata"] = metadata
+    return doc
+
+
+def _positive(options: dict[str, str], name: str, default: int) -> int:
+    value = options.get(name, str(default))
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"--store: sqlite option {name}={value!r} must be a positive integer")
+    return int(value)
+
+
+def _exclusive_lock(path: str) -> IO[bytes]:
+    """Hold ``PATH.lock`` so a second process cannot run the same store (the revision counter
+    lives in this process); the kernel drops the lock when the process dies, even on kill -9."""
+    lock = open(f"{path}.lock", "a+b")  # noqa: SIM115 - held for the store's lifetime
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise StoreError(f"{path} is in use by another process (one apiserver per SQLite file)") from None
+    return lock
+
+
+class SQLiteStore(Store):
+    """:class:`Store` on one SQLite file (see the module docstring for layout and guarantees).
+
+    ``path`` may carry options as a query string: ``/var/lib/ironpool.db?history=100000&ring=4096``.
+    Use one instance per file and per event loop.
+    """
+
+    def __init__(self, path: str, *, history: int | None = None, ring: int | None = None) -> None:
+        path, _, query = path.partition("?")
+        options = {k: v[-1] for k, v in parse_qs(query).items()}
+        unknown = set(options) - {"history", "ring"}
+        if unknown:
+            raise ValueError(f"--store: unknown sqlite option(s) {sorted(unknown)}; known: history, ring")
+        self.history = history or _positive(options, "history", DEFAULT_HISTORY)
+        self.ring_size = ring or _positive(options, "ring", DEFAULT_RING)
+        if not path:
+            raise ValueError("--store: sqlite URL needs a file path, e.g. sqlite:///var/lib/ironpool.db")
+        self._lock: IO[bytes] | None = None
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self._lock = _exclusive_lock(path)
+        self.path = path
+        # Autocommit mode: transactions are opened explicitly with BEGIN IMMEDIATE.
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db.executescript(_SCHEMA)
+        row = self._db.execute("SELECT value FROM meta WHERE name='compacted'").fetchone()
+        self._compacted = int(row[0]) if row else 0
+        (max_rev,) = self._db.execute("SELECT MAX(rev) FROM events").fetchone()
+        self._rev = max(int(max_rev or 0), self._compacted)
+        # ring[i] has revision ring_base + i; revisions are contiguous because every write lands here.
+        self._ring: list[WatchEvent] = []
+        self._ring_base = self._rev + 1
+        self._changed = asyncio.Event()
+        self._closed = False
+        self._writes_since_compact = 0
+        self._pending_compacted: int | None = None
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    async def get(self, key: str) -> Document | None:
+        raw = self._get_raw(key)
+        return None if raw is None else orjson.loads(raw)
+
+    async def get_raw(self, key: str) -> bytes | None:
+        return self._get_raw(key)
+
+    def _get_raw(self, key: str) -> bytes | None:
+        self._check_open()
+        row = self._db.execute("SELECT value FROM objects WHERE key=?", (key,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    async def list(
+        self,
+        prefix: str,
+        *,
+        limit: int = 0,
+        start_after: str | None = None,
+        revision: int | None = None,
+        predicate: Callable[[Document], bool] | None = None,
+    ) -> ListResult:
+        read_rev = self._read_revision(limit, revision)
+        rows = self._rows(prefix, start_after, read_rev)
+        items: builtins.list[Document] = []
+        more = False
+        for _key, raw in rows:
+            doc = orjson.loads(raw)
+            if predicate is not None and not predicate(doc):
+                continue
+            if limit and len(items) >= limit:
+                more = True
+                break
+            items.append(doc)
+        return ListResult(items=items, revision=read_rev, more=more)
+
+    async def list_raw(
+        self, prefix: str, *, limit: int = 0, start_after: str | None = None, revision: int | None = None
+    ) -> RawListResult:
+        read_rev = self._read_revision(limit, revision)
+        rows = self._rows(prefix, start_after, read_rev)
+        if not limit:
+            return RawListResult([raw for _key, raw in rows], read_rev, False)
+        items = [raw for _key, raw in itertools.islice(rows, limit + 1)]
+        more = len(items) > limit
+        return RawListResult(items[:limit], read_rev, more)
+
+    def _read_revision(self, limit: int, revision: int | None) -> int:
+        self._check_open()
+        if limit < 0:
+            raise ValueError("limit must be >= 0")
+        read_rev = self._rev if revision is None or revision == 0 else revision
+        if read_rev > self._rev:
+            raise StoreError(f"revision {read_rev} is in the future (current {self._rev})")
+        if read_rev < self._compacted:
+            raise RevisionCompacted(f"revision {read_rev} has been compacted (oldest kept {self._compacted})")
+        return read_rev
+
+    def _rows(self, prefix: str, start_after: str | None, read_rev: int) -> Iterable[tuple[str, bytes]]:
+        """``(key, value)`` under ``prefix`` after ``start_after`` at ``read_rev``, in key order."""
+        end = prefix_end(prefix)
+        after = start_after or ""
+        rows: Iterable[tuple[str, bytes]]
+        if read_rev == self._rev:
+            sql = "SELECT key, value FROM objects WHERE key >= ? AND key > ?"
+            params: list[Any] = [prefix, after]
+            if end is not None:
+                sql += " AND key < ?"
+                params.append(end)
+            rows = self._db.execute(sql + " ORDER BY key", params)
+        else:
+            rows = self._snapshot_rows(prefix, end, after, read_rev)
+        return rows
+
+    def _snapshot_rows(
+        self, prefix: str, end: str | None, after: str, rev: int
+    ) -> Iterable[tuple[str, bytes]]:
+        """Rows of the keys under ``prefix`` as they were at ``rev``, in key order."""
+        bound = "" if end is None else " AND key < :end"
+        sql = f"""
+            SELECT key, value FROM objects
+             WHERE key >= :prefix AND key > :after{bound} AND mod_rev <= :rev
+            UNION ALL
+            SELECT e.key, e.prev FROM events e JOIN (
+                SELECT key, MIN(rev) AS first FROM events
+                 WHERE rev > :rev AND key >= :prefix AND key > :after{bound} GROUP BY key
+            ) c ON e.rev = c.first
+             WHERE e.prev IS NOT NULL
+            ORDER BY 1
+        """
+        return self._db.execute(sql, {"prefix": prefix, "after": after, "end": end, "rev": rev})
+
+    async def current_revision(self) -> int:
+        return self._rev
+
+    @property
+    def revision(self) -> int:
+        """The revision of the last write (synchronous form of :meth:`current_revision`)."""
+        return self._rev
+
+    @property
+    def compacted_revision(self) -> int:
+        """The highest revision whose event is no longer kept; watches must start at or after it."""
+        return self._compacted
+
+    # -- writes --------------------------------------------------------------------------------
+
+    async def create(self, key: str, obj: Document) -> Document:
+        self._check_open()
+        rev = self._rev + 1
+        doc = _with_revision(obj, rev)
+        raw = orjson.dumps(doc)
+        with self._txn():
+            try:
+                self._db.execute(
+                    "INSERT INTO objects (key, value, create_rev, mod_rev) VALUES (?, ?, ?, ?)",
+                    (key, raw, rev, rev),
+                )
+            except sqlite3.IntegrityError:
+                raise KeyExists(key) from None
+            self._log(rev, "ADDED", key, raw, None)
+        self._publish(rev, "ADDED", key, doc, raw)
+        return orjson.loads(raw)
+
+    async def update(self, key: str, obj: Document, *, expected_revision: int | None = None) -> Document:
+        self._check_open()
+        rev = self._rev + 1
+        doc = _with_revision(obj, rev)
+        raw = orjson.dumps(doc)
+        with self._txn():
+            prev = self._current(key, expected_revision)
+            self._db.execute("UPDATE objects SET value=?, mod_rev=? WHERE key=?", (raw, rev, key))
+            self._log(rev, "MODIFIED", key, raw, prev)
+        self._publish(rev, "MODIFIED", key, doc, raw)
+        return orjson.loads(raw)
+
+    async def delete(self, key: str, *, expected_revision: int | None = None) -> Document:
+        self._check_open()
+        rev = self._rev + 1
+        with self._txn():
+            prev = self._current(key, expected_revision)
+            doc = _with_revision(orjson.loads(prev), rev)
+            raw = orjson.dumps(doc)
+            self._db.execute("DELETE FROM objects WHERE key=?", (key,))
+            self._log(rev, "DELETED", key, raw, prev)
+        self._publish(rev, "DELETED", key, doc, raw)
+        return orjson.loads(raw)
+
+    def _current(self, key: str, expected_revision: int | None) -> bytes:
+        row = self._db.execute("SELECT value, mod_rev FROM objects WHERE key=?", (key,)).fetchone()
+        if row is None:
+            raise KeyNotFound(key)
+        if expected_revision is not None and int(row[1]) != expected_revision:
+            raise RevisionConflict(f"{key}: revision is {row[1]}, expected {expected_revision}")
+        return bytes(row[0])
+
+    def _log(self, rev: int, type_: EventType, key: str, raw: bytes, prev: bytes | None) -> None:
+        self._db.execute(
+            "INSERT INTO events (rev, type, key, value, prev) VALUES (?, ?, ?, ?, ?)",
+            (rev, _TYPE_CODE[type_], key, raw, prev),
+        )
+        self._writes_since_compact += 1
+        if self._writes_since_compact >= _COMPACT_EVERY:
+            self._writes_since_compact = 0
+            upto = rev - self.history
+            if upto > self._compacted:
+                self._drop_history(upto)
+                self._pending_compacted = upto
+
+    def _drop_history(self, upto: int) -> None:
+        self._db.execute("DELETE FROM events WHERE rev <= ?", (upto,))
+        self._db.execute(
+            "INSERT INTO meta (name, value) VALUES ('compacted', ?) "
+            "ON CONFLICT(name) DO UPDATE SET value=excluded.value",
+            (upto,),
+        )
+
+    async def compact(self, revision: int) -> None:
+        self._check_open()
+        if revision > self._rev:
+            raise StoreError(f"cannot compact to revision {revision}: current is {self._rev}")
+        if revision <= self._compacted:
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._drop_history(revision)
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+        self._compacted = revision
+
+    @contextmanager
+    def _txn(self) -> Iterator[None]:
+        """One write transaction; the revision advances only when it commits."""
+        self._pending_compacted = None
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:  # a failed COMMIT (disk full) leaves it open too
+                self._db.execute("ROLLBACK")
+            raise
+        self._rev += 1
+        if self._pending_compacted is not None:
+            self._compacted = self._pending_compacted
+
+    def _publish(self, rev: int, type_: EventType, key: str, doc: Document, raw: bytes) -> None:
+        self._ring.append(WatchEvent(type=type_, key=key, object=doc, revision=rev, raw=raw))
+        if len(self._ring) >= 2 * self.ring_size:
+            drop = len(self._ring) - self.ring_size
+            del self._ring[:drop]
+            self._ring_base += drop
+        event, self._changed = self._changed, asyncio.Event()
+        event.set()
+
+    # -- watch ---------------------------------------------------------------------------------
+
+    async def watch(self, prefix: str, revision: int) -> AsyncIterator[WatchEvent]:
+        self._check_open()
+        if revision < self._compacted:
+            raise RevisionCompacted(f"revision {revision} has been compacted (oldest kept {self._compacted})")
+        cursor = revision
+        while not self._closed:
+            if cursor < self._ring_base - 1:
+                # Behind the ring: replay from the event log, a batch at a time.
+                batch, cursor = self._history(prefix, cursor, self._ring_base - 1)
+                for event in batch:
+                    yield event
+            elif cursor < self._rev:
+                event = self._ring[cursor + 1 - self._ring_base]
+                cursor = event.revision
+                if event.key.startswith(prefix):
+                    yield event
+            else:
+                await self._changed.wait()
+
+    def _history(self, prefix: str, after: int, upto: int) -> tuple[builtins.list[WatchEvent], int]:
+        """Logged events under ``prefix`` in (after, upto], at most a batch; and the revision covered."""
+        if after < self._compacted:
+            raise RevisionCompacted(f"revision {after} has been compacted (oldest kept {self._compacted})")
+        end = prefix_end(prefix)
+        sql = "SELECT rev, type, key, value FROM events WHERE rev > ? AND rev <= ? AND key >= ?"
+        params: list[Any] = [after, upto, prefix]
+        if end is not None:
+            sql += " AND key < ?"
+            params.append(end)
+        rows = self._db.execute(sql + " ORDER BY rev LIMIT ?", [*params, _HISTORY_BATCH]).fetchall()
+        events = [
+            WatchEvent(type=_TYPES[t], key=k, object=orjson.loads(v), revision=r, raw=bytes(v))
+            for r, t, k, v in rows
+        ]
+        covered = events[-1].revision if len(events) == _HISTORY_BATCH else upto
+        return events, covered
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("store is closed")
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._changed.set()
+        self._db.close()
+        if self._lock is not None:
+            self._lock.close()  # releases the flock

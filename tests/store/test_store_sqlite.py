@@ -1,0 +1,65 @@
+"""What only the SQLite backend has: URL options, WAL settings, automatic history compaction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ironpool.store.interface import RevisionCompacted, StoreError, open_store
+from ironpool.store.sqlite import SQLiteStore
+
+P = "/registry/compute.ironcore.dev/machineclasses/_/"
+
+
+async def test_url_options(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path}/a.db?history=50&ring=8")
+    assert isinstance(store, SQLiteStore) and store.history == 50 and store.ring_size == 8
+    await store.close()
+    with pytest.raises(ValueError, match=r"unknown sqlite option\(s\) \['histroy'\]"):
+        open_store(f"sqlite:///{tmp_path}/a.db?histroy=5")
+    with pytest.raises(ValueError, match="--store"):
+        open_store("mysql://x")
+
+
+async def test_wal_and_synchronous_normal(tmp_path: Path) -> None:
+    store = SQLiteStore(str(tmp_path / "a.db"))
+    assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store._db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+    await store.close()
+
+
+async def test_history_is_compacted_to_a_window_and_stays_so(tmp_path: Path) -> None:
+    store = SQLiteStore(str(tmp_path / "a.db"), history=10)
+    for i in range(1005):
+        await store.create(P + f"c{i:04d}", {"metadata": {"name": f"c{i:04d}"}})
+    # Compaction runs every 1000 writes and keeps the last `history` revisions.
+    assert store.compacted_revision == 990
+    (kept,) = store._db.execute("SELECT COUNT(*) FROM events").fetchone()
+    assert kept == 15
+    with pytest.raises(RevisionCompacted):
+        await anext(aiter(store.watch(P, 500)))
+    page = await store.list(P, revision=995, limit=3)
+    assert len(page.items) == 3 and page.revision == 995
+    await store.close()
+
+    reopened = SQLiteStore(str(tmp_path / "a.db"), history=10)
+    assert reopened.compacted_revision == 990 and await reopened.current_revision() == 1005
+    with pytest.raises(RevisionCompacted):
+        await reopened.list(P, revision=989)
+    await reopened.close()
+
+
+async def test_one_process_per_file(tmp_path: Path) -> None:
+    first = SQLiteStore(str(tmp_path / "a.db"))
+    with pytest.raises(StoreError, match="in use by another process"):
+        SQLiteStore(str(tmp_path / "a.db"))
+    await first.close()
+    second = SQLiteStore(str(tmp_path / "a.db"))  # released on close
+    await second.close()
+
+
+def test_bad_option_values_are_named(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="history='ten' must be a positive integer"):
+        SQLiteStore(f"{tmp_path}/a.db?history=ten")
+    with pytest.raises(ValueError, match="ring='0' must be a positive integer"):
+        SQLiteStore(f"{tmp_path}/a.db?ring=0")
