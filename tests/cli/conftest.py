@@ -10,11 +10,7 @@ from pathlib import Path
 
 import pytest
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from tests.conftest import ApiServer  # noqa: E402
+from tests.conftest import ApiServer
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
+from ironpool.client.config import ClientConfig
 
-# The shared fixtures module is imported by name by tests that restart the apiserver.
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from ironpool.client.config import ClientConfig  # noqa: E402
-
-from tests.conftest import ApiServer  # noqa: E402
+from tests.conftest import ApiServer
 
 
 @pytest.fixture
