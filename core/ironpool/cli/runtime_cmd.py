@@ -1,0 +1,140 @@
+"""``ironpool libvirt-runtime``: serve IronCore's ``MachineRuntime`` (IRI) on a libvirt host."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+import click
+
+
+@click.command("libvirt-runtime")
+@click.option("--libvirt-uri", default="qemu:///system", show_default=True, help="libvirt connection URI.")
+@click.option(
+    "--classes",
+    "classes_file",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="YAML list of IronCore MachineClass manifests offered by this host.",
+)
+@click.option(
+    "--images",
+    "images_dir",
+    default="/var/lib/ironpool/images",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Image catalog directory.",
+)
+@click.option(
+    "--address",
+    default="unix:///var/run/iri-machineprovider.sock",
+    show_default=True,
+    help="Where to serve IRI: unix:///path or tcp://host:port.",
+)
+@click.option(
+    "--state-dir",
+    default="/var/lib/ironpool/machine-runtime",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Per-machine files: disks, console logs, ignition.",
+)
+@click.option(
+    "--domain-type",
+    type=click.Choice(["auto", "kvm", "qemu"]),
+    default="auto",
+    show_default=True,
+    help="auto: kvm only when hardware virtualisation really works, else qemu (emulation).",
+)
+@click.option("--machine-type", default="pc", show_default=True, help="QEMU machine type of new domains.")
+@click.option(
+    "--shutdown-timeout",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="Seconds a guest gets to honour ACPI shutdown before it is destroyed.",
+)
+@click.option(
+    "--streaming-address",
+    default="127.0.0.1:20251",
+    show_default=True,
+    help="host:port of the console (Exec) endpoint; port 0 picks a free one.",
+)
+@click.option("--base-url", default="", help="Public base URL of the console endpoint (default ws://ADDR).")
+@click.option("--event-max", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option(
+    "--event-ttl",
+    type=click.FloatRange(min=1),
+    default=300.0,
+    show_default=True,
+    help="Seconds an event is kept.",
+)
+@click.option(
+    "--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"])
+)
+def libvirt_runtime(
+    libvirt_uri: str,
+    classes_file: str,
+    images_dir: str,
+    address: str,
+    state_dir: str,
+    domain_type: str,
+    machine_type: str,
+    shutdown_timeout: float,
+    streaming_address: str,
+    base_url: str,
+    event_max: int,
+    event_ttl: float,
+    log_level: str,
+) -> None:
+    """Serve the IRI MachineRuntime on libvirt: real domains, power, volumes, console."""
+    logging.basicConfig(
+        level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    # Imported here so `ironpool --help` does not load libvirt and grpc.
+    from pathlib import Path
+
+    from ironpool.runtime.machine.app import MachineRuntimeConfig, build
+    from ironpool.runtime.machine.classes import ClassFileError
+    from ironpool.runtime.machine.server import serve
+
+    host, sep, port_text = streaming_address.rpartition(":")
+    if not sep or not port_text.isdigit():
+        raise click.BadParameter(f"{streaming_address!r} is not host:port", param_hint="--streaming-address")
+    cfg = MachineRuntimeConfig(
+        classes_file=Path(classes_file),
+        images_dir=Path(images_dir),
+        libvirt_uri=libvirt_uri,
+        address=address,
+        state_dir=Path(state_dir),
+        domain_type=domain_type,
+        machine_type=machine_type,
+        shutdown_timeout=shutdown_timeout,
+        streaming_host=host.strip("[]") or "127.0.0.1",
+        streaming_port=int(port_text),
+        base_url=base_url,
+        event_max=event_max,
+        event_ttl=event_ttl,
+    )
+    try:
+        core, console = build(cfg)
+    except ClassFileError as exc:
+        raise click.BadParameter(str(exc), param_hint="--classes") from exc
+    except ConnectionError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, task.cancel)
+        await serve(core, address, console)
+
+    try:
+        asyncio.run(main())
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        pass
+    finally:
+        core.close()

@@ -1,0 +1,148 @@
+"""Shared libvirt helpers for the IRI runtimes: connections, the event loop, domain type, errors.
+
+libvirt-python calls block; the runtimes run them in threads. One process-wide libvirt event loop
+thread (``virEventRunDefaultImpl``) serves lifecycle callbacks, stream callbacks and keepalives,
+and must be registered before the first connection is opened, so open connections through
+:func:`open_connection`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import threading
+import xml.etree.ElementTree as ET
+from typing import Literal
+
+import libvirt
+
+log = logging.getLogger(__name__)
+
+DomainType = Literal["kvm", "qemu"]
+
+_loop_lock = threading.Lock()
+_loop_thread: threading.Thread | None = None
+
+# ioctls from <linux/kvm.h>
+_KVM_GET_API_VERSION = 0xAE00
+_KVM_API_VERSION = 12
+
+
+def _silence_default_error_handler() -> None:
+    # libvirt prints every error to stderr by default; they are raised as exceptions anyway.
+    libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
+
+
+def ensure_event_loop() -> None:
+    """Start the process-wide libvirt event loop thread once (idempotent, thread-safe)."""
+    global _loop_thread
+    with _loop_lock:
+        if _loop_thread is not None:
+            return
+        _silence_default_error_handler()
+        libvirt.virEventRegisterDefaultImpl()
+
+        def run() -> None:
+            while True:
+                try:
+                    libvirt.virEventRunDefaultImpl()
+                except libvirt.libvirtError:  # pragma: no cover - keeps callbacks flowing
+                    log.exception("libvirt event loop iteration failed")
+
+        _loop_thread = threading.Thread(target=run, name="libvirt-events", daemon=True)
+        _loop_thread.start()
+
+
+def open_connection(uri: str) -> libvirt.virConnect:
+    """Open a read-write connection to ``uri`` with the event loop running and keepalive on."""
+    ensure_event_loop()
+    try:
+        conn = libvirt.open(uri)
+    except libvirt.libvirtError as exc:
+        raise ConnectionError(f"libvirt: cannot connect to {uri!r}: {exc.get_error_message()}") from exc
+    if not uri.startswith("test:"):
+        # Drivers without keepalive support just go without it.
+        with contextlib.suppress(libvirt.libvirtError):
+            conn.setKeepAlive(5, 3)
+    return conn
+
+
+def error_code(exc: BaseException) -> int | None:
+    """The libvirt error code of ``exc`` or None when it is not a libvirt error."""
+    return exc.get_error_code() if isinstance(exc, libvirt.libvirtError) else None
+
+
+def is_no_domain(exc: BaseException) -> bool:
+    """Whether ``exc`` says the domain does not exist (any more)."""
+    return error_code(exc) == libvirt.VIR_ERR_NO_DOMAIN
+
+
+def is_not_running(exc: BaseException) -> bool:
+    """Whether ``exc`` says the operation needs a running domain (it stopped meanwhile)."""
+    return error_code(exc) == libvirt.VIR_ERR_OPERATION_INVALID
+
+
+def kvm_usable() -> bool:
+    """A cheap check that hardware virtualisation really works, not only that /dev/kvm exists.
+
+    A CPU without ``vmx``/``svm`` may still expose /dev/kvm (e.g. a paravirtual KVM in a nested
+    sandbox) whose guests hang, so the CPU flags must show hardware support as well.
+    """
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            flags = next((line for line in f if line.startswith("flags")), "").split()
+    except OSError:
+        return False
+    if "vmx" not in flags and "svm" not in flags:
+        return False
+    try:
+        fd = os.open("/dev/kvm", os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        return fcntl.ioctl(fd, _KVM_GET_API_VERSION) == _KVM_API_VERSION
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def hypervisor_supports(conn: libvirt.virConnect, domain_type: DomainType, arch: str = "x86_64") -> bool:
+    """Whether libvirt's capabilities list ``domain_type`` guests for ``arch``."""
+    try:
+        caps = ET.fromstring(conn.getCapabilities())
+    except libvirt.libvirtError:
+        return False
+    for guest in caps.iter("guest"):
+        a = guest.find("arch")
+        if a is None or a.get("name") != arch:
+            continue
+        if any(d.get("type") == domain_type for d in a.iter("domain")):
+            return True
+    return False
+
+
+def choose_domain_type(conn: libvirt.virConnect, mode: str) -> DomainType:
+    """Resolve ``auto|kvm|qemu``: auto is kvm only when libvirt offers it and KVM really works."""
+    if mode == "kvm":
+        return "kvm"
+    if mode == "qemu":
+        return "qemu"
+    if mode != "auto":
+        raise ValueError(f"domain type: must be auto, kvm or qemu, not {mode!r}")
+    if hypervisor_supports(conn, "kvm") and kvm_usable():
+        return "kvm"
+    return "qemu"
+
+
+def network_exists(conn: libvirt.virConnect, name: str) -> bool:
+    """Whether a libvirt network called ``name`` is defined."""
+    try:
+        conn.networkLookupByName(name)
+    except libvirt.libvirtError as exc:
+        if error_code(exc) == libvirt.VIR_ERR_NO_NETWORK:
+            return False
+        raise
+    return True

@@ -1,0 +1,47 @@
+"""Local disks the runtime makes for a machine: qcow2 files, empty or overlaid on a catalog image."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from .errors import Internal
+
+DEFAULT_EMPTY_DISK_BYTES = 500 * 1024**2  # IronCore's default for an empty local disk
+
+
+def _qemu_img(*args: str) -> str:
+    try:
+        proc = subprocess.run(["qemu-img", *args], capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise Internal(f"qemu-img {args[0]}: {exc}") from exc
+    if proc.returncode != 0:
+        raise Internal(f"qemu-img {args[0]} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout
+
+
+def virtual_size(path: Path) -> int:
+    """The virtual size in bytes of a disk image file."""
+    info = json.loads(_qemu_img("info", "--output=json", "-U", str(path)))
+    return int(info["virtual-size"])
+
+
+def create_empty(path: Path, size_bytes: int) -> None:
+    """A sparse qcow2 of ``size_bytes`` (default 500 MiB when 0)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _qemu_img("create", "-q", "-f", "qcow2", str(path), str(size_bytes or DEFAULT_EMPTY_DISK_BYTES))
+
+
+def create_overlay(path: Path, image: Path, image_format: str, size_bytes: int) -> int:
+    """A qcow2 overlay on ``image`` (never written), grown to ``size_bytes`` if larger; its size."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    base = virtual_size(image)
+    size = max(base, size_bytes)
+    _qemu_img("create", "-q", "-f", "qcow2", "-b", str(image), "-F", image_format, str(path), str(size))
+    return size
+
+
+def resize(path: Path, size_bytes: int) -> None:
+    """Grow an image file that no running QEMU holds open."""
+    _qemu_img("resize", "-q", str(path), str(size_bytes))

@@ -1,0 +1,185 @@
+"""Domain, disk and interface XML, built with ElementTree so user input is escaped by construction.
+
+Nothing user-supplied appears in names the runtime relies on: the domain is ``ironpool-<id>``,
+devices carry aliases derived from base64url of the IRI names, and labels, annotations and
+other spec pieces live as JSON text inside the ``<metadata>`` element.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import uuid
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+from ironpool.runtime.images import Image
+
+from .model import METADATA_NS, MachineRecord, NicRecord, VolumeRecord
+
+ET.register_namespace("ironpool", METADATA_NS)
+
+IGNITION_FW_CFG = "opt/com.coreos/config"
+_SERIAL_CHARS = re.compile(r"[^A-Za-z0-9_.+-]")
+
+
+@dataclass(frozen=True)
+class DomainOptions:
+    """Host-level choices: emulation type, machine type, where the console log goes."""
+
+    domain_type: str = "qemu"
+    machine_type: str = "pc"
+    arch: str = "x86_64"
+
+
+def _alias(prefix: str, name: str) -> str:
+    # libvirt user aliases must start with "ua-" and hold only [A-Za-z0-9_-].
+    encoded = base64.urlsafe_b64encode(name.encode()).decode().rstrip("=")
+    return f"ua-{prefix}-{encoded}"
+
+
+def volume_alias(name: str) -> str:
+    return _alias("volume", name)
+
+
+def nic_alias(name: str) -> str:
+    return _alias("networkinterface", name)
+
+
+def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
+    el = ET.SubElement(parent, tag, attrs)
+    if text is not None:
+        el.text = text
+    return el
+
+
+def metadata_element(rec: MachineRecord) -> ET.Element:
+    """``<ironpool:machine>`` holding the record as JSON text (escaped by ElementTree)."""
+    el = ET.Element(f"{{{METADATA_NS}}}machine")
+    el.text = rec.to_json()
+    return el
+
+
+def metadata_xml(rec: MachineRecord) -> str:
+    """The metadata element without a namespace, as ``virDomainSetMetadata`` wants it (it adds one)."""
+    el = ET.Element("machine")
+    el.text = rec.to_json()
+    return ET.tostring(el, encoding="unicode")
+
+
+def parse_metadata(xml: str) -> MachineRecord:
+    """The record from the metadata element libvirt returns; ValueError when it is not ours."""
+    el = ET.fromstring(xml)
+    # virDomainGetMetadata looks the element up by namespace and returns it without one.
+    if el.tag not in ("machine", f"{{{METADATA_NS}}}machine") or not el.text:
+        raise ValueError(f"not an ironpool machine metadata element: {el.tag}")
+    return MachineRecord.from_json(el.text)
+
+
+def disk_element(vol: VolumeRecord) -> ET.Element:
+    """A virtio ``<disk>`` for a volume with a file behind it."""
+    disk = ET.Element("disk", {"type": "file", "device": "disk"})
+    _sub(disk, "driver", name="qemu", type=vol.format or "qcow2", discard="unmap")
+    _sub(disk, "source", file=vol.path)
+    _sub(disk, "target", dev=vol.target, bus="virtio")
+    serial = _SERIAL_CHARS.sub("", vol.handle or vol.name)[:20]
+    if serial:
+        _sub(disk, "serial", serial)
+    iops, tps = vol.attributes.get("iops", ""), vol.attributes.get("tps", "")
+    if (iops.isdigit() and int(iops) > 0) or (tps.isdigit() and int(tps) > 0):
+        iotune = _sub(disk, "iotune")
+        if iops.isdigit() and int(iops) > 0:
+            _sub(iotune, "total_iops_sec", iops)
+        if tps.isdigit() and int(tps) > 0:
+            _sub(iotune, "total_bytes_sec", tps)
+    _sub(disk, "alias", name=volume_alias(vol.name))
+    return disk
+
+
+def interface_element(nic: NicRecord) -> ET.Element:
+    """User-mode networking for an empty or ``isolated`` network id, else a libvirt network."""
+    if is_user_network(nic.network_id):
+        iface = ET.Element("interface", {"type": "user"})
+    else:
+        iface = ET.Element("interface", {"type": "network"})
+        _sub(iface, "source", network=nic.network_id)
+    _sub(iface, "model", type="virtio")
+    _sub(iface, "alias", name=nic_alias(nic.name))
+    return iface
+
+
+def is_user_network(network_id: str) -> bool:
+    return network_id in ("", "isolated", "user")
+
+
+def domain_element(
+    rec: MachineRecord,
+    opts: DomainOptions,
+    console_log: Path,
+    boot: Image | None,
+    ignition_file: Path | None,
+) -> ET.Element:
+    """The persistent domain definition for ``rec``."""
+    dom = ET.Element("domain", {"type": opts.domain_type})
+    _sub(dom, "name", rec.domain_name)
+    _sub(dom, "uuid", str(uuid.UUID(hex=rec.id)))
+    meta = _sub(dom, "metadata")
+    meta.append(metadata_element(rec))
+    _sub(dom, "memory", str(rec.memory_bytes), unit="b")
+    _sub(dom, "vcpu", str(rec.cpu))
+    if ignition_file is not None:
+        sysinfo = _sub(dom, "sysinfo", type="fwcfg")
+        _sub(sysinfo, "entry", name=IGNITION_FW_CFG, file=str(ignition_file))
+    os_el = _sub(dom, "os")
+    _sub(os_el, "type", "hvm", arch=opts.arch, machine=opts.machine_type)
+    if boot is not None and boot.kind == "kernel":
+        _sub(os_el, "kernel", str(boot.kernel))
+        if boot.initrd is not None:
+            _sub(os_el, "initrd", str(boot.initrd))
+        if boot.cmdline:
+            _sub(os_el, "cmdline", boot.cmdline)
+    else:
+        _sub(os_el, "boot", dev="hd")
+    features = _sub(dom, "features")
+    _sub(features, "acpi")
+    _sub(features, "apic")
+    if opts.domain_type == "kvm":
+        _sub(dom, "cpu", mode="host-passthrough")
+    _sub(dom, "clock", offset="utc")
+    _sub(dom, "on_poweroff", "destroy")
+    _sub(dom, "on_reboot", "restart")
+    _sub(dom, "on_crash", "destroy")
+    devices = _sub(dom, "devices")
+    for vol in rec.volumes:
+        if vol.path:
+            devices.append(disk_element(vol))
+    for nic in rec.nics:
+        devices.append(interface_element(nic))
+    # A pty serial port is streamable (virDomainOpenConsole) and QEMU also appends it to a file.
+    serial = _sub(devices, "serial", type="pty")
+    _sub(serial, "log", file=str(console_log), append="on")
+    _sub(serial, "target", port="0")
+    console = _sub(devices, "console", type="pty")
+    _sub(console, "target", type="serial", port="0")
+    # No USB controller or balloon: nothing uses them, and fewer devices start faster.
+    _sub(devices, "controller", type="usb", model="none")
+    _sub(devices, "memballoon", model="none")
+    return dom
+
+
+def to_string(el: ET.Element) -> str:
+    return ET.tostring(el, encoding="unicode")
+
+
+def find_device(domain_xml: str, tag: str, alias: str) -> ET.Element | None:
+    """The device of ``tag`` whose alias is ``alias`` in a domain's XML description."""
+    root = ET.fromstring(domain_xml)
+    devices = root.find("devices")
+    if devices is None:
+        return None
+    for dev in devices.findall(tag):
+        a = dev.find("alias")
+        if a is not None and a.get("name") == alias:
+            return dev
+    return None

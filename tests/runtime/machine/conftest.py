@@ -1,0 +1,58 @@
+"""Fixtures for the machine runtime: the tiny image (built once), a runtime subprocess per module,
+and a session finalizer that removes every domain a test labelled with this session's id."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from machine_runtime_helpers import REPO, RuntimeProc, libvirt_ok, remove_test_domains
+
+SESSION = secrets.token_hex(6)
+
+
+@pytest.fixture(scope="session")
+def test_session() -> Iterator[str]:
+    """A label value unique to this pytest run; its domains are removed at the end whatever happens."""
+    yield SESSION
+    if libvirt_ok():
+        remove_test_domains(SESSION)
+
+
+@pytest.fixture(scope="session")
+def tiny_images() -> Path:
+    """A catalog directory holding the tiny image (kernel + busybox initramfs)."""
+    if not libvirt_ok():
+        pytest.skip("libvirt not reachable at qemu:///system")
+    out = Path(os.environ.get("IRONPOOL_TEST_IMAGES", "/var/cache/ironpool/test-images"))
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "build-tiny-image.sh"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"build-tiny-image.sh failed: {proc.stderr[-2000:]}")
+    assert (out / "tiny" / "kernel").is_file()
+    return out
+
+
+@pytest.fixture(scope="module")
+def runtime(tiny_images: Path, test_session: str) -> Iterator[RuntimeProc]:
+    """A started ``ironpool libvirt-runtime`` with its own state dir and socket (short path)."""
+    workdir = Path(tempfile.mkdtemp(prefix="imr-"))
+    proc = RuntimeProc(workdir=workdir, images=tiny_images)
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+        remove_test_domains(test_session)
+        shutil.rmtree(workdir, ignore_errors=True)
