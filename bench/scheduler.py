@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+"""Scheduler benchmark on the shared workload (../shared/bench/workload.py): prints one JSON line.
+
+    python bench/scheduler.py --workload w.json --mode inprocess --strategy binpack --until-first-rejection
+    python bench/scheduler.py --workload w.json --mode inprocess --preplace 50000
+    python bench/scheduler.py --workload w.json --mode api
+
+Mapping: host -> MachinePool (cpu = vcpu, memory = memory_mib MiB, zone label), class -> MachineClass
+(named "g-4" for "g.4": object names are DNS labels), request -> Machine of that class.
+
+``inprocess`` drives SchedulerCore against its cache: what is timed per request is building the
+request from its JSON, the decision, the assume and the confirmation the watch would bring. With
+``--preplace N`` the first N requests are placed untimed first; ``--measure M`` times only the next M.
+
+``api`` starts an apiserver on SQLite, creates the classes and pools over HTTP, then the Machines,
+then starts ``ironpool scheduler`` as a process and watches until every Machine is bound: the time
+runs from the scheduler's start (its list/watch sync included) to the last binding.
+``--no-ledger`` runs it without the per-pool claim ledger (only safe with one active scheduler).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+STRATEGY = {"spread": "LeastAllocated", "binpack": "MostAllocated"}
+
+
+def load_workload_module() -> ModuleType:
+    path = Path(os.environ.get("IRONPOOL_WORKLOAD_PY",
+                               Path(__file__).resolve().parents[2] / "shared" / "bench" / "workload.py"))
+    spec = importlib.util.spec_from_file_location("shared_workload", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"--workload: cannot load the shared generator at {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def class_name(workload_class: str) -> str:
+    """Workload class names ("g.4") as valid object names ("g-4")."""
+    return workload_class.replace(".", "-")
+
+
+def pool_doc(host: dict[str, Any], class_names: list[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "compute.ironcore.dev/v1alpha1", "kind": "MachinePool",
+        "metadata": {"name": host["name"], "labels": {"topology.ironcore.dev/zone": host["zone"]}},
+        "spec": {"providerID": f"bench://{host['name']}"},
+        "status": {
+            "state": "Ready",
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Bench"}],
+            "availableMachineClasses": [{"name": class_name(c)} for c in class_names],
+            "capacity": {"cpu": str(host["vcpu"]), "memory": f"{host['memory_mib']}Mi"},
+            "allocatable": {"cpu": str(host["vcpu"]), "memory": f"{host['memory_mib']}Mi"},
+        },
+    }
+
+
+def class_doc(name: str, c: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "compute.ironcore.dev/v1alpha1", "kind": "MachineClass",
+            "metadata": {"name": class_name(name)},
+            "capabilities": {"cpu": str(c["vcpu"]), "memory": f"{c['memory_mib']}Mi"}}
+
+
+def machine_doc(req: dict[str, Any], namespace: str = "default") -> dict[str, Any]:
+    return {"apiVersion": "compute.ironcore.dev/v1alpha1", "kind": "Machine",
+            "metadata": {"name": req["id"], "namespace": namespace, "uid": req["uuid"]},
+            "spec": {"machineClassRef": {"name": class_name(req["class"])}}}
+
+
+def utilization_at(workload: dict[str, Any], assignment: list[str | None]) -> dict[str, float]:
+    """Share of the whole fleet's vcpu/memory taken by what was placed."""
+    totals = {r: sum(h[r] for h in workload["hosts"]) for r in ("vcpu", "memory_mib")}
+    used = dict.fromkeys(totals, 0)
+    for req, host in zip(workload["requests"], assignment, strict=False):
+        if host is not None:
+            for r in used:
+                used[r] += workload["classes"][req["class"]][r]
+    return {r: round(used[r] / totals[r], 4) for r in totals}
+
+
+def run_inprocess(wl: ModuleType, workload: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    from ironpool.scheduler.config import parse_config
+    from ironpool.scheduler.core import SchedulerCore
+    from ironpool.scheduler.model import request_from_json
+
+    config = parse_config({"profiles": [{"name": "bench", "strategy": STRATEGY[args.strategy]}]})
+    core = SchedulerCore(config, use_index=not args.no_index)
+    names = sorted(workload["classes"])
+    for name in names:
+        core.set_class("machine", class_doc(name, workload["classes"][name]))
+    for host in workload["hosts"]:
+        core.set_pool("machine", pool_doc(host, names))
+    requests = workload["requests"]
+    assignment: list[str | None] = []
+    latencies: list[float] = []
+    first_rejection: int | None = None
+    cache = core.cache
+    pre = min(args.preplace, len(requests))
+    t_pre = time.perf_counter()
+    for req in requests[:pre]:
+        d = core.schedule(request_from_json("machine", machine_doc(req)))
+        if d.pool is not None:
+            cache.observe_bound("machine", d.request.key, d.pool, d.request.class_name)
+        assignment.append(d.pool)
+    preplace_s = time.perf_counter() - t_pre
+    # Like a long-running scheduler after its initial sync: move the steady heap out of the cyclic
+    # collector's way, so full collections do not stall single decisions (the runner does the same).
+    gc.collect()
+    gc.freeze()
+    measured = requests[pre:pre + args.measure] if args.measure else requests[pre:]
+    docs = [machine_doc(r) for r in measured]
+    clock = time.perf_counter
+    start = clock()
+    for doc in docs:
+        t0 = clock()
+        d = core.schedule(request_from_json("machine", doc))
+        if d.pool is not None:
+            # the binding shows up in the watch: confirm the assumption
+            cache.observe_bound("machine", d.request.key, d.pool, d.request.class_name)
+            latencies.append(clock() - t0)
+        assignment.append(d.pool)
+        if d.pool is None and first_rejection is None:
+            first_rejection = len(assignment) - 1
+            if args.until_first_rejection:
+                break
+    seconds = clock() - start
+    placed_measured = sum(1 for a in assignment[pre:] if a is not None)
+    extra: dict[str, Any] = {
+        "mode": "inprocess", "strategy": args.strategy, "preplaced": sum(1 for a in assignment[:pre] if a),
+        "preplace_seconds": round(preplace_s, 3), "measured_requests": len(assignment) - pre,
+        "placements_per_s": round(placed_measured / seconds, 2) if seconds else None,
+        "index": not args.no_index,
+    }
+    if args.until_first_rejection:
+        extra["utilization_at_first_rejection"] = utilization_at(workload, assignment)
+        extra["first_rejection_at"] = first_rejection
+    out: dict[str, Any] = wl.summarize(workload, assignment, seconds, latencies, **extra)
+    return out
+
+
+def _start_apiserver(tmp: Path) -> tuple[Any, str, Path]:
+    """``ironpool apiserver`` on a fresh SQLite file; returns (process, url, token file)."""
+    import secrets
+    import socket
+    import subprocess
+
+    import httpx
+
+    token = secrets.token_hex(16)
+    token_file = tmp / "tokens.csv"
+    token_file.write_text(f'{token},admin,1,"system:masters"\n')
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(tmp / "apiserver.log", "wb")  # noqa: SIM115 - handed to the child
+    proc = subprocess.Popen([sys.executable, "-m", "ironpool.cli.main", "apiserver", "--store",
+                             f"sqlite:///{tmp / 'bench.db'}", "--listen", f"127.0.0.1:{port}",
+                             "--token-file", str(token_file)], stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"apiserver exited: {(tmp / 'apiserver.log').read_text()[-2000:]}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=0.5).status_code == 200:
+                return proc, url, token_file
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("apiserver did not become ready in 30 s")
+
+
+async def run_api(wl: ModuleType, workload: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """Pools and classes over HTTP, then a scheduler process, then the Machines; time until all bound."""
+    import asyncio
+    import subprocess
+    import tempfile
+
+    from ironpool.api import Machine, MachineClass, MachinePool
+    from ironpool.client.config import ClientConfig
+    from ironpool.client.rest import AsyncClient
+    from ironpool.client.wire import resource_for_model
+
+    tmp = Path(tempfile.mkdtemp(prefix="ironpool-bench-"))
+    proc, url, token_file = _start_apiserver(tmp)
+    token = token_file.read_text().split(",")[0]
+    sched: Any = None
+    try:
+        client = AsyncClient(ClientConfig(server=url, token=token))
+        mc, mp, m = (resource_for_model(x) for x in (MachineClass, MachinePool, Machine))
+        sem = asyncio.Semaphore(args.concurrency)
+
+        async def limited(coro: Any) -> Any:
+            async with sem:
+                return await coro
+
+        names = sorted(workload["classes"])
+        await asyncio.gather(*(limited(client.create_raw(mc, class_doc(n, workload["classes"][n])))
+                               for n in names))
+
+        async def make_pool(host: dict[str, Any]) -> None:
+            doc = pool_doc(host, names)
+            status = doc.pop("status")
+            await client.create_raw(mp, doc)
+            await client.patch_raw(mp, host["name"], {"status": status}, subresource="status")
+
+        t_pools = time.perf_counter()
+        await asyncio.gather(*(limited(make_pool(h)) for h in workload["hosts"]))
+        pools_s = time.perf_counter() - t_pools
+        requests = workload["requests"]
+        created: dict[str, float] = {}
+        bound: dict[str, tuple[float, str]] = {}
+        done = asyncio.Event()
+        rv = (await client.list_raw(m, None, limit=1)).resource_version
+
+        async def watch() -> None:
+            async for ev in client.watch_raw(m, None, rv):
+                if ev.type == "BOOKMARK":
+                    continue
+                ref = (ev.object.get("spec") or {}).get("machinePoolRef")
+                name = ev.object["metadata"]["name"]
+                if ref and name not in bound:
+                    bound[name] = (time.perf_counter(), ref["name"])
+                    if len(bound) == len(requests):
+                        done.set()
+                        return
+
+        watcher = asyncio.create_task(watch())
+
+        async def make_machine(req: dict[str, Any]) -> None:
+            created[req["id"]] = time.perf_counter()
+            await client.create_raw(m, machine_doc(req), "default")
+
+        # The Machines exist before the scheduler starts: what is timed is the scheduler's work
+        # (list/watch sync, decisions, binds over HTTP), not the apiserver's create rate.
+        t_create = time.perf_counter()
+        await asyncio.gather(*(limited(make_machine(r)) for r in requests))
+        created_s = time.perf_counter() - t_create
+        strategy_cfg = tmp / "scheduler.yaml"
+        strategy_cfg.write_text(f"profiles:\n  - name: bench\n    strategy: {STRATEGY[args.strategy]}\n"
+                                f"poolLedger: {str(args.ledger).lower()}\n")
+        start = time.perf_counter()
+        profile = ["-m", "cProfile", "-o", args.profile_scheduler] if args.profile_scheduler else []
+        sched = subprocess.Popen(
+            [sys.executable, *profile, "-m", "ironpool.cli.main", "scheduler", "--server", url,
+             "--token-file", str(token_file), "--config", str(strategy_cfg), "--log-level", "WARNING",
+             "--bind-concurrency", str(args.bind_concurrency)],
+            stdout=open(tmp / "scheduler.log", "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
+        created = dict.fromkeys(created, start)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), timeout=args.api_timeout)
+        end = max((t for t, _ in bound.values()), default=time.perf_counter())
+        watcher.cancel()
+        await client.aclose()
+        assignment = [bound[r["id"]][1] if r["id"] in bound else None for r in requests]
+        latencies = [bound[r["id"]][0] - created[r["id"]] for r in requests if r["id"] in bound]
+        seconds = end - start
+        first = min((t for t, _ in bound.values()), default=end)
+        out: dict[str, Any] = wl.summarize(
+            workload, assignment, seconds, latencies, mode="api", strategy=args.strategy,
+            pool_ledger=args.ledger, pools_setup_seconds=round(pools_s, 3),
+            machine_create_per_s=round(len(requests) / created_s, 1),
+            seconds_to_first_bind=round(first - start, 3),
+            binds_per_s_after_first=round((len(bound) - 1) / (end - first), 1) if end > first else None)
+        return out
+    finally:
+        if sched is not None:
+            sched.terminate()
+            sched.wait(timeout=10)
+        proc.terminate()
+        proc.wait(timeout=10)
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--workload", required=True, help="file written by workload.py")
+    ap.add_argument("--mode", choices=("inprocess", "api"), default="inprocess")
+    ap.add_argument("--strategy", choices=tuple(STRATEGY), default="spread")
+    ap.add_argument("--until-first-rejection", action="store_true")
+    ap.add_argument("--preplace", type=int, default=0, help="place the first N requests untimed first")
+    ap.add_argument("--measure", type=int, default=0, help="time only the next N requests (0: all)")
+    ap.add_argument("--no-index", action="store_true", help="disable the per-class index (scan every pool)")
+    ap.add_argument("--concurrency", type=int, default=8, help="api mode: parallel HTTP writers")
+    ap.add_argument("--api-timeout", type=float, default=300.0, help="api mode: give up after N seconds")
+    ap.add_argument("--keep", action="store_true", help="api mode: keep the temp dir (db, logs)")
+    ap.add_argument("--profile-scheduler", default=None, help="api mode: cProfile the scheduler into FILE")
+    ap.add_argument("--bind-concurrency", type=int, default=8, help="api mode: scheduler binds in flight")
+    ap.add_argument("--ledger", action=argparse.BooleanOptionalAction, default=True,
+                    help="api mode: per-pool claim ledger (safe with several schedulers)")
+    args = ap.parse_args(argv)
+    wl = load_workload_module()
+    try:
+        workload = json.loads(Path(args.workload).read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"--workload: {exc}") from exc
+    if args.mode == "inprocess":
+        result = run_inprocess(wl, workload, args)
+    else:
+        import asyncio
+
+        result = asyncio.run(run_api(wl, workload, args))
+    print(json.dumps(result, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.exit(main())

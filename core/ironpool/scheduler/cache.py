@@ -1,0 +1,222 @@
+"""The scheduler cache: pools, classes, and the objects bound or assumed to each pool.
+
+Like kube-scheduler's cache it answers "what is free on pool P" without asking the apiserver: a
+decision is *assumed* at once (counted against the pool), *forgotten* if the bind fails, and
+*expires* if the binding never shows up in the watch within ``assume_ttl`` seconds of the bind
+call returning. Each object's class is charged exactly once against the pool's total allocatable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ironpool.scheduler.model import ClassInfo, Kind, PoolInfo, Request
+
+PoolListener = Callable[[PoolInfo], None]
+RemovalListener = Callable[[Kind, str], None]
+
+
+@dataclass(slots=True)
+class Placement:
+    """One object counted against a pool."""
+
+    kind: Kind
+    key: str
+    pool: str
+    class_name: str | None
+    #: None while a Machine's class is not known yet (charged as soon as the class arrives)
+    demand: dict[str, int] | None
+    labels: dict[str, str] = field(default_factory=dict)
+    assumed: bool = False
+    #: monotonic deadline after which an assumed placement that never showed up is dropped
+    deadline: float | None = None
+    #: zone the placement counted under for topology spread (the pool's zone when added)
+    zone: str = ""
+    uid: str = ""
+
+
+class SchedulerCache:
+    """Pools, classes and placements, with listeners told whenever a pool's free resources change."""
+
+    def __init__(self, assume_ttl: float = 30.0) -> None:
+        self.assume_ttl = assume_ttl
+        self.classes: dict[tuple[Kind, str], ClassInfo] = {}
+        self.pools: dict[tuple[Kind, str], PoolInfo] = {}
+        self._kind_pools: dict[Kind, dict[str, PoolInfo]] = {"machine": {}, "volume": {}}
+        self.placements: dict[tuple[Kind, str], Placement] = {}
+        self._by_pool: dict[tuple[Kind, str], set[str]] = {}
+        self._awaiting_class: dict[tuple[Kind, str], set[str]] = {}
+        #: (label key, label value) -> zone -> number of machines (for TopologySpread)
+        self.spread_counts: dict[tuple[str, str], dict[str, int]] = {}
+        self.pool_listeners: list[PoolListener] = []
+        self.removal_listeners: list[RemovalListener] = []
+        #: unbound Volumes by key, so a Machine that uses one can be placed together with it
+        self.volume_requests: dict[str, Request] = {}
+
+    # ---- classes -----------------------------------------------------------------------------
+    def upsert_class(self, info: ClassInfo) -> None:
+        self.classes[(info.kind, info.name)] = info
+        waiting = self._awaiting_class.pop((info.kind, info.name), None)
+        for key in sorted(waiting or ()):
+            p = self.placements.get((info.kind, key))
+            if p is not None and p.demand is None:
+                p.demand = dict(info.demand)
+                pool = self.pools.get((info.kind, p.pool))
+                if pool is not None and not (p.uid and p.uid in pool.claims):
+                    self._charge(pool, p.demand, +1)
+                    self._changed(pool)
+
+    def remove_class(self, kind: Kind, name: str) -> None:
+        # Placements already charged keep their demand: the resources stay in use.
+        self.classes.pop((kind, name), None)
+
+    def demand_of(self, kind: Kind, class_name: str | None, storage: int = 0) -> dict[str, int] | None:
+        """Resources one object takes, or None when its (Machine) class is unknown."""
+        if kind == "volume":
+            return {"storage": storage} if storage > 0 else {}
+        if class_name is None:
+            return None
+        info = self.classes.get((kind, class_name))
+        return dict(info.demand) if info is not None else None
+
+    # ---- pools -------------------------------------------------------------------------------
+    def upsert_pool(self, info: PoolInfo) -> PoolInfo:
+        """Insert or replace a pool; its usage is recomputed from the placements on it."""
+        k = (info.kind, info.name)
+        old = self.pools.get(k)
+        info.used = {}
+        info.version = (old.version + 1) if old is not None else 0
+        for key in self._by_pool.get(k, ()):
+            p = self.placements[(info.kind, key)]
+            # An object claimed in the pool's ledger is charged through its claim, once.
+            if p.demand is not None and p.uid not in info.claims:
+                self._charge(info, p.demand, +1)
+        for _t, demand in info.claims.values():
+            self._charge(info, demand, +1)
+        self.pools[k] = info
+        self._kind_pools[info.kind][info.name] = info
+        self._changed(info)
+        return info
+
+    def remove_pool(self, kind: Kind, name: str) -> None:
+        # Placements on a removed pool stay: if the pool comes back, its usage is still known.
+        if self.pools.pop((kind, name), None) is not None:
+            del self._kind_pools[kind][name]
+            for listener in self.removal_listeners:
+                listener(kind, name)
+
+    def pools_of(self, kind: Kind) -> list[PoolInfo]:
+        return list(self._kind_pools[kind].values())
+
+    def pool_count(self, kind: Kind) -> int:
+        return len(self._kind_pools[kind])
+
+    # ---- placements --------------------------------------------------------------------------
+    def assume(self, kind: Kind, key: str, pool: str, class_name: str | None, demand: dict[str, int],
+               labels: dict[str, str] | None = None, uid: str = "") -> Placement:
+        """Count a decision at once; it stays until confirmed, forgotten or expired."""
+        if (kind, key) in self.placements:
+            raise ValueError(f"{kind} {key} is already placed on {self.placements[(kind, key)].pool}")
+        p = Placement(kind, key, pool, class_name, dict(demand), dict(labels or {}), assumed=True, uid=uid)
+        self._add(p)
+        return p
+
+    def finish_binding(self, kind: Kind, key: str, now: float) -> None:
+        """The bind call returned: start the TTL within which the watch must show the binding."""
+        p = self.placements.get((kind, key))
+        if p is not None and p.assumed:
+            p.deadline = now + self.assume_ttl
+
+    def forget(self, kind: Kind, key: str) -> None:
+        """Drop an assumed placement (the bind failed)."""
+        p = self.placements.get((kind, key))
+        if p is not None and p.assumed:
+            self._remove(p)
+
+    def is_assumed(self, kind: Kind, key: str) -> bool:
+        p = self.placements.get((kind, key))
+        return p is not None and p.assumed
+
+    def observe_bound(self, kind: Kind, key: str, pool: str, class_name: str | None,
+                      storage: int = 0, labels: dict[str, str] | None = None, uid: str = "") -> None:
+        """The watch shows the object bound to ``pool``: confirm an assumption or record it."""
+        existing = self.placements.get((kind, key))
+        if existing is not None:
+            if existing.pool == pool:
+                existing.assumed = False
+                existing.deadline = None
+                return
+            # Someone else bound it elsewhere (another scheduler): the store is the truth.
+            self._remove(existing)
+        demand = self.demand_of(kind, class_name, storage)
+        p = Placement(kind, key, pool, class_name, demand, dict(labels or {}), uid=uid)
+        self._add(p)
+
+    def remove_object(self, kind: Kind, key: str) -> Placement | None:
+        """The object is gone (deleted or unbound): free what it took."""
+        p = self.placements.get((kind, key))
+        if p is not None:
+            self._remove(p)
+        return p
+
+    def cleanup_expired(self, now: float) -> list[Placement]:
+        """Drop assumed placements whose binding never appeared in the watch in time."""
+        expired = [p for p in self.placements.values()
+                   if p.assumed and p.deadline is not None and p.deadline <= now]
+        for p in expired:
+            self._remove(p)
+        return expired
+
+    def placements_on(self, kind: Kind, pool: str) -> list[Placement]:
+        return [self.placements[(kind, key)] for key in sorted(self._by_pool.get((kind, pool), ()))]
+
+    # ---- internals ---------------------------------------------------------------------------
+    def _add(self, p: Placement) -> None:
+        self.placements[(p.kind, p.key)] = p
+        self._by_pool.setdefault((p.kind, p.pool), set()).add(p.key)
+        if p.demand is None and p.class_name is not None:
+            self._awaiting_class.setdefault((p.kind, p.class_name), set()).add(p.key)
+        pool = self.pools.get((p.kind, p.pool))
+        if p.kind == "machine":
+            p.zone = pool.zone if pool is not None else ""
+            self._count_spread(p, +1)
+        if pool is not None and p.demand is not None and not (p.uid and p.uid in pool.claims):
+            self._charge(pool, p.demand, +1)
+            self._changed(pool)
+
+    def _remove(self, p: Placement) -> None:
+        del self.placements[(p.kind, p.key)]
+        keys = self._by_pool.get((p.kind, p.pool))
+        if keys is not None:
+            keys.discard(p.key)
+            if not keys:
+                del self._by_pool[(p.kind, p.pool)]
+        if p.demand is None and p.class_name is not None:
+            self._awaiting_class.get((p.kind, p.class_name), set()).discard(p.key)
+        if p.kind == "machine":
+            self._count_spread(p, -1)
+        pool = self.pools.get((p.kind, p.pool))
+        if pool is not None and p.demand is not None and not (p.uid and p.uid in pool.claims):
+            self._charge(pool, p.demand, -1)
+            self._changed(pool)
+
+    def _count_spread(self, p: Placement, sign: int) -> None:
+        for item in p.labels.items():
+            zones = self.spread_counts.setdefault(item, {})
+            zones[p.zone] = zones.get(p.zone, 0) + sign
+            if zones[p.zone] == 0:
+                del zones[p.zone]
+                if not zones:
+                    del self.spread_counts[item]
+
+    @staticmethod
+    def _charge(pool: PoolInfo, demand: dict[str, int], sign: int) -> None:
+        used = pool.used
+        for r, v in demand.items():
+            used[r] = used.get(r, 0) + sign * v
+
+    def _changed(self, pool: PoolInfo) -> None:
+        pool.version += 1
+        for listener in self.pool_listeners:
+            listener(pool)

@@ -1,0 +1,151 @@
+"""Scheduler configuration (YAML): profiles, queue timings, assume TTL.
+
+    profiles:
+      - name: default
+        strategy: MostAllocated        # or LeastAllocated (the default: spread)
+        disabledPlugins: [TopologySpread]
+        pluginArgs:
+          MostAllocated: {mode: dot}
+          TopologySpread: {maxSkew: 1, whenUnsatisfiable: DoNotSchedule}
+    queue: {initialBackoffSeconds: 1, maxBackoffSeconds: 10, unschedulableFlushSeconds: 300}
+    assumeTTLSeconds: 30
+    poolLedger: true                   # claim on the pool before binding (safe with several schedulers)
+    schedulerName: default             # handle objects annotated scheduler.ironpool.dev/scheduler-name
+
+A Machine/Volume picks a profile with the annotation ``scheduler.ironpool.dev/profile``; without it the
+first profile schedules it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ironpool.scheduler.cache import SchedulerCache
+from ironpool.scheduler.framework.interface import FilterPlugin, PreFilterPlugin, ReservePlugin, ScorePlugin
+from ironpool.scheduler.framework.runtime import Framework
+from ironpool.scheduler.plugins import DEFAULT_PLUGINS, REGISTRY, STRATEGIES
+
+PROFILE_ANNOTATION = "scheduler.ironpool.dev/profile"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ProfileConfig(_Strict):
+    """One scheduling profile."""
+
+    name: str = "default"
+    strategy: str = "LeastAllocated"
+    disabled_plugins: list[str] = Field(default_factory=list, alias="disabledPlugins")
+    plugin_args: dict[str, dict[str, Any]] = Field(default_factory=dict, alias="pluginArgs")
+
+    @field_validator("strategy")
+    @classmethod
+    def _strategy(cls, v: str) -> str:
+        if v not in STRATEGIES:
+            raise ValueError(f"must be one of {', '.join(STRATEGIES)}")
+        return v
+
+    @field_validator("disabled_plugins")
+    @classmethod
+    def _disabled(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if name not in DEFAULT_PLUGINS:
+                raise ValueError(f"unknown plugin {name!r} (known: {', '.join(DEFAULT_PLUGINS)})")
+        return v
+
+    @field_validator("plugin_args")
+    @classmethod
+    def _args(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for name in v:
+            if name not in REGISTRY:
+                raise ValueError(f"unknown plugin {name!r}")
+        return v
+
+
+class QueueConfig(_Strict):
+    """Scheduling queue timings (seconds)."""
+
+    initial_backoff: float = Field(1.0, alias="initialBackoffSeconds", gt=0)
+    max_backoff: float = Field(10.0, alias="maxBackoffSeconds", gt=0)
+    unschedulable_flush: float = Field(300.0, alias="unschedulableFlushSeconds", gt=0)
+
+    @model_validator(mode="after")
+    def _order(self) -> QueueConfig:
+        if self.max_backoff < self.initial_backoff:
+            raise ValueError("maxBackoffSeconds must be >= initialBackoffSeconds")
+        return self
+
+
+class SchedulerConfig(_Strict):
+    """The whole scheduler configuration."""
+
+    profiles: list[ProfileConfig] = Field(default_factory=lambda: [ProfileConfig()])
+    queue: QueueConfig = Field(default_factory=lambda: QueueConfig())
+    assume_ttl: float = Field(30.0, alias="assumeTTLSeconds", gt=0)
+    #: claim capacity in each pool's ledger annotation before binding (compare-and-swap on the
+    #: pool), so several scheduler processes never overcommit a pool; costs one write per binding
+    pool_ledger: bool = Field(True, alias="poolLedger")
+    #: objects name their scheduler with the annotation ``scheduler.ironpool.dev/scheduler-name``;
+    #: objects without it belong to ``default``
+    scheduler_name: str = Field("default", alias="schedulerName", min_length=1)
+
+    @field_validator("profiles")
+    @classmethod
+    def _profiles(cls, v: list[ProfileConfig]) -> list[ProfileConfig]:
+        if not v:
+            raise ValueError("at least one profile is required")
+        names = [p.name for p in v]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate profile names: {', '.join(dupes)}")
+        return v
+
+
+class ConfigError(ValueError):
+    """A configuration file that cannot be used; the message names the field."""
+
+
+def load_config(path: str | Path | None) -> SchedulerConfig:
+    """Read and validate a YAML config file (None: defaults)."""
+    if path is None:
+        return SchedulerConfig()
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    return parse_config(data, str(path))
+
+
+def parse_config(data: Any, source: str = "config") -> SchedulerConfig:
+    try:
+        return SchedulerConfig.model_validate(data)
+    except ValidationError as exc:
+        msgs = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"{source}: {msgs}") from exc
+
+
+def build_framework(profile: ProfileConfig, cache: SchedulerCache, use_index: bool = True) -> Framework:
+    """Instantiate a profile's plugins and wire them into a Framework."""
+    names = [n for n in DEFAULT_PLUGINS if n not in profile.disabled_plugins]
+    plugins = []
+    for name in [*names, profile.strategy]:
+        cls = REGISTRY[name]
+        args = profile.plugin_args.get(name)
+        try:
+            plugins.append(cls(args))
+        except ValueError as exc:
+            raise ConfigError(f"profiles[{profile.name}].pluginArgs.{exc}") from exc
+    return Framework(
+        profile.name, cache,
+        pre_filters=[p for p in plugins if isinstance(p, PreFilterPlugin)],
+        filters=[p for p in plugins if isinstance(p, FilterPlugin)],
+        scorers=[p for p in plugins if isinstance(p, ScorePlugin)],
+        reservers=[p for p in plugins if isinstance(p, ReservePlugin)],
+        use_index=use_index,
+    )

@@ -1,0 +1,154 @@
+"""Per-MachineClass candidate index: the pools that can take one more object of the class, best first.
+
+For every class, a sorted list holds ``(-score, pool name)`` for each pool that is ready, untainted,
+offers the class and has room for it, where ``score`` is the profile's class-static strategy
+(LeastAllocated or MostAllocated). The best pool for a plain Machine is then the first entry: a
+decision costs O(log n) instead of filtering and scoring n pools. When a pool's usage or status
+changes the cache calls ``on_pool`` and the pool's entry is replaced in every class list
+(O(classes · log n)). Ties go to the smaller pool name, so results are deterministic.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+from sortedcontainers import SortedList
+
+from ironpool.scheduler.cache import SchedulerCache
+from ironpool.scheduler.model import Kind, PoolInfo
+
+ScoreFn = Callable[[PoolInfo, dict[str, int]], float]
+Key = tuple[float, str]
+
+
+class ClassIndex:
+    """Candidate lists for one kind of pool and one scoring function, kept current by the cache."""
+
+    def __init__(self, cache: SchedulerCache, kind: Kind, score: ScoreFn) -> None:
+        self.cache = cache
+        self.kind = kind
+        self.score = score
+        self._lists: dict[str, SortedList] = {}
+        self._keys: dict[str, dict[str, Key]] = {}
+        self._demands: dict[str, dict[str, int]] = {}
+        #: per class: why each pool outside the list cannot take it, and the counts per reason,
+        #: so a failure for a plain Machine is explained without scanning every pool
+        self._why: dict[str, dict[str, str]] = {}
+        self._why_counts: dict[str, Counter[str]] = {}
+        #: ready pools with taints: never in the lists, checked one by one with every filter
+        self.tainted: dict[str, PoolInfo] = {}
+        for pool in cache.pools_of(kind):
+            self._track_taints(pool)
+        cache.pool_listeners.append(self.on_pool)
+        cache.removal_listeners.append(self.on_removed)
+
+    def close(self) -> None:
+        """Stop following the cache."""
+        self.cache.pool_listeners.remove(self.on_pool)
+        self.cache.removal_listeners.remove(self.on_removed)
+
+    def candidates(self, class_name: str) -> Iterator[tuple[float, PoolInfo]]:
+        """Pools that can take the class, best score first: (score, pool)."""
+        lst = self._ensure(class_name)
+        pools = self.cache.pools
+        kind = self.kind
+        for neg, name in lst:
+            yield -neg, pools[(kind, name)]
+
+    def size(self, class_name: str) -> int:
+        return len(self._ensure(class_name))
+
+    def reasons(self, class_name: str) -> Counter[str]:
+        """Per reason, how many pools cannot take one more object of the class (plain requests)."""
+        self._ensure(class_name)
+        return Counter(self._why_counts.get(class_name, {}))
+
+    def _set_why(self, class_name: str, pool: str, reason: str | None) -> None:
+        why = self._why[class_name]
+        counts = self._why_counts[class_name]
+        old = why.pop(pool, None)
+        if old is not None:
+            counts[old] -= 1
+            if not counts[old]:
+                del counts[old]
+        if reason is not None:
+            why[pool] = reason
+            counts[reason] += 1
+
+    # ---- maintenance -------------------------------------------------------------------------
+    def _ensure(self, class_name: str) -> SortedList:
+        info = self.cache.classes.get((self.kind, class_name))
+        demand = info.demand if info is not None else None
+        lst = self._lists.get(class_name)
+        if lst is not None and demand == self._demands.get(class_name):
+            return lst
+        if demand is None:
+            self._drop(class_name)
+            return SortedList()
+        self._demands[class_name] = dict(demand)
+        keys: dict[str, Key] = {}
+        self._why[class_name] = {}
+        self._why_counts[class_name] = Counter()
+        for pool in self.cache.pools_of(self.kind):
+            key, reason = self._key(pool, class_name, demand)
+            if key is not None:
+                keys[pool.name] = key
+            self._set_why(class_name, pool.name, reason)
+        self._keys[class_name] = keys
+        lst = self._lists[class_name] = SortedList(keys.values())
+        return lst
+
+    def _drop(self, class_name: str) -> None:
+        self._lists.pop(class_name, None)
+        self._keys.pop(class_name, None)
+        self._demands.pop(class_name, None)
+        self._why.pop(class_name, None)
+        self._why_counts.pop(class_name, None)
+
+    def _key(self, pool: PoolInfo, class_name: str, demand: dict[str, int]) -> tuple[Key | None, str | None]:
+        # Reasons use the same words as the filter plugins, in the same order.
+        if not pool.ready:
+            return None, "not ready"
+        if pool.taints:
+            return None, "have taints the object does not tolerate"
+        if not pool.offers(class_name):
+            return None, f"do not offer class {class_name}"
+        alloc, used = pool.allocatable, pool.used
+        for r, d in demand.items():
+            if alloc.get(r, 0) - used.get(r, 0) < d:
+                return None, f"have too little {r}"
+        return (-self.score(pool, demand), pool.name), None
+
+    def _track_taints(self, pool: PoolInfo) -> None:
+        if pool.taints and pool.ready:
+            self.tainted[pool.name] = pool
+        else:
+            self.tainted.pop(pool.name, None)
+
+    def on_pool(self, pool: PoolInfo) -> None:
+        if pool.kind != self.kind:
+            return
+        self._track_taints(pool)
+        name = pool.name
+        for class_name, lst in self._lists.items():
+            keys = self._keys[class_name]
+            old = keys.pop(name, None)
+            if old is not None:
+                lst.remove(old)
+            new, reason = self._key(pool, class_name, self._demands[class_name])
+            if new is not None:
+                keys[name] = new
+                lst.add(new)
+            if reason is not None or name in self._why[class_name]:
+                self._set_why(class_name, name, reason)
+
+    def on_removed(self, kind: Kind, name: str) -> None:
+        if kind != self.kind:
+            return
+        self.tainted.pop(name, None)
+        for class_name, lst in self._lists.items():
+            old = self._keys[class_name].pop(name, None)
+            if old is not None:
+                lst.remove(old)
+            self._set_why(class_name, name, None)

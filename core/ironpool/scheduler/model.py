@@ -1,0 +1,263 @@
+"""The scheduler's own view of pools, classes and schedulable objects, read from API JSON.
+
+Everything is plain slotted dataclasses built once per object event, so a scheduling decision
+never touches pydantic models or parses quantities. JSON field names follow IronCore.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ironpool.scheduler.quantity import parse_quantity, parse_resource_list
+
+Kind = Literal["machine", "volume"]
+
+ZONE_LABEL = "topology.ironcore.dev/zone"
+#: Pools on the same libvirt host share this label's value (a MachinePool and the VolumePool beside
+#: it); without it a pool's host is its own name, so same-named machine and volume pools pair up.
+HOST_LABEL = "topology.ironpool.dev/host"
+#: Machines/Volumes carry no priority field in IronCore; this annotation gives one (higher first).
+PRIORITY_ANNOTATION = "scheduler.ironpool.dev/priority"
+#: Which scheduler handles the object (absent: the scheduler named ``default``).
+SCHEDULER_NAME_ANNOTATION = "scheduler.ironpool.dev/scheduler-name"
+#: Names the label key whose value groups Machines that TopologySpread spreads across zones.
+SPREAD_ANNOTATION = "scheduler.ironpool.dev/spread-by"
+
+# Resource names that capacity accounting knows; class-count keys are informational only.
+CLASS_PREFIX = "class/"
+#: the per-pool claim ledger (see ledger.py): {uid: [unix time, {resource: int}]}
+CLAIMS_ANNOTATION = "scheduler.ironpool.dev/claims"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    """A pool taint (``spec.taints[]``)."""
+
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """An object's toleration, matched like Kubernetes' ``ToleratesTaint``."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.operator == "Exists":
+            return not self.key or self.key == taint.key
+        return self.key == taint.key and self.value == taint.value
+
+
+@dataclass(slots=True)
+class ClassInfo:
+    """A MachineClass/VolumeClass: the resources one object of the class takes from a pool."""
+
+    kind: Kind
+    name: str
+    demand: dict[str, int]
+
+
+@dataclass(slots=True)
+class PoolInfo:
+    """A MachinePool/VolumePool as the scheduler sees it; ``used`` is maintained by the cache."""
+
+    kind: Kind
+    name: str
+    ready: bool
+    labels: dict[str, str]
+    taints: tuple[Taint, ...]
+    #: total resources for ironpool objects (allocatable, else capacity), never reduced by binding
+    allocatable: dict[str, int]
+    #: class names the pool offers, or None = no list published: every class that fits offers
+    offered: frozenset[str] | None
+    zone: str
+    host: str
+    used: dict[str, int] = field(default_factory=dict)
+    #: objects claimed on this pool in its ledger annotation: uid -> (unix time, demand)
+    claims: dict[str, tuple[float, dict[str, int]]] = field(default_factory=dict)
+    resource_version: str = ""
+    #: bumped on every change, so index entries can be checked for staleness
+    version: int = 0
+
+    def free(self, resource: str) -> int:
+        return self.allocatable.get(resource, 0) - self.used.get(resource, 0)
+
+    def offers(self, class_name: str) -> bool:
+        return self.offered is None or class_name in self.offered
+
+    def fits(self, demand: dict[str, int]) -> bool:
+        alloc, used = self.allocatable, self.used
+        return all(alloc.get(r, 0) - used.get(r, 0) >= d for r, d in demand.items())
+
+
+@dataclass(slots=True)
+class Request:
+    """One Machine or Volume waiting for a pool."""
+
+    kind: Kind
+    key: str  # "namespace/name"
+    uid: str
+    resource_version: str
+    class_name: str | None
+    selector: dict[str, str]
+    tolerations: tuple[Toleration, ...]
+    labels: dict[str, str]
+    priority: int = 0
+    #: for Volumes: requested bytes (``spec.resources.storage``); Machines take their class's demand
+    storage: int = 0
+    #: names of Volumes (same namespace) a Machine references
+    volume_names: tuple[str, ...] = ()
+    spread_key: str | None = None
+    obj: dict[str, Any] | None = None
+
+
+def _conditions_ready(status: dict[str, Any], ready_states: tuple[str, ...]) -> bool:
+    for cond in status.get("conditions") or ():
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    # Without a Ready condition fall back on the (deprecated) state field.
+    return status.get("state") in ready_states
+
+
+def _taints(spec: dict[str, Any]) -> tuple[Taint, ...]:
+    return tuple(
+        Taint(str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect") or "NoSchedule"))
+        for t in spec.get("taints") or ()
+    )
+
+
+def _tolerations(spec: dict[str, Any]) -> tuple[Toleration, ...]:
+    return tuple(
+        Toleration(str(t.get("key", "") or ""), str(t.get("operator") or "Equal"),
+                   str(t.get("value", "") or ""), str(t.get("effect", "") or ""))
+        for t in spec.get("tolerations") or ()
+    )
+
+
+def pool_from_json(kind: Kind, obj: dict[str, Any]) -> PoolInfo:
+    """Build a PoolInfo from a MachinePool/VolumePool document.
+
+    Offered classes: ``status.available{Machine,Volume}Classes`` when present; else the
+    ``class/<kind>.<name>`` keys of allocatable/capacity when there are any; else None (every class
+    that fits by resources). Allocatable falls back on capacity per resource.
+    """
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    name = str(meta.get("name", ""))
+    capacity = parse_resource_list(status.get("capacity"), "status.capacity")
+    allocatable = parse_resource_list(status.get("allocatable"), "status.allocatable")
+    totals = {r: v for r, v in capacity.items() if not r.startswith(CLASS_PREFIX)}
+    totals.update({r: v for r, v in allocatable.items() if not r.startswith(CLASS_PREFIX)})
+    list_field = "availableMachineClasses" if kind == "machine" else "availableVolumeClasses"
+    offered: frozenset[str] | None
+    if status.get(list_field) is not None:
+        offered = frozenset(str(ref.get("name", "")) for ref in status.get(list_field) or ())
+    else:
+        prefix = f"{CLASS_PREFIX}{kind}."
+        keys = {k[len(prefix):] for k in (*capacity, *allocatable) if k.startswith(prefix)}
+        offered = frozenset(keys) if keys else None
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    ready = _conditions_ready(status, ("Ready",) if kind == "machine" else ("Available", "Ready"))
+    return PoolInfo(kind=kind, name=name, ready=ready, labels=labels, taints=_taints(spec),
+                    allocatable=totals, offered=offered, zone=labels.get(ZONE_LABEL, ""),
+                    host=labels.get(HOST_LABEL, name),
+                    claims=parse_claims((meta.get("annotations") or {}).get(CLAIMS_ANNOTATION)),
+                    resource_version=str(meta.get("resourceVersion", "")))
+
+
+def parse_claims(raw: object) -> dict[str, tuple[float, dict[str, int]]]:
+    """The ledger annotation; anything malformed counts as no claims (never as free capacity lost)."""
+    if not isinstance(raw, str) or not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return {}
+    out: dict[str, tuple[float, dict[str, int]]] = {}
+    if isinstance(data, dict):
+        for uid, entry in data.items():
+            if (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int | float)
+                    and isinstance(entry[1], dict)):
+                demand = {str(r): int(v) for r, v in entry[1].items() if isinstance(v, int)}
+                out[str(uid)] = (float(entry[0]), demand)
+    return out
+
+
+def encode_claims(claims: dict[str, tuple[float, dict[str, int]]]) -> str:
+    return json.dumps({uid: [round(t, 3), d] for uid, (t, d) in sorted(claims.items())},
+                      separators=(",", ":"), sort_keys=True)
+
+
+def class_from_json(kind: Kind, obj: dict[str, Any]) -> ClassInfo:
+    """A MachineClass's capabilities are its demand; a VolumeClass demands nothing itself."""
+    name = str((obj.get("metadata") or {}).get("name", ""))
+    if kind == "machine":
+        caps = parse_resource_list(obj.get("capabilities"), "capabilities")
+        return ClassInfo(kind, name, {r: v for r, v in caps.items() if v > 0})
+    return ClassInfo(kind, name, {})
+
+
+def object_key(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or ''}/{meta.get('name', '')}"
+
+
+def pool_ref_of(kind: Kind, obj: dict[str, Any]) -> str | None:
+    ref = (obj.get("spec") or {}).get("machinePoolRef" if kind == "machine" else "volumePoolRef")
+    if isinstance(ref, dict) and ref.get("name"):
+        return str(ref["name"])
+    return None
+
+
+def class_ref_of(kind: Kind, obj: dict[str, Any]) -> str | None:
+    ref = (obj.get("spec") or {}).get("machineClassRef" if kind == "machine" else "volumeClassRef")
+    if isinstance(ref, dict) and ref.get("name"):
+        return str(ref["name"])
+    return None
+
+
+def volume_storage_of(obj: dict[str, Any]) -> int:
+    res = (obj.get("spec") or {}).get("resources") or {}
+    raw = res.get("storage")
+    return parse_quantity(raw, "storage", "spec.resources.storage") if raw is not None else 0
+
+
+def request_from_json(kind: Kind, obj: dict[str, Any]) -> Request:
+    """Build the Request for an unscheduled Machine/Volume document."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    annotations = meta.get("annotations") or {}
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    try:
+        priority = int(annotations.get(PRIORITY_ANNOTATION, 0))
+    except (TypeError, ValueError):
+        priority = 0
+    selector_field = "machinePoolSelector" if kind == "machine" else "volumePoolSelector"
+    volume_names: tuple[str, ...] = ()
+    if kind == "machine":
+        volume_names = tuple(
+            str(v["volumeRef"]["name"]) for v in spec.get("volumes") or ()
+            if isinstance(v.get("volumeRef"), dict) and v["volumeRef"].get("name")
+        )
+    spread = annotations.get(SPREAD_ANNOTATION)
+    return Request(
+        kind=kind, key=object_key(obj), uid=str(meta.get("uid", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        class_name=class_ref_of(kind, obj),
+        selector={str(k): str(v) for k, v in (spec.get(selector_field) or {}).items()},
+        tolerations=_tolerations(spec), labels=labels, priority=priority,
+        storage=volume_storage_of(obj) if kind == "volume" else 0,
+        volume_names=volume_names,
+        spread_key=str(spread) if spread and str(spread) in labels else None,
+        obj=obj,
+    )

@@ -1,0 +1,27 @@
+"""The built-in plugins, one module each, and the registry profiles refer to by name."""
+
+from __future__ import annotations
+
+from ironpool.scheduler.framework.interface import Plugin
+from ironpool.scheduler.plugins.class_available import ClassAvailable
+from ironpool.scheduler.plugins.least_allocated import LeastAllocated
+from ironpool.scheduler.plugins.most_allocated import MostAllocated
+from ironpool.scheduler.plugins.pool_ready import PoolReady
+from ironpool.scheduler.plugins.pool_selector import PoolSelector
+from ironpool.scheduler.plugins.resources_fit import ResourcesFit
+from ironpool.scheduler.plugins.taint_toleration import TaintToleration
+from ironpool.scheduler.plugins.topology_spread import TopologySpread
+from ironpool.scheduler.plugins.volume_locality import VolumeLocality
+
+REGISTRY: dict[str, type[Plugin]] = {
+    cls.name: cls
+    for cls in (PoolReady, TaintToleration, PoolSelector, ClassAvailable, ResourcesFit, VolumeLocality,
+                TopologySpread, LeastAllocated, MostAllocated)
+}
+
+#: plugins every profile runs, in filter order (a profile may disable some)
+DEFAULT_PLUGINS: tuple[str, ...] = ("PoolReady", "TaintToleration", "PoolSelector", "ClassAvailable",
+                                    "ResourcesFit", "VolumeLocality", "TopologySpread")
+STRATEGIES: tuple[str, ...] = ("LeastAllocated", "MostAllocated")
+
+__all__ = ["DEFAULT_PLUGINS", "REGISTRY", "STRATEGIES"]

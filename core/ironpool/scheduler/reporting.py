@@ -1,0 +1,154 @@
+"""What the scheduler tells the world about a decision: the ``Scheduled`` condition and an Event.
+
+Both are best effort and asynchronous, like kube-scheduler's event recorder: reports go to a bounded
+queue served by a few workers, failures before successes, so reporting never takes apiserver
+capacity away from binding when it is busy (it catches up when idle). Conditions are merged into the
+object's current list (read fresh on a conflict) so the poollet's conditions survive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from ironpool.api import Event, Machine, Volume
+from ironpool.api.errors import ApiError, Conflict, NotFound
+from ironpool.client.rest import AsyncClient
+from ironpool.client.wire import resource_for_model
+from ironpool.scheduler.model import Kind
+
+log = logging.getLogger(__name__)
+COMPONENT = "ironpool-scheduler"
+_MODELS: dict[Kind, Any] = {"machine": Machine, "volume": Volume}
+
+
+def now_rfc3339() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def with_condition(obj: dict[str, Any], status: str, reason: str,
+                   message: str) -> list[dict[str, Any]] | None:
+    """The object's conditions with ``Scheduled`` set; None if it already says exactly that."""
+    conditions = [dict(c) for c in ((obj.get("status") or {}).get("conditions") or [])]
+    for c in conditions:
+        if c.get("type") == "Scheduled":
+            if c.get("status") == status and c.get("reason") == reason and c.get("message") == message:
+                return None
+            if c.get("status") != status:
+                c["lastTransitionTime"] = now_rfc3339()
+            c.update(status=status, reason=reason, message=message, lastUpdateTime=now_rfc3339())
+            return conditions
+    conditions.append({"type": "Scheduled", "status": status, "reason": reason, "message": message,
+                       "lastTransitionTime": now_rfc3339(), "lastUpdateTime": now_rfc3339()})
+    return conditions
+
+
+Job = tuple[Kind, dict[str, Any], bool, str, str]
+
+
+class Reporter:
+    """Writes conditions and Events from a bounded priority queue with a few workers."""
+
+    def __init__(self, client: AsyncClient, workers: int = 2, max_pending: int = 10_000,
+                 busy: Callable[[], bool] | None = None) -> None:
+        self.client = client
+        #: while this says the scheduler is busy binding, success reports wait (failures do not)
+        self.busy = busy or (lambda: False)
+        self._queue: asyncio.PriorityQueue[tuple[int, int, Job]] = asyncio.PriorityQueue()
+        self._workers = workers
+        self._max_pending = max_pending
+        self._tasks: list[asyncio.Task[None]] = []
+        self._seq = 0
+        self.dropped = 0
+
+    def submit(self, kind: Kind, obj: dict[str, Any], scheduled: bool, reason: str, message: str) -> None:
+        """Queue a report (never blocks); successes are dropped first when the queue is full."""
+        if not self._tasks:
+            self._tasks = [asyncio.create_task(self._work()) for _ in range(self._workers)]
+        if self._queue.qsize() >= self._max_pending and scheduled:
+            self.dropped += 1
+            return
+        self._seq += 1
+        self._queue.put_nowait((1 if scheduled else 0, self._seq, (kind, obj, scheduled, reason, message)))
+
+    async def drain(self) -> None:
+        """Wait until every queued report has been written (tests, shutdown)."""
+        await self._queue.join()
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+
+    async def _work(self) -> None:
+        while True:
+            prio, seq, job = await self._queue.get()
+            if prio and self.busy():
+                # put it back and give the binds the apiserver; re-check shortly
+                self._queue.put_nowait((prio, seq, job))
+                self._queue.task_done()
+                await asyncio.sleep(0.05)
+                continue
+            try:
+                await self.report(*job)
+            finally:
+                self._queue.task_done()
+
+    async def report(self, kind: Kind, obj: dict[str, Any], scheduled: bool, reason: str,
+                     message: str) -> None:
+        await asyncio.gather(self._condition(kind, obj, scheduled, reason, message),
+                             self._event(kind, obj, scheduled, reason, message))
+
+    async def _condition(self, kind: Kind, obj: dict[str, Any], scheduled: bool, reason: str,
+                         message: str) -> None:
+        info = resource_for_model(_MODELS[kind])
+        meta = obj.get("metadata") or {}
+        current = obj
+        for _ in range(3):
+            conditions = with_condition(current, "True" if scheduled else "False", reason, message)
+            if conditions is None:
+                return
+            patch = {"metadata": {"resourceVersion": (current.get("metadata") or {}).get("resourceVersion")},
+                     "status": {"conditions": conditions}}
+            try:
+                await self.client.patch_raw(info, meta["name"], patch, meta.get("namespace"),
+                                            subresource="status")
+                return
+            except Conflict:
+                try:
+                    current = await self.client.get_raw(info, meta["name"], meta.get("namespace"))
+                except ApiError:
+                    return
+            except NotFound:
+                return
+            except Exception as exc:  # best effort: never let reporting break scheduling
+                log.warning("Scheduled condition on %s %s: %s", kind, meta.get("name"), exc)
+                return
+
+    async def _event(self, kind: Kind, obj: dict[str, Any], scheduled: bool, reason: str,
+                     message: str) -> None:
+        meta = obj.get("metadata") or {}
+        ts = now_rfc3339()
+        event = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{meta.get('name', 'object')}.",
+                         "namespace": meta.get("namespace")},
+            "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind")
+                               or ("Machine" if kind == "machine" else "Volume"),
+                               "name": meta.get("name"), "namespace": meta.get("namespace"),
+                               "uid": meta.get("uid")},
+            "reason": reason, "message": message, "type": "Normal" if scheduled else "Warning",
+            "count": 1, "firstTimestamp": ts, "lastTimestamp": ts,
+            "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
+        }
+        try:
+            await self.client.create_raw(resource_for_model(Event), event, meta.get("namespace"))
+        except Exception as exc:  # best effort
+            log.warning("event for %s %s: %s", kind, meta.get("name"), exc)
