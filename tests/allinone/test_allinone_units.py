@@ -1,4 +1,4 @@
-"""Fast tests of ``ironpool up``'s parts: data dir, lock, token, classes, seeding, scoped runtime, CLI."""
+"""Fast tests of ``ironpool up``'s parts: data dir, lock, token, classes, seeding, CLI."""
 
 from __future__ import annotations
 
@@ -10,17 +10,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 from click.testing import CliRunner
 from ironpool.allinone.classes import ClassesError, load_class_manifests, seed_classes, write_runtime_files
 from ironpool.allinone.datadir import DataDir, DataDirError, InstanceLock, dns_label, ensure_admin_token
-from ironpool.allinone.scoped import INSTANCE_LABEL, ScopedMachineRuntime
 from ironpool.apiserver.auth import Authenticator
 from ironpool.client import AsyncClient, ClientConfig
-from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
-from ironpool.iri.gen.machine.v1alpha1 import api_pb2_grpc as mgrpc
-from ironpool.iri.gen.meta.v1alpha1 import api_pb2 as meta_pb2
 from ironpool.runtime.machine.classes import load_classes as load_machine_classes
 from ironpool.runtime.volume.classes import load_classes as load_volume_classes
 
@@ -128,51 +123,6 @@ async def test_seeding_creates_missing_classes_and_keeps_existing_ones(apiserver
         assert await seed_classes(client, classes) == []
         small = await client.get_raw(info, "small")
         assert small["metadata"]["labels"] == {"edited": "yes"}
-
-
-class _RecordingRuntime(mgrpc.MachineRuntimeServicer):
-    """Just enough of a MachineRuntime: create stores, list filters by labels."""
-
-    def __init__(self) -> None:
-        self.machines: list[mpb.Machine] = []
-
-    async def CreateMachine(self, request: mpb.CreateMachineRequest,
-                            context: Any) -> mpb.CreateMachineResponse:
-        m = mpb.Machine()
-        m.CopyFrom(request.machine)
-        m.metadata.id = f"m{len(self.machines)}"
-        self.machines.append(m)
-        return mpb.CreateMachineResponse(machine=m)
-
-    async def ListMachines(self, request: mpb.ListMachinesRequest, context: Any) -> mpb.ListMachinesResponse:
-        sel = dict(request.filter.label_selector)
-        return mpb.ListMachinesResponse(machines=[
-            m for m in self.machines if all(m.metadata.labels.get(k) == v for k, v in sel.items())])
-
-
-async def test_scoped_runtime_labels_what_it_creates_and_sees_only_its_own() -> None:
-    sock = Path(tempfile.mkdtemp(prefix="ipu-")) / "m.sock"
-    fake = _RecordingRuntime()
-    server = grpc.aio.server()
-    mgrpc.add_MachineRuntimeServicer_to_server(fake, server)
-    server.add_insecure_port(f"unix://{sock}")
-    await server.start()
-    mine = ScopedMachineRuntime.connect_scoped(f"unix://{sock}", "pool-a")
-    other = ScopedMachineRuntime.connect_scoped(f"unix://{sock}", "pool-b")
-    try:
-        request = mpb.Machine(metadata=meta_pb2.ObjectMetadata(labels={"app": "web"}))
-        created = await mine.create_machine(request)
-        assert created.metadata.labels[INSTANCE_LABEL] == "pool-a"
-        assert INSTANCE_LABEL not in request.metadata.labels  # the caller's message is left alone
-        await other.create_machine(mpb.Machine(metadata=meta_pb2.ObjectMetadata(labels={"app": "web"})))
-        assert [m.metadata.id for m in await mine.list_machines()] == ["m0"]
-        assert [m.metadata.id for m in await other.list_machines(labels={"app": "web"})] == ["m1"]
-        assert await mine.list_machines(labels={"app": "db"}) == []
-    finally:
-        await mine.close()
-        await other.close()
-        await server.stop(None)
-        shutil.rmtree(sock.parent)
 
 
 def test_up_rejects_bad_arguments_before_starting() -> None:

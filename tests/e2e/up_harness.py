@@ -26,7 +26,7 @@ import httpx
 
 REPO = Path(__file__).resolve().parents[2]
 LIBVIRT_URI = "qemu:///system"
-INSTANCE_LABEL = "ironpool.dev/up-instance"
+MACHINE_POOL_LABEL = "machinepoollet.ironpool.dev/pool"
 TEST_IMAGES = Path(os.environ.get("IRONPOOL_TEST_IMAGES", "/var/cache/ironpool/test-images"))
 T = TypeVar("T")
 
@@ -197,7 +197,7 @@ class UpInstance:
                     rec = parse_metadata(dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, METADATA_NS, 0))
                 except (libvirt.libvirtError, ValueError, TypeError, KeyError):
                     continue
-                if rec.labels.get(INSTANCE_LABEL) == self.pool:
+                if rec.labels.get(MACHINE_POOL_LABEL) == self.pool:
                     out[dom.name()] = dom.state()[0]
         finally:
             conn.close()

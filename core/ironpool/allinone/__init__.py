@@ -2,5 +2,5 @@
 
 Modules: :mod:`.datadir` (layout, lock, admin token), :mod:`.classes` (class manifests for the
 runtimes and the API), :mod:`.image` (the tiny image), :mod:`.servers` (apiserver and runtimes),
-:mod:`.scoped` (instance-scoped machine runtime client), :mod:`.progress`, :mod:`.up` (orchestration).
+:mod:`.progress`, :mod:`.up` (orchestration).
 """

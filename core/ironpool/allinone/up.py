@@ -23,7 +23,6 @@ from ironpool.allinone.classes import load_class_manifests, seed_classes, write_
 from ironpool.allinone.datadir import DataDir, InstanceLock, default_pool_name, ensure_admin_token
 from ironpool.allinone.image import TINY, ensure_tiny_image
 from ironpool.allinone.progress import Progress
-from ironpool.allinone.scoped import INSTANCE_LABEL, ScopedMachineRuntime
 from ironpool.allinone.servers import (
     ApiServerRunner,
     MachineRuntimeRunner,
@@ -33,6 +32,8 @@ from ironpool.allinone.servers import (
     VolumeRuntimeSettings,
     wait_started,
 )
+from ironpool.poollet.keys import MACHINE_POOL_LABEL
+from ironpool.poollet.runtime import MachineRuntime
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +195,7 @@ class AllInOne:
         ))
         await self.machine_runtime.start()
         mr = self.machine_runtime
-        mine = await asyncio.to_thread(mr.count, {INSTANCE_LABEL: opts.pool})
+        mine = await asyncio.to_thread(mr.count, {MACHINE_POOL_LABEL: opts.pool})
         p.ok("machine runtime", f"{mr.endpoint}  ({mr.domain_type}, {mine} machine(s) of this pool)")
 
         p.begin()
@@ -224,7 +225,7 @@ class AllInOne:
                 opts.capacity_memory if opts.capacity_memory is not None else local.memory,
             )
         p.begin()
-        machine_iri = ScopedMachineRuntime.connect_scoped(mr.endpoint, opts.pool)
+        machine_iri = MachineRuntime.connect(mr.endpoint)
         self.runtime_clients.append(machine_iri)
         mp_ready = asyncio.Event()
         self._spawn("machinepoollet", run_machinepoollet(
