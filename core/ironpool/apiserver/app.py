@@ -26,7 +26,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ironpool.api import errors
 from ironpool.api.resources import ResourceInfo, by_path
-from ironpool.apiserver.auth import Authenticator, Authorizer, User, allow_authenticated
+from ironpool.apiserver.auth import Authenticator, Authorizer, User
+from ironpool.apiserver.authz import authorize as authorize_identities
 from ironpool.apiserver.metrics import Metrics
 from ironpool.apiserver.openapi import (
     discovery_core,
@@ -199,17 +200,21 @@ class ApiServer:
         reg = self.registry
         if name is None:
             if method == "GET":
-                if truthy(request.query_params.get("watch")):
-                    self.authorize(user, "watch", info.plural, ns, None)
+                verb = "watch" if truthy(request.query_params.get("watch")) else "list"
+                cond = self.authorize(user, verb, info.plural, ns, None)
+                if cond is not None and cond.selector is not None:
+                    cond.selector(request.query_params.get("fieldSelector", ""))
+                if verb == "watch":
                     return "WATCH", self.watch(request, t)
-                self.authorize(user, "list", info.plural, ns, None)
                 return "LIST", Response(await reg.list(info, ns, list_options(request)), media_type=JSON)
             if method == "POST":
-                self.authorize(user, "create", info.plural, ns, None)
+                cond = self.authorize(user, "create", info.plural, ns, None)
                 if info.namespaced and ns is None:
                     raise errors.MethodNotAllowed(f"create {info.plural} under /namespaces/{{namespace}}/")
                 body = await read_body(request)
-                created = await reg.create(info, ns, body, dry_run=dry_run(request))
+                created = await reg.create(
+                    info, ns, body, dry_run=dry_run(request), check=cond.objects if cond else None
+                )
                 return "POST", json_response(created, 201)
             raise errors.MethodNotAllowed(f"{method} is not supported on a collection of {info.plural}")
         if info.namespaced and ns is None:
@@ -218,22 +223,40 @@ class ApiServer:
             )
         sub = t.subresource
         if method == "GET":
-            self.authorize(user, "get", info.plural, ns, name)
+            self.authorize(user, "get", info.plural, ns, name)  # conditions are for lists and writes
             return "GET", Response(await reg.get_raw(info, ns, name), media_type=JSON)
         if method == "PUT":
-            self.authorize(user, "update", _resource(info, sub), ns, name)
+            cond = self.authorize(user, "update", _resource(info, sub), ns, name)
             body = await read_body(request)
-            obj = await reg.update(info, ns, name, body, subresource=sub, dry_run=dry_run(request))
+            obj = await reg.update(
+                info,
+                ns,
+                name,
+                body,
+                subresource=sub,
+                dry_run=dry_run(request),
+                check=cond.objects if cond else None,
+            )
             return "PUT", json_response(obj)
         if method == "PATCH":
-            self.authorize(user, "patch", _resource(info, sub), ns, name)
+            cond = self.authorize(user, "patch", _resource(info, sub), ns, name)
             body = await read_body(request, patch=True)
-            obj = await reg.patch(info, ns, name, body, subresource=sub, dry_run=dry_run(request))
+            obj = await reg.patch(
+                info,
+                ns,
+                name,
+                body,
+                subresource=sub,
+                dry_run=dry_run(request),
+                check=cond.objects if cond else None,
+            )
             return "PATCH", json_response(obj)
         if method == "DELETE" and sub is None:
-            self.authorize(user, "delete", info.plural, ns, name)
+            cond = self.authorize(user, "delete", info.plural, ns, name)
             options = await read_body(request, optional=True)
-            obj = await reg.delete(info, ns, name, options, dry_run=dry_run(request))
+            obj = await reg.delete(
+                info, ns, name, options, dry_run=dry_run(request), check=cond.objects if cond else None
+            )
             return "DELETE", json_response(obj)
         raise errors.MethodNotAllowed(f"{method} is not supported on {request.url.path}")
 
@@ -339,7 +362,7 @@ def _bookmark(info: ResourceInfo, revision: str) -> bytes:
 
 
 def build_app(
-    store: Store, authenticator: Authenticator, authorize: Authorizer = allow_authenticated
+    store: Store, authenticator: Authenticator, authorize: Authorizer = authorize_identities
 ) -> Starlette:
     """The apiserver's ASGI app over ``store``; the caller owns the store's lifecycle."""
     server = ApiServer(store, authenticator, authorize)
@@ -403,7 +426,7 @@ async def serve(
     authenticator: Authenticator,
     host: str = "127.0.0.1",
     port: int = 8443,
-    authorize: Authorizer = allow_authenticated,
+    authorize: Authorizer = authorize_identities,
     tls_cert_file: str | None = None,
     tls_key_file: str | None = None,
 ) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ironpool.api import errors
+from ironpool.apiserver.registry import ObjectCheck
 
 ADMIN_GROUP = "system:masters"
 
@@ -59,21 +60,34 @@ class Authenticator:
         return user
 
 
-Authorizer = Callable[[User, str, str, str | None, str | None], None]
+@dataclass(frozen=True)
+class Conditions:
+    """What an authorizer still has to see before it allows a request it could not decide from the
+    request line alone: ``selector(fieldSelector)`` for list and watch, ``objects`` (see
+    :data:`ObjectCheck`) for create, update, patch and delete. Either raises Forbidden. A get is
+    decided from the request line alone (conditions returned for it are not consulted)."""
+
+    selector: Callable[[str], None] | None = None
+    objects: ObjectCheck | None = None
+
+
+Authorizer = Callable[[User, str, str, str | None, str | None], Conditions | None]
 """``authorize(user, verb, resource, namespace, name)``: return to allow, raise Forbidden to deny.
 
 ``verb`` is a Kubernetes verb (get, list, watch, create, update, patch, delete) and ``resource``
-the plural, with ``/status`` for the status subresource.
+the plural, with ``/status`` for the status subresource. Returning :class:`Conditions` allows the
+request only if they hold; ``None`` allows it outright (the common, free case).
 """
 
 
 def allow_authenticated(
     user: User, verb: str, resource: str, namespace: str | None, name: str | None
-) -> None:
+) -> Conditions | None:
     """The default policy: administrators (``system:masters``) and every other authenticated user
-    may do everything. The per-pool poollet identities of a later issue (read what the pool needs,
-    write its pool and the status of objects bound to it) replace this with a stricter authorizer.
+    may do everything. The apiserver's default is :func:`ironpool.apiserver.authz.authorize`, which
+    adds the restrictions of pool identities.
     """
+    return None
 
 
 def parse_token_file(text: str, source: str = "token file") -> dict[str, User]:

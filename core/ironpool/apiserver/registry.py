@@ -12,7 +12,7 @@ import base64
 import contextlib
 import secrets
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -22,6 +22,7 @@ import orjson
 from ironpool.api import errors, validation
 from ironpool.api.resources import RESOURCES, ResourceInfo, by_path
 from ironpool.api.selectors import parse_field_selector, parse_label_selector
+from ironpool.apiserver.admission import INDEXED_KINDS, CapacityIndex
 from ironpool.store.interface import (
     Document,
     KeyExists,
@@ -39,6 +40,12 @@ _IMPLICIT_NAMESPACES = frozenset({"default"})
 NAMESPACES = by_path("", "v1", "namespaces")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' generateName alphabet
 _CONFLICT_RETRIES = 16
+
+ObjectCheck = Callable[[Document | None, Document | None, Store], Awaitable[None]]
+"""``check(old, new, store)``: an authorizer's condition on the stored object (``None`` on create)
+and the object about to be written (``None`` on delete); raises Forbidden to refuse. It runs inside
+the write's read-modify-write loop, so it sees the object the write applies to without another read.
+"""
 
 
 def now() -> str:
@@ -121,6 +128,7 @@ class Registry:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.capacity = CapacityIndex.for_store(store)
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -156,6 +164,7 @@ class Registry:
     async def _remove(self, info: ResourceInfo, namespace: str | None, name: str, revision: int) -> Document:
         """Remove an object for good; the last one of a terminating namespace takes the namespace along."""
         removed = await self.store.delete(info.key(namespace, name), expected_revision=revision)
+        self.capacity.committed(info, info.key(namespace, name), None)
         if info.namespaced and namespace is not None and namespace not in _IMPLICIT_NAMESPACES:
             await self._reap_namespace(namespace)
         return removed
@@ -261,7 +270,13 @@ class Registry:
     # -- create --------------------------------------------------------------------------------
 
     async def create(
-        self, info: ResourceInfo, namespace: str | None, body: Any, *, dry_run: bool = False
+        self,
+        info: ResourceInfo,
+        namespace: str | None,
+        body: Any,
+        *,
+        dry_run: bool = False,
+        check: ObjectCheck | None = None,
     ) -> Document:
         obj = self._check_identity(info, body, namespace, None)
         m = meta(obj)
@@ -290,6 +305,8 @@ class Registry:
             m.pop(field, None)
         if info.has_status:
             obj.pop("status", None)  # status is written through the status subresource only
+        if check is not None:
+            await check(None, obj, self.store)  # authorization answers before validation (Kubernetes)
         obj = validation.validate_create(info, obj)
         m = meta(obj)
         for field in _SERVER_FIELDS:
@@ -297,14 +314,22 @@ class Registry:
         m["uid"] = str(uuid.uuid4())
         m["creationTimestamp"] = now()
         m["generation"] = 1
+        key = info.key(ns, m["name"])
+        if not self.capacity.loaded and info.kind in INDEXED_KINDS:
+            await self.capacity.ready()
+        # Check, then write with no suspension in between: SQLiteStore.create/update contain no
+        # await, so awaiting them runs the write to completion before any other request runs.
+        self.capacity.admit(info, None, obj)
         if dry_run:
-            if await self.store.get(info.key(ns, m["name"])) is not None:
+            if await self.store.get(key) is not None:
                 raise self._already_exists(info, m["name"])
             return obj
         try:
-            return await self.store.create(info.key(ns, m["name"]), obj)
+            created = await self.store.create(key, obj)
         except KeyExists:
             raise self._already_exists(info, m["name"]) from None
+        self.capacity.committed(info, key, created)
+        return created
 
     @staticmethod
     def _already_exists(info: ResourceInfo, name: str) -> errors.AlreadyExists:
@@ -378,6 +403,7 @@ class Registry:
         *,
         subresource: str | None = None,
         dry_run: bool = False,
+        check: ObjectCheck | None = None,
     ) -> Document:
         """PUT: replace the object (or only its status, for ``subresource="status"``)."""
         new = self._check_identity(info, body, namespace, name)
@@ -386,7 +412,9 @@ class Registry:
         async def mutate(old: Document) -> Document:
             return new
 
-        return await self._guaranteed_update(info, namespace, name, mutate, expected, subresource, dry_run)
+        return await self._guaranteed_update(
+            info, namespace, name, mutate, expected, subresource, dry_run, check
+        )
 
     async def patch(
         self,
@@ -397,6 +425,7 @@ class Registry:
         *,
         subresource: str | None = None,
         dry_run: bool = False,
+        check: ObjectCheck | None = None,
     ) -> Document:
         """PATCH with a JSON merge patch (RFC 7386)."""
         from ironpool.api.merge_patch import apply_merge_patch
@@ -412,7 +441,9 @@ class Registry:
             patched = apply_merge_patch(orjson.loads(orjson.dumps(old)), patch)
             return self._check_identity(info, patched, namespace, name)
 
-        return await self._guaranteed_update(info, namespace, name, mutate, expected, subresource, dry_run)
+        return await self._guaranteed_update(
+            info, namespace, name, mutate, expected, subresource, dry_run, check
+        )
 
     async def _guaranteed_update(
         self,
@@ -423,17 +454,29 @@ class Registry:
         expected: int | None,
         subresource: str | None,
         dry_run: bool,
+        check: ObjectCheck | None = None,
     ) -> Document:
         """Read, apply, validate and write; retried when a concurrent writer wins (unless the client
         asked for a specific resourceVersion, then that is a 409)."""
         key = info.key(namespace, name)
+        if not self.capacity.loaded and info.kind in INDEXED_KINDS:
+            await self.capacity.ready()
         for _ in range(_CONFLICT_RETRIES):
             old = await self._current(info, namespace, name)
             old_rev = revision_of(old)
             if expected is not None and expected != old_rev:
                 raise self._conflict(info, name)
             new = await mutate(old)
-            obj = self._prepare_update(info, old, new, subresource)
+            try:
+                obj = self._prepare_update(info, old, new, subresource)
+            except errors.Invalid:
+                if check is not None:
+                    # Authorization answers before validation (as in Kubernetes): judge the request
+                    # as sent, so a refused identity learns nothing from validation errors.
+                    await check(old, new, self.store)
+                raise
+            if check is not None:
+                await check(old, obj, self.store)
             if obj == old:
                 return old  # nothing changed: no write, no new resourceVersion (as Kubernetes)
             m = meta(obj)
@@ -449,10 +492,13 @@ class Registry:
                     continue
                 except KeyNotFound:
                     raise self._not_found(info, name) from None
+            # Capacity check, then the write with no await in between (atomic: see admission.py).
+            self.capacity.admit(info, old, obj)
             if dry_run:
                 return obj
             try:
                 updated = await self.store.update(key, obj, expected_revision=old_rev)
+                self.capacity.committed(info, key, updated)
                 if info == NAMESPACES and m.get("deletionTimestamp"):
                     await self._reap_namespace(name)  # its own finalizers may have been the last hold
                 return updated
@@ -545,6 +591,7 @@ class Registry:
         options: Any = None,
         *,
         dry_run: bool = False,
+        check: ObjectCheck | None = None,
     ) -> Document:
         """DELETE: remove the object, or with finalizers set its deletionTimestamp and return it."""
         expected_rv: int | None = None
@@ -558,8 +605,12 @@ class Registry:
             expected_rv = parse_resource_version(pre.get("resourceVersion"), "preconditions.resourceVersion")
             expected_uid = pre.get("uid") or None
         if info == NAMESPACES:
+            if check is not None:
+                await check(await self._current(info, namespace, name), None, self.store)
             return await self._delete_namespace(name, expected_rv, expected_uid, dry_run)
         key = info.key(namespace, name)
+        if not self.capacity.loaded and info.kind in INDEXED_KINDS:
+            await self.capacity.ready()
         for _ in range(_CONFLICT_RETRIES):
             old = await self._current(info, namespace, name)
             old_rev = revision_of(old)
@@ -567,6 +618,8 @@ class Registry:
                 expected_uid is not None and expected_uid != old["metadata"].get("uid")
             ):
                 raise self._conflict(info, name)
+            if check is not None:
+                await check(old, None, self.store)
             m = old["metadata"]
             try:
                 if m.get("finalizers"):
@@ -576,7 +629,9 @@ class Registry:
                     obj["metadata"] = {**m, "deletionTimestamp": now()}
                     if dry_run:
                         return obj
-                    return await self.store.update(key, obj, expected_revision=old_rev)
+                    marked = await self.store.update(key, obj, expected_revision=old_rev)
+                    self.capacity.committed(info, key, marked)
+                    return marked
                 if dry_run:
                     return old
                 return await self._remove(info, namespace, name, old_rev)
