@@ -15,7 +15,8 @@ request from its JSON, the decision, the assume and the confirmation the watch w
 ``api`` starts an apiserver on SQLite, creates the classes and pools over HTTP, then the Machines,
 then starts ``ironpool scheduler`` as a process and watches until every Machine is bound: the time
 runs from the scheduler's start (its list/watch sync included) to the last binding.
-``--no-ledger`` runs it without the per-pool claim ledger (only safe with one active scheduler).
+``--ledger`` turns on the opt-in per-pool claim ledger (off by default, like the scheduler's config:
+the apiserver's capacity admission keeps concurrent schedulers from overcommitting).
 """
 
 from __future__ import annotations
@@ -300,8 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="api mode: keep the temp dir (db, logs)")
     ap.add_argument("--profile-scheduler", default=None, help="api mode: cProfile the scheduler into FILE")
     ap.add_argument("--bind-concurrency", type=int, default=8, help="api mode: scheduler binds in flight")
-    ap.add_argument("--ledger", action=argparse.BooleanOptionalAction, default=True,
-                    help="api mode: per-pool claim ledger (safe with several schedulers)")
+    ap.add_argument("--ledger", action=argparse.BooleanOptionalAction, default=False,
+                    help="api mode: the opt-in per-pool claim ledger (default off, as in the config)")
     args = ap.parse_args(argv)
     wl = load_workload_module()
     try:

@@ -9,7 +9,8 @@
           TopologySpread: {maxSkew: 1, whenUnsatisfiable: DoNotSchedule}
     queue: {initialBackoffSeconds: 1, maxBackoffSeconds: 10, unschedulableFlushSeconds: 300}
     assumeTTLSeconds: 30
-    poolLedger: true                   # claim on the pool before binding (safe with several schedulers)
+    poolLedger: false                  # opt-in claim ledger on the pool (the apiserver's capacity
+                                       # admission already keeps several schedulers from overcommitting)
     schedulerName: default             # handle objects annotated scheduler.ironpool.dev/scheduler-name
 
 A Machine/Volume picks a profile with the annotation ``scheduler.ironpool.dev/profile``; without it the
@@ -89,8 +90,9 @@ class SchedulerConfig(_Strict):
     queue: QueueConfig = Field(default_factory=lambda: QueueConfig())
     assume_ttl: float = Field(30.0, alias="assumeTTLSeconds", gt=0)
     #: claim capacity in each pool's ledger annotation before binding (compare-and-swap on the
-    #: pool), so several scheduler processes never overcommit a pool; costs one write per binding
-    pool_ledger: bool = Field(True, alias="poolLedger")
+    #: pool); costs writes per binding. Off by default: the apiserver refuses (409) a bind that would
+    #: overcommit a pool (apiserver/admission.py), so several schedulers are safe without it
+    pool_ledger: bool = Field(False, alias="poolLedger")
     #: objects name their scheduler with the annotation ``scheduler.ironpool.dev/scheduler-name``;
     #: objects without it belong to ``default``
     scheduler_name: str = Field("default", alias="schedulerName", min_length=1)

@@ -8,6 +8,10 @@ pool's resourceVersion (compare-and-swap). The claim is only written if everythi
 ledger plus what the scheduler knows is bound there still leaves room; a lost race (409) re-reads
 the pool and checks again. The cache charges a claimed object once, through its claim.
 
+The ledger is opt-in (``poolLedger: true``): the apiserver itself refuses a bind that would overcommit
+a pool (apiserver/admission.py), which makes concurrent schedulers safe without these extra writes.
+A ledger still saves lost binds when many schedulers contend for nearly full pools.
+
 Claims are pruned when their object is known deleted or bound to another pool, and when an
 object's claim is older than the assume TTL while the object is still unbound (a binder that died).
 """
