@@ -137,12 +137,15 @@ async def test_volume_scheduler_places_by_storage(apiserver: Any, quiet_config: 
 
         assert await eventually(placed, 10, "volume binding") == "big-disk"
 
+        # The volume may be judged before the pool events reach the scheduler ("0/0 pools"); it is
+        # judged again when they do, so wait for the verdict over both pools.
         async def refused() -> dict[str, Any] | None:
             c = condition(client.get_raw(V, "huge", "default"))
-            return c if c and c["status"] == "False" else None
+            return c if c and c["status"] == "False" and c["message"].startswith("0/2 ") else None
 
-        cond = await eventually(refused, 10, "Scheduled=False on the huge volume")
+        cond = await eventually(refused, 10, "Scheduled=False over both pools on the huge volume")
         assert cond["message"] == "0/2 pools: 2 have too little storage"
+        assert "volumePoolRef" not in client.get_raw(V, "huge", "default")["spec"]
     finally:
         stop.set()
         await asyncio.wait_for(task, 15)
