@@ -23,10 +23,13 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # for tests.helpers
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 from ironpool.api.resources import resolve  # noqa: E402
-from up_harness import UpInstance, ensure_tiny_image, machine_domain, wait_for  # noqa: E402
+from up_harness import UpInstance, machine_domain, wait_for  # noqa: E402
+
+from tests.helpers.runtimes import build_tiny_image  # noqa: E402
 
 MACHINES = resolve("machines")
 CLASSES = """\
@@ -122,7 +125,7 @@ def main() -> None:
     parser.add_argument("--machines", type=int, default=20)
     parser.add_argument("--latency-samples", type=int, default=5)
     args = parser.parse_args()
-    up = UpInstance(images=ensure_tiny_image(),
+    up = UpInstance(images=build_tiny_image(),
                     extra_args=["--capacity-cpu", str(args.machines), "--capacity-memory", "32Gi"])
     classes = up.workdir / "classes.yaml"
     classes.write_text(CLASSES + "---\n" + (ROOT / "examples" / "classes" / "volumeclasses.yaml").read_text())

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.helpers.net import free_port
+from tests.helpers.runtimes import stop_process
+from tests.helpers.wait import wait_until
+
+# Re-exported: test packages import these from here.
+__all__ = ["ApiServer", "free_port", "start_apiserver", "stop_apiserver", "wait_until"]
 
 
 @dataclass(frozen=True)
@@ -30,23 +35,6 @@ class ApiServer:
 
     def headers(self, token: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {token or self.admin_token}"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_until(predicate, timeout: float, interval: float = 0.02, message: str = "condition") -> None:  # type: ignore[no-untyped-def]
-    """Poll ``predicate`` until it is truthy or ``timeout`` seconds pass (then fail the test)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():
-            return
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {message}")
-        time.sleep(interval)
 
 
 def start_apiserver(tmp: Path, db_path: Path | None = None, port: int | None = None) -> ApiServer:
@@ -82,13 +70,7 @@ def start_apiserver(tmp: Path, db_path: Path | None = None, port: int | None = N
 
 
 def stop_apiserver(server: ApiServer) -> None:
-    if server.process.poll() is None:
-        server.process.terminate()
-        try:
-            server.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.process.kill()
-            server.process.wait()
+    stop_process(server.process, timeout=10)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlparse
@@ -17,6 +16,7 @@ from ironpool.client.rest import AsyncClient, Client
 from ironpool.store.sqlite import SQLiteStore
 
 from tests.conftest import ApiServer, start_apiserver, stop_apiserver
+from tests.helpers.wait import eventually
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -28,11 +28,7 @@ def mc(name: str, cpu: str = "2") -> MachineClass:
 
 
 async def until(predicate: Callable[[], bool], timeout: float = 15, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.02)
+    await eventually(predicate, timeout, what)
 
 
 class Recorder:

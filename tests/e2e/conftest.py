@@ -7,14 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from up_harness import UpInstance, ensure_tiny_image, libvirt_ok
+from up_harness import UpInstance
+
+from tests.helpers.runtimes import build_tiny_image, libvirt_ok
 
 
 @pytest.fixture(scope="session")
 def tiny_images() -> Path:
     if not libvirt_ok():
         pytest.skip("libvirt not reachable at qemu:///system")
-    return ensure_tiny_image()
+    return build_tiny_image()
 
 
 @pytest.fixture

@@ -16,7 +16,9 @@ import pytest
 import yaml
 from ironpool.api.errors import NotFound
 from ironpool.api.resources import resolve
-from up_harness import REPO, UpInstance, machine_domain, wait_for
+from up_harness import UpInstance, machine_domain, wait_for
+
+from tests.helpers.runtimes import REPO
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 

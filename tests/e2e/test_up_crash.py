@@ -12,7 +12,9 @@ import libvirt
 import pytest
 import yaml
 from ironpool.api.resources import resolve
-from up_harness import UpInstance, free_port, machine_domain, wait_for
+from up_harness import UpInstance, machine_domain, wait_for
+
+from tests.helpers.net import free_port
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 

@@ -12,7 +12,9 @@ from ironpool.api.errors import NotFound
 from ironpool.api.quantity import parse_quantity
 from ironpool.api.resources import resolve
 from ironpool.poollet.capacity import HostResources, fits, local_host_resources
-from up_harness import LIBVIRT_URI, REPO, UpInstance, machine_domain, wait_for
+from up_harness import UpInstance, machine_domain, wait_for
+
+from tests.helpers.runtimes import LIBVIRT_URI, REPO
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 

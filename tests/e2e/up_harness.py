@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,62 +23,18 @@ from typing import Any, TypeVar
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[2]
-LIBVIRT_URI = "qemu:///system"
+from tests.helpers.net import free_port
+from tests.helpers.runtimes import LIBVIRT_URI, REPO, destroy_storage_pool, labelled_domains, remove_domains
+from tests.helpers.wait import wait_for as _wait_for
+
 MACHINE_POOL_LABEL = "machinepoollet.ironpool.dev/pool"
-TEST_IMAGES = Path(os.environ.get("IRONPOOL_TEST_IMAGES", "/var/cache/ironpool/test-images"))
 T = TypeVar("T")
 
 
-class Timeout(AssertionError):
-    """A condition was not met before its deadline."""
-
-
 def wait_for(fn: Callable[[], T | None], timeout: float, what: str, interval: float = 0.1) -> T:
-    """Poll ``fn`` until it returns something truthy; raise :class:`Timeout` naming ``what``."""
-    deadline = time.monotonic() + timeout
-    last_exc: Exception | None = None
-    while True:
-        try:
-            value = fn()
-            if value:
-                return value
-        except (httpx.HTTPError, OSError) as exc:  # the server may be restarting
-            last_exc = exc
-        if time.monotonic() > deadline:
-            raise Timeout(f"timed out after {timeout}s waiting for {what}"
-                          + (f" (last error: {last_exc})" if last_exc else ""))
-        time.sleep(interval)
-
-
-def libvirt_ok() -> bool:
-    try:
-        import libvirt
-
-        libvirt.registerErrorHandler(lambda _c, _e: None, None)
-        libvirt.open(LIBVIRT_URI).close()
-        return True
-    except Exception:
-        return False
-
-
-def ensure_tiny_image() -> Path:
-    """The catalog holding the tiny image, built once per machine (the kernel .deb is cached)."""
-    proc = subprocess.run(
-        ["bash", str(REPO / "scripts" / "build-tiny-image.sh"), str(TEST_IMAGES)],
-        capture_output=True, text=True, timeout=600, check=False,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"build-tiny-image.sh failed: {proc.stderr[-2000:]}")
-    return TEST_IMAGES
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """:func:`tests.helpers.wait.wait_for`, counting HTTP and socket errors as "not yet": the
+    server may be restarting."""
+    return _wait_for(fn, timeout, what, interval, retry_on=(httpx.HTTPError, OSError))
 
 
 @dataclass
@@ -180,28 +135,9 @@ class UpInstance:
 
     # -- libvirt views -----------------------------------------------------------------------
 
-    def domains(self) -> dict[str, Any]:
-        """This instance's domains by name (those carrying its instance label)."""
-        import libvirt
-        from ironpool.runtime.machine.domain_xml import parse_metadata
-        from ironpool.runtime.machine.model import METADATA_NS
-
-        libvirt.registerErrorHandler(lambda _c, _e: None, None)  # races with deletion are expected
-        out: dict[str, Any] = {}
-        conn = libvirt.open(LIBVIRT_URI)
-        try:
-            for dom in conn.listAllDomains(0):
-                if not dom.name().startswith("ironpool-"):
-                    continue
-                try:
-                    rec = parse_metadata(dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, METADATA_NS, 0))
-                except (libvirt.libvirtError, ValueError, TypeError, KeyError):
-                    continue
-                if rec.labels.get(MACHINE_POOL_LABEL) == self.pool:
-                    out[dom.name()] = dom.state()[0]
-        finally:
-            conn.close()
-        return out
+    def domains(self) -> dict[str, int]:
+        """This instance's domains by name, with their libvirt state (those carrying its pool label)."""
+        return labelled_domains(MACHINE_POOL_LABEL, self.pool)
 
     def storage_volumes(self) -> list[str]:
         """Names of the volumes in this instance's storage pool (without the runtime's meta folder)."""
@@ -229,21 +165,9 @@ class UpInstance:
             self.process.kill()
             self.process.wait()
         with contextlib.suppress(libvirt.libvirtError):
-            conn = libvirt.open(LIBVIRT_URI)
-            try:
-                for name in self.domains():
-                    with contextlib.suppress(libvirt.libvirtError):
-                        dom = conn.lookupByName(name)
-                        with contextlib.suppress(libvirt.libvirtError):
-                            dom.destroy()
-                        dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_NVRAM)
-                with contextlib.suppress(libvirt.libvirtError):
-                    pool = conn.storagePoolLookupByName(self.storage_pool)
-                    with contextlib.suppress(libvirt.libvirtError):
-                        pool.destroy()
-                    pool.undefine()
-            finally:
-                conn.close()
+            remove_domains(self.domains())
+        with contextlib.suppress(libvirt.libvirtError):
+            destroy_storage_pool(self.storage_pool)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 

@@ -8,12 +8,14 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from iri_fakes import FakeServers, Sshd, start_fake_servers
+
+from tests.helpers.net import free_port
+from tests.helpers.runtimes import stop_process, wait_serving
 
 SSHD = "/usr/sbin/sshd"
 
@@ -28,12 +30,6 @@ def fake_servers() -> Iterator[FakeServers]:
     finally:
         servers.stop()
         shutil.rmtree(d, ignore_errors=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _keygen(path: Path) -> None:
@@ -56,7 +52,7 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     _keygen(d / "host_ed25519")
     _keygen(d / "client_ed25519")
     (d / "authorized_keys").write_text((d / "client_ed25519.pub").read_text())
-    port = _free_port()
+    port = free_port()
     host_pub = " ".join((d / "host_ed25519.pub").read_text().split()[:2])
     (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub}\n")
     (d / "sshd_config").write_text(
@@ -80,22 +76,10 @@ LogLevel VERBOSE
     log = d / "sshd.log"
     with open(log, "wb") as logf:
         proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config")], stdout=logf, stderr=logf)
-    deadline = time.monotonic() + 15
-    while not _banner_ready(port):
-        if proc.poll() is not None:
-            pytest.fail(f"sshd exited with {proc.returncode}: {log.read_text()[-2000:]}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"sshd did not listen on {port}: {log.read_text()[-2000:]}")
-        time.sleep(0.02)
+    wait_serving(proc, lambda: _banner_ready(port), log, f"sshd on port {port}", timeout=15)
     try:
         yield Sshd(
             "127.0.0.1", port, getpass.getuser(), d / "client_ed25519", d / "known_hosts", host_pub, log
         )
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout=10)

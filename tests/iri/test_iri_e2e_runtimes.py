@@ -3,14 +3,10 @@ independently built client. Needs libvirtd (qemu:///system)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import secrets
 import shutil
 import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +24,18 @@ from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as volume_pb2
 from ironpool.iri.ssh import SSHOptions
 from ironpool.iri.transport import connect
 
+from tests.helpers.runtimes import (
+    LIBVIRT_URI,
+    destroy_storage_pool,
+    libvirt_ok,
+    start_ironpool,
+    stop_process,
+    wait_serving,
+)
+from tests.helpers.wait import wait_for
+
 pytestmark = pytest.mark.libvirt
 
-LIBVIRT_URI = "qemu:///system"
 VOLUME_CLASSES = """\
 apiVersion: storage.ironcore.dev/v1alpha1
 kind: VolumeClass
@@ -57,77 +62,31 @@ class Runtime:
     log: Path
 
 
-def _libvirt_ok() -> bool:
-    try:
-        import libvirt
-
-        libvirt.registerErrorHandler(lambda _c, _e: None, None)
-        libvirt.open(LIBVIRT_URI).close()
-        return True
-    except Exception:
-        return False
-
-
-def _destroy_pool(name: str) -> None:
-    import libvirt
-
-    conn = libvirt.open(LIBVIRT_URI)
-    try:
-        pool = conn.storagePoolLookupByName(name)
-    except libvirt.libvirtError:
-        conn.close()
-        return
-    try:
-        if pool.isActive():
-            pool.refresh(0)
-            for vol in pool.listAllVolumes(0):
-                with contextlib.suppress(libvirt.libvirtError):
-                    vol.delete(0)
-            pool.destroy()
-        pool.undefine()
-    finally:
-        conn.close()
-
-
 def _start(work: Path, sock: str, argv: list[str]) -> Runtime:
     """Start ``ironpool <argv>`` and wait until its socket accepts gRPC."""
     log = work / "runtime.log"
-    with open(log, "wb") as logf:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ironpool.cli.main", *argv],
-            stdout=logf,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+    proc = start_ironpool(argv, log)
     channel = grpc.insecure_channel(f"unix:{sock}")
+
+    def ready() -> bool:
+        future = grpc.channel_ready_future(channel)
+        try:
+            future.result(timeout=0.5)
+            return True
+        except grpc.FutureTimeoutError:
+            future.cancel()  # else its polling thread outlives the channel closed below
+            return False
+
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"{argv[0]} exited {proc.returncode}: {log.read_text()[-2000:]}")
-            try:
-                grpc.channel_ready_future(channel).result(timeout=0.5)
-                return Runtime(sock, proc, log)
-            except grpc.FutureTimeoutError:
-                if time.monotonic() > deadline:
-                    _stop(proc)
-                    pytest.fail(f"{argv[0]} not serving: {log.read_text()[-2000:]}")
+        wait_serving(proc, ready, log, argv[0])
+        return Runtime(sock, proc, log)
     finally:
         channel.close()
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 @pytest.fixture
 def volume_runtime() -> Iterator[Runtime]:
-    if not _libvirt_ok():
+    if not libvirt_ok():
         pytest.skip(f"libvirt not reachable at {LIBVIRT_URI}")
     work = Path(tempfile.mkdtemp(prefix="iri-e2e-"))
     (work / "classes.yaml").write_text(VOLUME_CLASSES)
@@ -140,15 +99,15 @@ def volume_runtime() -> Iterator[Runtime]:
             "--address", f"unix://{sock}",
         ])  # fmt: skip
         yield rt
-        _stop(rt.process)
+        stop_process(rt.process)
     finally:
-        _destroy_pool(pool)
+        destroy_storage_pool(pool)
         shutil.rmtree(work, ignore_errors=True)
 
 
 @pytest.fixture
 def machine_runtime() -> Iterator[Runtime]:
-    if not _libvirt_ok():
+    if not libvirt_ok():
         pytest.skip(f"libvirt not reachable at {LIBVIRT_URI}")
     work = Path(tempfile.mkdtemp(prefix="iri-e2e-"))
     (work / "classes.yaml").write_text(MACHINE_CLASSES)
@@ -161,7 +120,7 @@ def machine_runtime() -> Iterator[Runtime]:
             "--streaming-address", "127.0.0.1:0", "--address", f"unix://{sock}",
         ])  # fmt: skip
         yield rt
-        _stop(rt.process)
+        stop_process(rt.process)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -173,6 +132,11 @@ def _opts(sshd: Sshd) -> SSHOptions:
         allow_agent=False,
         look_for_keys=False,
     )
+
+
+def _cli_args(endpoint: str, sshd: Sshd) -> list[str]:
+    """``ironpool iri`` reaching ``endpoint`` through the test sshd."""
+    return ["iri", "-a", endpoint, "--ssh-key", str(sshd.client_key), "--known-hosts", str(sshd.known_hosts)]
 
 
 def test_volume_runtime_over_ssh(volume_runtime: Runtime, sshd: Sshd) -> None:
@@ -199,24 +163,12 @@ def test_volume_runtime_over_ssh(volume_runtime: Runtime, sshd: Sshd) -> None:
         assert listed.spec.resources.storage_bytes == 64 << 20
 
         # And the CLI, over ssh as well.
-        args = [
-            "iri",
-            "-a",
-            endpoint,
-            "--ssh-key",
-            str(sshd.client_key),
-            "--known-hosts",
-            str(sshd.known_hosts),
-        ]
-        res = CliRunner().invoke(cli, [*args, "get", "volumes", "-l", "iri-e2e=yes"])
+        res = CliRunner().invoke(cli, [*_cli_args(endpoint, sshd), "get", "volumes", "-l", "iri-e2e=yes"])
         assert res.exit_code == 0, res.output
         assert res.output.splitlines()[1].split()[:3] == [vid, "fast", "64Mi"]
 
         c.delete_volume(vid)
-        deadline = time.monotonic() + 30
-        while c.list_volumes(id=vid):
-            assert time.monotonic() < deadline, "volume still listed 30s after delete"
-            time.sleep(0.05)
+        wait_for(lambda: not c.list_volumes(id=vid), 30, "the volume to be unlisted after delete", 0.05)
 
 
 def test_volume_runtime_same_calls_over_unix_and_ssh(volume_runtime: Runtime, sshd: Sshd) -> None:
@@ -258,21 +210,10 @@ def test_machine_runtime_over_ssh(machine_runtime: Runtime, sshd: Sshd) -> None:
             assert listed.spec.power == 1  # POWER_OFF
             assert listed.metadata.created_at > 1_000_000_000_000_000_000
 
-            args = [
-                "iri",
-                "-a",
-                endpoint,
-                "--ssh-key",
-                str(sshd.client_key),
-                "--known-hosts",
-                str(sshd.known_hosts),
-            ]
-            res = CliRunner().invoke(cli, [*args, "get", "machines", "-l", "iri-e2e=machine"])
+            args = [*_cli_args(endpoint, sshd), "get", "machines", "-l", "iri-e2e=machine"]
+            res = CliRunner().invoke(cli, args)
             assert res.exit_code == 0, res.output
             assert res.output.splitlines()[1].split()[:3] == [mid, "iri-e2e-small", "OFF"]
         finally:
             c.delete_machine(mid)
-        deadline = time.monotonic() + 30
-        while c.list_machines(id=mid):
-            assert time.monotonic() < deadline, "machine still listed 30s after delete"
-            time.sleep(0.05)
+        wait_for(lambda: not c.list_machines(id=mid), 30, "the machine to be unlisted after delete", 0.05)

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
 from fake_iri import FakeIriServer, FakeMachineRuntime, FakeVolumeRuntime
 from ironpool.client.rest import AsyncClient
 from ironpool.poollet.capacity import HostResources
@@ -18,24 +15,6 @@ from ironpool.poollet.runtime import MachineRuntime, VolumeRuntime
 from ironpool.poollet.volumepoollet import VolumePoollet, VolumePoolletOptions
 
 GiB = 1024**3
-
-
-async def eventually(predicate: Callable[[], Any], timeout: float = 10.0, message: str = "condition") -> Any:
-    """Await until ``predicate()`` (sync or async) returns something truthy; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last: BaseException | None = None
-    while True:
-        try:
-            result = predicate()
-            if asyncio.iscoroutine(result):
-                result = await result
-            if result:
-                return result
-        except AssertionError as exc:
-            last = exc
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {message}" + (f": {last}" if last else ""))
-        await asyncio.sleep(0.02)
 
 
 @dataclass
@@ -84,8 +63,8 @@ class Running:
             await asyncio.wait_for(self.task, 10)
 
 
-async def start_machinepoollet(client: AsyncClient, iri: Iri, **overrides: Any) -> Running:
-    p = MachinePoollet(client, iri.machine_client, machine_options(**overrides))
+async def _start(p: Any, what: str) -> Running:
+    """Run a poollet in a task and wait until it is ready (or raise what made it stop)."""
     stop, ready = asyncio.Event(), asyncio.Event()
     task = asyncio.create_task(p.run(stop, ready))
     done, _ = await asyncio.wait(
@@ -93,8 +72,13 @@ async def start_machinepoollet(client: AsyncClient, iri: Iri, **overrides: Any) 
     )
     if task in done:
         task.result()  # raise what went wrong
-    assert ready.is_set(), "machinepoollet did not become ready"
+    assert ready.is_set(), f"{what} did not become ready"
     return Running(p, stop, task)
+
+
+async def start_machinepoollet(client: AsyncClient, iri: Iri, **overrides: Any) -> Running:
+    poollet = MachinePoollet(client, iri.machine_client, machine_options(**overrides))
+    return await _start(poollet, "machinepoollet")
 
 
 async def start_volumepoollet(client: AsyncClient, iri: Iri, **overrides: Any) -> Running:
@@ -110,21 +94,5 @@ async def start_volumepoollet(client: AsyncClient, iri: Iri, **overrides: Any) -
     )
     for k, v in overrides.items():
         setattr(opts, k, v)
-    p = VolumePoollet(client, iri.volume_client, opts)
-    stop, ready = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(p.run(stop, ready))
-    done, _ = await asyncio.wait(
-        {task, asyncio.create_task(ready.wait())}, timeout=30, return_when=asyncio.FIRST_COMPLETED
-    )
-    if task in done:
-        task.result()
-    assert ready.is_set(), "volumepoollet did not become ready"
-    return Running(p, stop, task)
+    return await _start(VolumePoollet(client, iri.volume_client, opts), "volumepoollet")
 
-
-async def machinepoollet(client: AsyncClient, iri: Iri) -> AsyncIterator[Running]:
-    running = await start_machinepoollet(client, iri)
-    try:
-        yield running
-    finally:
-        await running.stop()

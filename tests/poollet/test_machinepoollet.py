@@ -21,7 +21,9 @@ from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.poollet import keys
 from ironpool.poollet.machinepoollet import run_machinepoollet
 from ironpool.poollet.runtime import MachineRuntime
-from poollet_helpers import GiB, Iri, eventually, machine_options, start_machinepoollet
+from poollet_helpers import GiB, Iri, machine_options, start_machinepoollet
+
+from tests.helpers.wait import eventually
 
 POOL = "pool-a"
 

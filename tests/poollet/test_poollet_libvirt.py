@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import secrets
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -27,7 +25,16 @@ from ironpool.poollet.capacity import HostResources
 from ironpool.poollet.machinepoollet import MachinePoolletOptions, run_machinepoollet
 from ironpool.poollet.runtime import MachineRuntime, VolumeRuntime
 from ironpool.poollet.volumepoollet import VolumePoolletOptions, run_volumepoollet
-from poollet_helpers import eventually
+
+from tests.helpers.runtimes import (
+    LIBVIRT_URI,
+    build_tiny_image,
+    destroy_storage_pool,
+    libvirt_ok,
+    start_ironpool,
+    stop_process,
+)
+from tests.helpers.wait import eventually
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 
@@ -37,8 +44,6 @@ POOL = f"lv-{secrets.token_hex(4)}"
 VPOOL = f"v{POOL}"
 OURS = {keys.MACHINE_POOL_LABEL: POOL}
 
-REPO = Path(__file__).resolve().parents[2]
-URI = "qemu:///system"
 MACHINE_CLASSES = """\
 - apiVersion: compute.ironcore.dev/v1alpha1
   kind: MachineClass
@@ -53,27 +58,14 @@ capabilities: {tps: 100Mi, iops: "1000"}
 """
 
 
-def libvirt_ok() -> bool:
-    try:
-        import libvirt
-
-        libvirt.registerErrorHandler(lambda _c, _e: None, None)
-        libvirt.open(URI).close()
-        return True
-    except Exception:
-        return False
-
-
 @pytest.fixture(scope="module")
 def tiny_images() -> Path:
     if not libvirt_ok():
         pytest.skip("libvirt not reachable at qemu:///system")
-    out = Path(os.environ.get("IRONPOOL_TEST_IMAGES", "/var/cache/ironpool/test-images"))
-    proc = subprocess.run(["bash", str(REPO / "scripts" / "build-tiny-image.sh"), str(out)],
-                          capture_output=True, text=True, timeout=600, check=False)
-    if proc.returncode != 0:
-        pytest.fail(f"build-tiny-image.sh failed: {proc.stderr[-2000:]}")
-    return out
+    try:
+        return build_tiny_image()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 @dataclass
@@ -101,25 +93,6 @@ async def _serving(runtime: MachineRuntime | VolumeRuntime, proc: subprocess.Pop
         return False
 
 
-def _destroy_pool(name: str) -> None:
-    import libvirt
-
-    conn = libvirt.open(URI)
-    try:
-        pool = conn.storagePoolLookupByName(name)
-        if pool.isActive():
-            pool.refresh(0)
-            for vol in pool.listAllVolumes(0):
-                with contextlib.suppress(libvirt.libvirtError):
-                    vol.delete(0)
-            pool.destroy()
-        pool.undefine()
-    except libvirt.libvirtError:
-        pass
-    finally:
-        conn.close()
-
-
 @pytest.fixture
 async def host(tiny_images: Path) -> AsyncIterator[Host]:
     work = Path(tempfile.mkdtemp(prefix="plv-"))
@@ -127,19 +100,15 @@ async def host(tiny_images: Path) -> AsyncIterator[Host]:
     (work / "vc.yaml").write_text(VOLUME_CLASSES)
     pool_name = f"ipt-{secrets.token_hex(4)}"
     m_sock, v_sock = work / "m.sock", work / "v.sock"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    cli = [sys.executable, "-m", "ironpool.cli.main"]
     m_log, v_log = work / "machine-runtime.log", work / "volume-runtime.log"
     procs = [
-        subprocess.Popen([*cli, "libvirt-runtime", "--libvirt-uri", URI, "--classes", str(work / "mc.yaml"),
-                          "--images", str(tiny_images), "--state-dir", str(work / "state"),
-                          "--address", f"unix://{m_sock}", "--streaming-address", "127.0.0.1:0",
-                          "--shutdown-timeout", "8"],
-                         stdout=open(m_log, "wb"), stderr=subprocess.STDOUT, env=env),  # noqa: SIM115
-        subprocess.Popen([*cli, "volume-runtime", "--libvirt-uri", URI, "--storage-pool", pool_name,
-                          "--pool-path", str(work / "pool"), "--classes", str(work / "vc.yaml"),
-                          "--address", f"unix://{v_sock}"],
-                         stdout=open(v_log, "wb"), stderr=subprocess.STDOUT, env=env),  # noqa: SIM115
+        start_ironpool(["libvirt-runtime", "--libvirt-uri", LIBVIRT_URI, "--classes", str(work / "mc.yaml"),
+                        "--images", str(tiny_images), "--state-dir", str(work / "state"),
+                        "--address", f"unix://{m_sock}", "--streaming-address", "127.0.0.1:0",
+                        "--shutdown-timeout", "8"], m_log),
+        start_ironpool(["volume-runtime", "--libvirt-uri", LIBVIRT_URI, "--storage-pool", pool_name,
+                        "--pool-path", str(work / "pool"), "--classes", str(work / "vc.yaml"),
+                        "--address", f"unix://{v_sock}"], v_log),
     ]
     mr, vr = MachineRuntime.connect(f"unix://{m_sock}"), VolumeRuntime.connect(f"unix://{v_sock}")
     try:
@@ -154,12 +123,8 @@ async def host(tiny_images: Path) -> AsyncIterator[Host]:
         await mr.close()
         await vr.close()
         for p in procs:
-            p.terminate()
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        _destroy_pool(pool_name)
+            stop_process(p)
+        destroy_storage_pool(pool_name)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 import pytest
 from ironpool.api.compute import Machine
-from ironpool.cli.poollet_cmd import _addresses, _quantity, read_token
+from ironpool.cli.common import quantity_option, read_token
+from ironpool.cli.poollet_cmd import _addresses
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.poollet import keys
 from ironpool.poollet.capacity import HostResources, fits, machine_pool_resources, volume_pool_resources
@@ -113,6 +114,6 @@ def test_cli_parsing(tmp_path: Path) -> None:
     assert _addresses(("InternalIP=10.0.0.1",)) == (("InternalIP", "10.0.0.1"),)
     with pytest.raises(click.BadParameter, match="TYPE=ADDRESS"):
         _addresses(("Bogus=1",))
-    assert _quantity("16Gi", "--capacity-memory") == 16 * GiB
+    assert quantity_option("16Gi", "--capacity-memory") == 16 * GiB
     with pytest.raises(click.BadParameter, match="must not be negative"):
-        _quantity("-1", "--capacity-cpu")
+        quantity_option("-1", "--capacity-cpu")

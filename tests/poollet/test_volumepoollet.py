@@ -12,7 +12,9 @@ from ironpool.api.storage import Volume, VolumeClass, VolumePool
 from ironpool.client.rest import AsyncClient
 from ironpool.poollet import keys
 from ironpool.poollet.lifecycle import UNKNOWN_REASON, run_pool_lifecycle
-from poollet_helpers import GiB, Iri, eventually, start_machinepoollet, start_volumepoollet
+from poollet_helpers import GiB, Iri, start_machinepoollet, start_volumepoollet
+
+from tests.helpers.wait import eventually
 
 VPOOL = "vpool-a"
 

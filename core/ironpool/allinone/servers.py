@@ -241,9 +241,9 @@ class VolumeRuntimeRunner:
         import grpc.aio
 
         from ironpool.iri.gen.volume.v1alpha1 import api_pb2_grpc as volume_grpc
+        from ironpool.runtime.errors import IriError
         from ironpool.runtime.volume.classes import load_classes
         from ironpool.runtime.volume.core import VolumeRuntimeCore
-        from ironpool.runtime.volume.faults import VolumeFault
         from ironpool.runtime.volume.images import ImageCatalog
         from ironpool.runtime.volume.pool import PoolConfigError, StoragePool
         from ironpool.runtime.volume.server import VolumeRuntimeServicer, grpc_bind_address
@@ -257,7 +257,7 @@ class VolumeRuntimeRunner:
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self._executor, core.start)
-        except (PoolConfigError, VolumeFault) as exc:
+        except (PoolConfigError, IriError) as exc:
             self._executor.shutdown(wait=False)
             raise StartError(f"volume runtime: {exc}") from exc
         self._core = core

@@ -8,6 +8,8 @@ import sqlite3
 
 import click
 
+from ironpool.cli.common import setup_logging
+
 
 def parse_listen(value: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:PORT`` for IPv6) into its parts."""
@@ -57,7 +59,7 @@ def apiserver(
     from ironpool.apiserver.auth import Authenticator
     from ironpool.store.interface import StoreError, open_store
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(log_level)
     host, port = parse_listen(listen)
     try:
         authenticator = Authenticator.from_file(token_file)

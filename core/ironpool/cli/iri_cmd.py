@@ -22,6 +22,7 @@ import yaml
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from ironpool.api.quantity import parse_quantity
 from ironpool.iri import format as fmt
 from ironpool.iri.client import MachineRuntimeClient, VolumeRuntimeClient
 from ironpool.iri.endpoint import EndpointError, RuntimeKind, resolve_endpoint
@@ -117,31 +118,17 @@ def parse_labels(values: tuple[str, ...]) -> dict[str, str]:
 
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]i?|[kMGT]B?)?\s*$")
-_UNITS = {
-    "": 1,
-    "K": 1000,
-    "k": 1000,
-    "KB": 1000,
-    "kB": 1000,
-    "M": 10**6,
-    "MB": 10**6,
-    "G": 10**9,
-    "GB": 10**9,
-    "T": 10**12,
-    "TB": 10**12,
-    "Ki": 1 << 10,
-    "Mi": 1 << 20,
-    "Gi": 1 << 30,
-    "Ti": 1 << 40,
-}
 
 
 def parse_size(text: str) -> int:
-    """10Gi, 512Mi, 1G or plain bytes."""
+    """10Gi, 512Mi, 1G or plain bytes ("K"/"kB"/"MB"... are taken as the decimal SI suffixes)."""
     m = _SIZE.match(text)
-    if not m or (m.group(2) or "") not in _UNITS:
+    if not m:
         raise click.BadParameter(f"{text!r}: expected a size such as 10Gi, 512Mi or bytes")
-    return int(m.group(1)) * _UNITS[m.group(2) or ""]
+    number, unit = m.group(1), m.group(2) or ""
+    if not unit.endswith("i"):
+        unit = unit.removesuffix("B").replace("K", "k")
+    return parse_quantity(number + unit).value()
 
 
 def load_message(path: str, cls: type[M]) -> M:

@@ -3,29 +3,24 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ironpool.api.quantity import parse_quantity
+from ironpool.cli.common import (
+    client_config,
+    log_level_option,
+    quantity_option,
+    run_until_signalled,
+    server_options,
+    setup_logging,
+)
 
-
-def read_token(path: Path) -> str:
-    """A bearer token from a file: the whole (stripped) content, or the first column of a token CSV."""
-    try:
-        text = path.read_text().strip()
-    except OSError as exc:
-        raise click.BadParameter(f"cannot read {path}: {exc}", param_hint="--token-file") from exc
-    first = text.splitlines()[0].strip() if text else ""
-    token = first.split(",")[0].strip() if "," in first else first
-    if not token:
-        raise click.BadParameter(f"{path} holds no token", param_hint="--token-file")
-    return token
+if TYPE_CHECKING:
+    from ironpool.iri.endpoint import RuntimeKind
 
 
 def _addresses(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -40,40 +35,31 @@ def _addresses(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _quantity(value: str | None, option: str) -> int | None:
-    if value is None:
-        return None
+def _endpoint(kind: RuntimeKind, iri_endpoint: str | None) -> str:
+    from ironpool.iri.endpoint import EndpointError, resolve_endpoint
+
     try:
-        q = parse_quantity(value).value()
-    except ValueError as exc:
-        raise click.BadParameter(f"{value!r}: {exc}", param_hint=option) from exc
-    if q < 0:
-        raise click.BadParameter(f"{value!r} must not be negative", param_hint=option)
-    return q
+        return resolve_endpoint(kind, iri_endpoint, timeout=20.0)
+    except EndpointError as exc:
+        raise click.BadParameter(str(exc), param_hint="--iri") from exc
 
 
-def _client(server: str | None, token_file: Path | None) -> Any:
-    from ironpool.client.config import ClientConfig, ConfigError
+def _run_poollet(server: str | None, token_file: Path | None, connect: Callable[[], Any],
+                 run: Callable[[Any, Any, asyncio.Event], Awaitable[None]]) -> None:
+    """Run ``run(client, runtime, stop)`` until signalled, closing the runtime and client after."""
     from ironpool.client.rest import AsyncClient
 
-    token = read_token(token_file) if token_file else None
-    try:
-        config = ClientConfig.load(server=server, token=token).require_server()
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from exc
-    return AsyncClient(config)
+    client = AsyncClient(client_config(server, None, token_file))
 
+    async def main(stop: asyncio.Event) -> None:
+        runtime = connect()
+        try:
+            await run(client, runtime, stop)
+        finally:
+            await runtime.close()
+            await client.aclose()
 
-def _run(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
-    async def runner() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await main(stop)
-
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(runner())
+    run_until_signalled(main)
 
 
 def _common(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -83,18 +69,14 @@ def _common(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--iri", "iri_endpoint", default=None,
                      help="IRI runtime endpoint: unix:///path, tcp://host:port or ssh://user@host/path "
                           "(default: IRI_*_RUNTIME_ENDPOINT, then the well-known sockets)."),
-        click.option("--server", default=None,
-                     help="apiserver URL (default: client config / IRONPOOL_SERVER)."),
-        click.option("--token-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
-                     help="File holding the bearer token."),
+        server_options,
         click.option("--region", default=None, help="Value of the topology.ironcore.dev/region label."),
         click.option("--zone", default=None, help="Value of the topology.ironcore.dev/zone label."),
         click.option("--workers", default=4, show_default=True, type=click.IntRange(1, 64)),
         click.option("--heartbeat-interval", default=10.0, show_default=True, type=click.FloatRange(0.1)),
         click.option("--relist-period", default=5.0, show_default=True, type=click.FloatRange(0.05),
                      help="Seconds between runtime relists (state changes, garbage collection)."),
-        click.option("--log-level", default="INFO", show_default=True,
-                     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False)),
+        log_level_option,
     ]
     for opt in reversed(options):
         f = opt(f)
@@ -115,44 +97,32 @@ def machinepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server
                    capacity_cpu: str | None, capacity_memory: str | None, reserved_cpu: str,
                    reserved_memory: str) -> None:
     """Announce a MachinePool and drive the Machines bound to it through an IRI machine runtime."""
-    from ironpool.iri.endpoint import EndpointError, resolve_endpoint
     from ironpool.poollet.capacity import HostResources, local_host_resources
     from ironpool.poollet.machinepoollet import MachinePoolletOptions, run_machinepoollet
     from ironpool.poollet.runtime import MachineRuntime
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    cpu, mem = _quantity(capacity_cpu, "--capacity-cpu"), _quantity(capacity_memory, "--capacity-memory")
+    setup_logging(log_level)
+    cpu = quantity_option(capacity_cpu, "--capacity-cpu")
+    mem = quantity_option(capacity_memory, "--capacity-memory")
     capacity = None
     if cpu is not None or mem is not None:
         local = local_host_resources()
         capacity = HostResources(cpu if cpu is not None else local.cpu,
                                  mem if mem is not None else local.memory)
-    reserved = HostResources(_quantity(reserved_cpu, "--reserved-cpu") or 0,
-                             _quantity(reserved_memory, "--reserved-memory") or 0)
+    reserved = HostResources(quantity_option(reserved_cpu, "--reserved-cpu") or 0,
+                             quantity_option(reserved_memory, "--reserved-memory") or 0)
     options = MachinePoolletOptions(
         pool=pool, provider_id=provider_id, region=region, zone=zone, addresses=_addresses(addresses),
         workers=workers, heartbeat_interval=heartbeat_interval, relist_period=relist_period,
         capacity=capacity, reserved=reserved,
     )
-    try:
-        endpoint = resolve_endpoint("machine", iri_endpoint, timeout=20.0)
-    except EndpointError as exc:
-        raise click.BadParameter(str(exc), param_hint="--iri") from exc
+    endpoint = _endpoint("machine", iri_endpoint)
     if capacity is None and not endpoint.startswith("unix://"):
         logging.getLogger("ironpool.poollet").warning(
             "runtime %s may be on another host, but the pool's capacity is taken from this host; "
             "pass --capacity-cpu/--capacity-memory", endpoint)
-    client = _client(server, token_file)
-
-    async def main(stop: asyncio.Event) -> None:
-        runtime = MachineRuntime.connect(endpoint)
-        try:
-            await run_machinepoollet(client, runtime, options, stop)
-        finally:
-            await runtime.close()
-            await client.aclose()
-
-    _run(main)
+    _run_poollet(server, token_file, lambda: MachineRuntime.connect(endpoint),
+                 lambda client, runtime, stop: run_machinepoollet(client, runtime, options, stop))
 
 
 @click.command("volumepoollet")
@@ -164,28 +134,15 @@ def volumepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server:
                   heartbeat_interval: float, relist_period: float, log_level: str,
                   capacity_storage: str | None) -> None:
     """Announce a VolumePool and drive the Volumes bound to it through an IRI volume runtime."""
-    from ironpool.iri.endpoint import EndpointError, resolve_endpoint
     from ironpool.poollet.runtime import VolumeRuntime
     from ironpool.poollet.volumepoollet import VolumePoolletOptions, run_volumepoollet
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(log_level)
     options = VolumePoolletOptions(
         pool=pool, provider_id=provider_id, region=region, zone=zone, workers=workers,
         heartbeat_interval=heartbeat_interval, relist_period=relist_period,
-        capacity_bytes=_quantity(capacity_storage, "--capacity-storage"),
+        capacity_bytes=quantity_option(capacity_storage, "--capacity-storage"),
     )
-    try:
-        endpoint = resolve_endpoint("volume", iri_endpoint, timeout=20.0)
-    except EndpointError as exc:
-        raise click.BadParameter(str(exc), param_hint="--iri") from exc
-    client = _client(server, token_file)
-
-    async def main(stop: asyncio.Event) -> None:
-        runtime = VolumeRuntime.connect(endpoint)
-        try:
-            await run_volumepoollet(client, runtime, options, stop)
-        finally:
-            await runtime.close()
-            await client.aclose()
-
-    _run(main)
+    endpoint = _endpoint("volume", iri_endpoint)
+    _run_poollet(server, token_file, lambda: VolumeRuntime.connect(endpoint),
+                 lambda client, runtime, stop: run_volumepoollet(client, runtime, options, stop))

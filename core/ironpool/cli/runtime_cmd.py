@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
-import sys
 
 import click
+
+from ironpool.cli.common import setup_logging
 
 
 @click.command("libvirt-runtime")
@@ -89,9 +89,7 @@ def libvirt_runtime(
     log_level: str,
 ) -> None:
     """Serve the IRI MachineRuntime on libvirt: real domains, power, volumes, console."""
-    logging.basicConfig(
-        level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    setup_logging(log_level)
     # Imported here so `ironpool --help` does not load libvirt and grpc.
     from pathlib import Path
 

@@ -4,40 +4,20 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import logging
-import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-
-def _read_token(path: Path) -> str:
-    """A bearer token file: the whole stripped content, or the first column of a token CSV."""
-    try:
-        text = path.read_text().strip()
-    except OSError as exc:
-        raise click.BadParameter(f"cannot read {path}: {exc}", param_hint="--token-file") from exc
-    first = text.splitlines()[0].strip() if text else ""
-    token = first.split(",")[0].strip() if "," in first else first
-    if not token:
-        raise click.BadParameter(f"{path} holds no token", param_hint="--token-file")
-    return token
-
-
-def _client_config(server: str | None, token: str | None, token_file: Path | None,
-                   namespace: str | None = None) -> Any:
-    from ironpool.client.config import ClientConfig, ConfigError
-
-    if token_file is not None:
-        token = _read_token(token_file)
-    try:
-        return ClientConfig.load(server=server, token=token, namespace=namespace).require_server()
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from exc
+from ironpool.cli.common import (
+    client_config,
+    log_level_option,
+    run_until_signalled,
+    server_options,
+    setup_logging,
+)
 
 
 def _scheduler_config(path: Path | None) -> Any:
@@ -50,35 +30,27 @@ def _scheduler_config(path: Path | None) -> Any:
 
 
 @click.command("scheduler")
-@click.option("--server", default=None, help="apiserver URL (default: client config / IRONPOOL_SERVER).")
-@click.option("--token-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="File holding the bearer token.")
+@server_options
 @click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Scheduler configuration YAML (profiles, queue timings).")
 @click.option("--bind-concurrency", default=64, show_default=True, type=click.IntRange(1, 1024),
               help="Bindings in flight at once.")
-@click.option("--log-level", default="INFO", show_default=True,
-              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+@log_level_option
 def scheduler(server: str | None, token_file: Path | None, config_path: Path | None, bind_concurrency: int,
               log_level: str) -> None:
     """Place Machines on MachinePools and Volumes on VolumePools until stopped (SIGINT/SIGTERM)."""
     from ironpool.client.rest import AsyncClient
     from ironpool.scheduler.runner import run_scheduler
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(log_level)
     config = _scheduler_config(config_path)
-    client_config = _client_config(server, None, token_file)
+    cfg = client_config(server, None, token_file)
 
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        async with AsyncClient(client_config) as client:
+    async def main(stop: asyncio.Event) -> None:
+        async with AsyncClient(cfg) as client:
             await run_scheduler(client, config, stop, bind_concurrency=bind_concurrency)
 
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(main())
+    run_until_signalled(main)
 
 
 @click.command("schedule")
@@ -126,10 +98,10 @@ def schedule(dry_run: bool, files: tuple[str, ...], server: str | None, token: s
             else:
                 objects.append(doc)
     config = _scheduler_config(config_path)
-    client_config = _client_config(server, token, token_file, namespace)
+    cfg = client_config(server, token, token_file, namespace)
     try:
-        with Client(client_config) as client:
-            results = preview_with_client(client, objects, config, client_config.namespace)
+        with Client(cfg) as client:
+            results = preview_with_client(client, objects, config, cfg.namespace)
     except (ApiError, ServerUnreachable) as exc:
         raise click.ClickException(str(exc)) from exc
     if output == "json":

@@ -10,19 +10,7 @@ from pathlib import Path
 
 import click
 
-from ironpool.api.quantity import parse_quantity
-
-
-def _quantity(value: str | None, option: str) -> int | None:
-    if value is None:
-        return None
-    try:
-        q = parse_quantity(value).value()
-    except ValueError as exc:
-        raise click.BadParameter(f"{value!r}: {exc}", param_hint=option) from exc
-    if q < 0:
-        raise click.BadParameter(f"{value!r} must not be negative", param_hint=option)
-    return q
+from ironpool.cli.common import quantity_option
 
 
 def _listen(value: str) -> tuple[str, int]:
@@ -79,14 +67,14 @@ def up(data_dir: Path | None, libvirt_uri: str, listen: str, pool: str | None, p
     if pool is not None and dns_label(pool) != pool:
         raise click.BadParameter(f"{pool!r} is not a DNS label (lower case a-z, 0-9 and '-'; "
                                  f"e.g. {dns_label(pool)!r})", param_hint="--pool")
-    cpu = _quantity(capacity_cpu, "--capacity-cpu")
+    cpu = quantity_option(capacity_cpu, "--capacity-cpu")
     options = UpOptions(
         data_dir=data_dir or default_data_dir(), libvirt_uri=libvirt_uri, listen_host=host, listen_port=port,
         storage_pool=storage_pool, images=images, tiny_image=tiny_image, domain_type=domain_type,
-        capacity_cpu=cpu, capacity_memory=_quantity(capacity_memory, "--capacity-memory"),
-        reserved_cpu=_quantity(reserved_cpu, "--reserved-cpu") or 0,
-        reserved_memory=_quantity(reserved_memory, "--reserved-memory") or 0,
-        capacity_storage=_quantity(capacity_storage, "--capacity-storage"),
+        capacity_cpu=cpu, capacity_memory=quantity_option(capacity_memory, "--capacity-memory"),
+        reserved_cpu=quantity_option(reserved_cpu, "--reserved-cpu") or 0,
+        reserved_memory=quantity_option(reserved_memory, "--reserved-memory") or 0,
+        capacity_storage=quantity_option(capacity_storage, "--capacity-storage"),
         write_client_config=write_client_config, heartbeat_interval=heartbeat_interval, log_level=log_level,
     )
     if pool:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import logging
-import sys
 from pathlib import Path
 
 import click
+
+from ironpool.cli.common import setup_logging
 
 
 @click.command("volume-runtime")
@@ -69,13 +69,11 @@ def volume_runtime(
     log_level: str,
 ) -> None:
     """Serve the IRI volume runtime (volume.v1alpha1.VolumeRuntime) on a libvirt storage pool."""
-    logging.basicConfig(
-        level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    setup_logging(log_level)
     # Imported here so `ironpool --help` does not load libvirt and grpc.
+    from ironpool.runtime.errors import IriError
     from ironpool.runtime.volume.classes import ClassFileError, load_classes
     from ironpool.runtime.volume.core import VolumeRuntimeCore
-    from ironpool.runtime.volume.faults import VolumeFault
     from ironpool.runtime.volume.images import ImageCatalog
     from ironpool.runtime.volume.pool import PoolConfigError, StoragePool
     from ironpool.runtime.volume.server import serve
@@ -91,5 +89,5 @@ def volume_runtime(
     )
     try:
         asyncio.run(serve(core, address, workers=workers))
-    except (PoolConfigError, VolumeFault) as exc:
+    except (PoolConfigError, IriError) as exc:
         raise click.ClickException(str(exc)) from exc

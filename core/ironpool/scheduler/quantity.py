@@ -2,25 +2,25 @@
 
 The scheduler keeps every resource as an int: ``cpu`` in millicores, everything else in base
 units (bytes for ``memory``/``storage``), so accounting is exact and comparisons are cheap.
+Parsing is :mod:`ironpool.api.quantity`'s; this module only maps the exact value to those ints.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
-_SUFFIXES: dict[str, Decimal] = {
-    "": Decimal(1),
-    "m": Decimal(1) / 1000,
-    "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12, "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
-}
-_RE = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+from ironpool.api.quantity import parse_quantity as parse_api_quantity
 
 MILLI_RESOURCES = frozenset({"cpu"})
+
+_BINARY_UNITS = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+@lru_cache(maxsize=8192)
+def _to_int(value: str | int | float, milli: bool) -> int:
+    # Cached because informers deliver the same few capacity strings for thousands of pools.
+    q = parse_api_quantity(value)
+    return q.milli_value() if milli else q.value()
 
 
 def parse_quantity(value: object, resource: str = "", field: str | None = None) -> int:
@@ -29,25 +29,15 @@ def parse_quantity(value: object, resource: str = "", field: str | None = None) 
     Raises ValueError naming ``field`` (default: the resource) when the value is not a quantity.
     """
     where = field or resource or "quantity"
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ValueError(f"{where}: not a quantity: {value!r}")
-    if isinstance(value, int | float):
-        number = Decimal(str(value))
-    elif isinstance(value, str):
-        m = _RE.match(value.strip())
-        if not m:
-            raise ValueError(f"{where}: not a quantity: {value!r}")
-        try:
-            number = Decimal(m.group(1)) * _SUFFIXES[m.group(2) or ""]
-        except InvalidOperation as exc:
-            raise ValueError(f"{where}: not a quantity: {value!r}") from exc
-    else:
-        raise ValueError(f"{where}: not a quantity: {value!r}")
-    if resource in MILLI_RESOURCES:
-        number *= 1000
+    try:
+        number = _to_int(value, resource in MILLI_RESOURCES)
+    except ValueError as exc:
+        raise ValueError(f"{where}: not a quantity: {value!r}") from exc
     if number < 0:
         raise ValueError(f"{where}: must not be negative: {value!r}")
-    return math.ceil(number)
+    return number
 
 
 def parse_resource_list(values: object, field: str = "resources") -> dict[str, int]:
@@ -66,8 +56,7 @@ def format_quantity(value: int, resource: str) -> str:
     """Human form of an internal value, for messages."""
     if resource in MILLI_RESOURCES:
         return f"{value // 1000}" if value % 1000 == 0 else f"{value}m"
-    for suffix in ("Ti", "Gi", "Mi", "Ki"):
-        unit = int(_SUFFIXES[suffix])
+    for suffix, unit in _BINARY_UNITS:
         if value >= unit and value % unit == 0:
             return f"{value // unit}{suffix}"
     return str(value)

@@ -3,16 +3,16 @@ and a session finalizer that removes every domain a test labelled with this sess
 
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from machine_runtime_helpers import REPO, RuntimeProc, libvirt_ok, remove_test_domains
+from machine_runtime_helpers import RuntimeProc, remove_test_domains
+
+from tests.helpers.runtimes import build_tiny_image, libvirt_ok
 
 SESSION = secrets.token_hex(6)
 
@@ -30,16 +30,10 @@ def tiny_images() -> Path:
     """A catalog directory holding the tiny image (kernel + busybox initramfs)."""
     if not libvirt_ok():
         pytest.skip("libvirt not reachable at qemu:///system")
-    out = Path(os.environ.get("IRONPOOL_TEST_IMAGES", "/var/cache/ironpool/test-images"))
-    proc = subprocess.run(
-        ["bash", str(REPO / "scripts" / "build-tiny-image.sh"), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"build-tiny-image.sh failed: {proc.stderr[-2000:]}")
+    try:
+        out = build_tiny_image()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
     assert (out / "tiny" / "kernel").is_file()
     return out
 

@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import ClassVar
 
-import grpc
-import pytest
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2_grpc as mgrpc
 
-LIBVIRT_URI = "qemu:///system"
+from tests.helpers.runtimes import LIBVIRT_URI, RuntimeProcess, labelled_domains, remove_domains
+from tests.helpers.wait import wait_for
+
 TEST_LABEL = "ironpool.dev/test-session"
-REPO = Path(__file__).resolve().parents[3]
 GiB = 1 << 30
 
 CLASSES_YAML = """\
@@ -35,46 +26,23 @@ CLASSES_YAML = """\
   capabilities: {cpu: "64", memory: 1Ti}
 """
 
-T = TypeVar("T")
 
-
-def libvirt_ok() -> bool:
-    try:
-        import libvirt
-
-        libvirt.registerErrorHandler(lambda _c, _e: None, None)
-        libvirt.open(LIBVIRT_URI).close()
-        return True
-    except Exception:
-        return False
-
-
-def wait_for(fn: Callable[[], T | None], timeout: float, what: str, interval: float = 0.1) -> T:
-    """Poll ``fn`` until it returns something truthy; fail naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
-
-
-@dataclass
-class RuntimeProc:
+@dataclass(kw_only=True)
+class RuntimeProc(RuntimeProcess):
     """One ``ironpool libvirt-runtime`` subprocess; restartable so tests can kill -9 it."""
 
-    workdir: Path
+    what: ClassVar[str] = "machine runtime"
+
     images: Path
     extra_args: list[str] = field(default_factory=list)
-    process: subprocess.Popen[bytes] | None = None
-    channel: grpc.Channel | None = None
-    logs: list[Path] = field(default_factory=list)
 
     @property
     def socket(self) -> Path:
         return self.workdir / "m.sock"
+
+    @property
+    def target(self) -> str:
+        return f"unix:{self.socket}"
 
     @property
     def state_dir(self) -> Path:
@@ -84,78 +52,36 @@ class RuntimeProc:
         return self.state_dir / "machines" / machine_id / "console.log"
 
     def start(self, timeout: float = 30.0) -> None:
-        classes = self.workdir / "classes.yaml"
-        classes.write_text(CLASSES_YAML)
-        log_path = self.workdir / f"runtime-{len(self.logs)}.log"
-        self.logs.append(log_path)
-        with open(log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "ironpool.cli.main",
-                    "libvirt-runtime",
-                    "--libvirt-uri",
-                    LIBVIRT_URI,
-                    "--classes",
-                    str(classes),
-                    "--images",
-                    str(self.images),
-                    "--state-dir",
-                    str(self.state_dir),
-                    "--address",
-                    f"unix://{self.socket}",
-                    "--streaming-address",
-                    "127.0.0.1:0",
-                    "--shutdown-timeout",
-                    "8",
-                    *self.extra_args,
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        self.channel = grpc.insecure_channel(f"unix:{self.socket}")
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.process.poll() is not None:
-                pytest.fail(f"machine runtime exited with {self.process.returncode}: {self.log_text()}")
-            try:
-                self.stub.Version(mpb.VersionRequest(), timeout=1)
-                return
-            except grpc.RpcError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"machine runtime not serving after {timeout}s: {self.log_text()}")
-                time.sleep(0.05)
+        (self.workdir / "classes.yaml").write_text(CLASSES_YAML)
+        super().start(timeout)
 
-    def log_text(self) -> str:
-        return self.logs[-1].read_text()[-3000:] if self.logs else ""
+    def argv(self) -> list[str]:
+        return [
+            "libvirt-runtime",
+            "--libvirt-uri",
+            LIBVIRT_URI,
+            "--classes",
+            str(self.workdir / "classes.yaml"),
+            "--images",
+            str(self.images),
+            "--state-dir",
+            str(self.state_dir),
+            "--address",
+            f"unix://{self.socket}",
+            "--streaming-address",
+            "127.0.0.1:0",
+            "--shutdown-timeout",
+            "8",
+            *self.extra_args,
+        ]
+
+    def probe(self) -> object:
+        return self.stub.Version(mpb.VersionRequest(), timeout=1)
 
     @property
     def stub(self) -> mgrpc.MachineRuntimeStub:
         assert self.channel is not None
         return mgrpc.MachineRuntimeStub(self.channel)
-
-    def kill9(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=10)
-        self._close_channel()
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._close_channel()
-
-    def _close_channel(self) -> None:
-        if self.channel is not None:
-            self.channel.close()
-            self.channel = None
 
     # -- conveniences -----------------------------------------------------------------------
     def machines(self, **selector: str) -> list[mpb.Machine]:
@@ -197,58 +123,14 @@ def machine_request(
 
 def session_domains(session: str) -> list[str]:
     """Names of the ``ironpool-`` domains labelled with this test session (others' are ignored)."""
-    import libvirt
-
-    found: list[str] = []
-    conn = libvirt.open(LIBVIRT_URI)
-    try:
-        for dom in conn.listAllDomains(0):
-            if not dom.name().startswith("ironpool-"):
-                continue
-            try:
-                xml = dom.metadata(
-                    libvirt.VIR_DOMAIN_METADATA_ELEMENT, "https://ironpool.dev/iri/machine/v1", 0
-                )
-            except libvirt.libvirtError:
-                continue
-            start, end = xml.find(">") + 1, xml.rfind("<")
-            try:
-                labels = json.loads(_unescape(xml[start:end])).get("labels", {})
-            except ValueError:
-                continue
-            if labels.get(TEST_LABEL) == session:
-                found.append(dom.name())
-    finally:
-        conn.close()
-    return found
+    return list(labelled_domains(TEST_LABEL, session))
 
 
 def remove_test_domains(session: str) -> list[str]:
     """Destroy and undefine every ``ironpool-`` domain labelled with this test session."""
-    import libvirt
-
     names = session_domains(session)
-    conn = libvirt.open(LIBVIRT_URI)
-    try:
-        for name in names:
-            with contextlib.suppress(libvirt.libvirtError):
-                dom = conn.lookupByName(name)
-                with contextlib.suppress(libvirt.libvirtError):
-                    dom.destroy()
-                dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_NVRAM)
-    finally:
-        conn.close()
+    remove_domains(names)
     return names
-
-
-def _unescape(text: str) -> str:
-    return (
-        text.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", '"')
-        .replace("&apos;", "'")
-        .replace("&amp;", "&")
-    )
 
 
 def domain_names() -> set[str]:

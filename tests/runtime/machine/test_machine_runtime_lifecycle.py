@@ -8,8 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -23,14 +21,22 @@ from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as vpb
 from ironpool.iri.gen.volume.v1alpha1 import api_pb2_grpc as vgrpc
 from machine_runtime_helpers import (
-    LIBVIRT_URI,
     GiB,
     RuntimeProc,
     domain_names,
     domain_state,
     machine_request,
-    wait_for,
 )
+
+from tests.helpers.runtimes import (
+    LIBVIRT_URI,
+    destroy_storage_pool,
+    rpc_answers,
+    start_ironpool,
+    stop_process,
+    wait_serving,
+)
+from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.libvirt
 
@@ -48,12 +54,9 @@ def volume_runtime() -> Iterator[vgrpc.VolumeRuntimeStub]:
     (workdir / "classes.yaml").write_text(VOLUME_CLASSES)
     pool = f"ironpool-mtest-{os.getpid()}-{int(time.time())}"
     sock = workdir / "v.sock"
-    log = open(workdir / "vr.log", "wb")  # noqa: SIM115 - handed to the child
-    proc = subprocess.Popen(
+    log = workdir / "vr.log"
+    proc = start_ironpool(
         [
-            sys.executable,
-            "-m",
-            "ironpool.cli.main",
             "volume-runtime",
             "--libvirt-uri",
             LIBVIRT_URI,
@@ -66,38 +69,19 @@ def volume_runtime() -> Iterator[vgrpc.VolumeRuntimeStub]:
             "--address",
             f"unix://{sock}",
         ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
+        log,
     )
     channel = grpc.insecure_channel(f"unix:{sock}")
     stub = vgrpc.VolumeRuntimeStub(channel)
-
-    def serving() -> bool:
-        assert proc.poll() is None, (workdir / "vr.log").read_text()[-2000:]
-        try:
-            stub.Version(vpb.VersionRequest(), timeout=1)
-            return True
-        except grpc.RpcError:
-            return False
-
     try:
-        wait_for(serving, 30, "the volume runtime to serve")
+        wait_serving(proc, lambda: rpc_answers(lambda: stub.Version(vpb.VersionRequest(), timeout=1)), log,
+                     "the volume runtime")
         yield stub
     finally:
-        proc.terminate()
-        proc.wait(timeout=15)
-        log.close()
+        stop_process(proc)
         channel.close()
-        conn = libvirt.open(LIBVIRT_URI)
         with contextlib.suppress(libvirt.libvirtError):
-            p = conn.storagePoolLookupByName(pool)
-            if p.isActive():
-                p.refresh(0)
-                for vol in p.listAllVolumes(0):
-                    vol.delete(0)
-                p.destroy()
-            p.undefine()
-        conn.close()
+            destroy_storage_pool(pool)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -15,14 +15,15 @@ import libvirt
 import pytest
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from machine_runtime_helpers import (
-    LIBVIRT_URI,
     RuntimeProc,
     domain_names,
     domain_state,
     machine_request,
     session_domains,
-    wait_for,
 )
+
+from tests.helpers.runtimes import LIBVIRT_URI
+from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.libvirt
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import libvirt
 import pytest
+from ironpool.runtime.errors import InvalidArgument
 from ironpool.runtime.images import ImageCatalog, ImageNotFound, InvalidImageName, catalog_name
 from ironpool.runtime.libvirt_util import choose_domain_type
 from ironpool.runtime.machine.classes import ClassFileError, parse_classes, quantity
@@ -25,7 +26,6 @@ from ironpool.runtime.machine.domain_xml import (
     to_string,
     volume_alias,
 )
-from ironpool.runtime.machine.errors import InvalidArgument
 from ironpool.runtime.machine.events import EventRing, MachineEvent
 from ironpool.runtime.machine.model import METADATA_KEY, METADATA_NS, MachineRecord, NicRecord, VolumeRecord
 from ironpool.runtime.machine.validation import check_id, check_size, check_string_map, device_target

@@ -10,7 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from volume_runtime_helpers import CLASSES_YAML, LIBVIRT_URI, VolumeRuntimeProc, destroy_pool, libvirt_ok
+from volume_runtime_helpers import CLASSES_YAML, VolumeRuntimeProc
+
+from tests.helpers.runtimes import LIBVIRT_URI, destroy_storage_pool, libvirt_ok
 
 
 @pytest.fixture
@@ -35,7 +37,7 @@ def runtime_env() -> Iterator[VolumeRuntimeProc]:
         yield proc
     finally:
         proc.stop()
-        destroy_pool(proc.pool_name)
+        destroy_storage_pool(proc.pool_name)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

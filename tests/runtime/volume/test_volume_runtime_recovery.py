@@ -15,7 +15,9 @@ import grpc
 import libvirt
 import pytest
 from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as vpb
-from volume_runtime_helpers import LIBVIRT_URI, GiB, VolumeRuntimeProc, volume_request
+from volume_runtime_helpers import GiB, VolumeRuntimeProc, volume_request
+
+from tests.helpers.runtimes import LIBVIRT_URI
 
 pytestmark = pytest.mark.libvirt
 MiB = 1 << 20

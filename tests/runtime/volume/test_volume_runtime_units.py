@@ -6,11 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from ironpool.runtime.volume.classes import ClassFileError, parse_classes, parse_quantity
+from ironpool.runtime.errors import InvalidArgument
+from ironpool.runtime.volume.classes import ClassFileError, parse_classes
 from ironpool.runtime.volume.events import EventLog, RuntimeEvent
-from ironpool.runtime.volume.faults import InvalidArgument
 from ironpool.runtime.volume.sidecar import SidecarStore, SnapshotRecord, VolumeRecord
 from ironpool.runtime.volume.validation import check_annotations, check_id, check_labels, check_size
+
+_ONE_CLASS = "kind: VolumeClass\napiVersion: storage.ironcore.dev/v1alpha1\nmetadata: {name: a}\n"
 
 
 @pytest.mark.parametrize(
@@ -18,13 +20,13 @@ from ironpool.runtime.volume.validation import check_annotations, check_id, chec
     [("100Mi", 100 << 20), ("1k", 1000), ("1e3", 1000), ("1.5", 2), ("500m", 1), ("7", 7), ("1Gi", 1 << 30)],
 )
 def test_quantities(text: str, value: int) -> None:
-    assert parse_quantity(text) == value
+    assert parse_classes(_ONE_CLASS + f"capabilities: {{tps: '{text}'}}\n")["a"].tps == value
 
 
 @pytest.mark.parametrize("text", ["", "lots", "1Qi", "1..2", "--1"])
 def test_bad_quantities(text: str) -> None:
-    with pytest.raises(ValueError):
-        parse_quantity(text)
+    with pytest.raises(ClassFileError, match=r"capabilities\.iops: not a quantity"):
+        parse_classes(_ONE_CLASS + f"capabilities: {{iops: '{text}'}}\n")
 
 
 def test_parse_classes_skips_other_kinds_and_reads_lists() -> None:

@@ -22,8 +22,9 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from ironpool.runtime.errors import FailedPrecondition
+
 from .core import MachineRuntimeCore
-from .errors import FailedPrecondition
 
 log = logging.getLogger(__name__)
 

@@ -25,6 +25,15 @@ import libvirt
 
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as machine_pb2
 from ironpool.runtime import libvirt_util
+from ironpool.runtime.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    IriError,
+    NotFound,
+    Unavailable,
+)
 from ironpool.runtime.images import Image, ImageCatalog, ImageNotFound, InvalidImageName
 
 from . import disks
@@ -41,15 +50,6 @@ from .domain_xml import (
     parse_metadata,
     to_string,
     volume_alias,
-)
-from .errors import (
-    AlreadyExists,
-    FailedPrecondition,
-    Internal,
-    InvalidArgument,
-    IriError,
-    NotFound,
-    Unavailable,
 )
 from .events import EventRing, MachineEvent
 from .model import DOMAIN_PREFIX, METADATA_KEY, METADATA_NS, MachineRecord, NicRecord, VolumeRecord

@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from .errors import Internal
+from ironpool.runtime.errors import Internal
 
 DEFAULT_EMPTY_DISK_BYTES = 500 * 1024**2  # IronCore's default for an empty local disk
 

@@ -21,11 +21,11 @@ import libvirt
 from ironpool.iri.endpoint import parse_endpoint
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as machine_pb2
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2_grpc as machine_grpc
+from ironpool.runtime.errors import IriError
 
 from .console_server import ConsoleServer
 from .convert import class_status_message, event_message, machine_message
 from .core import MachineRuntimeCore
-from .errors import IriError
 
 log = logging.getLogger(__name__)
 

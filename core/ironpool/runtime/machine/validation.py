@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from .errors import InvalidArgument
+from ironpool.runtime.errors import InvalidArgument
 
 ID_RE = re.compile(r"^[0-9a-f]{32}$")
 DEVICE_RE = re.compile(r"^[a-z]d([a-z]{1,2})$")

@@ -7,53 +7,14 @@ second) and ``capabilities.iops`` are Kubernetes quantities, as in IronCore.
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-# Kubernetes quantity suffixes. A private parser, because importing ironpool.api would pull the
-# whole API model into the runtime process for two integers.
-_SUFFIXES: dict[str, Fraction] = {
-    "": Fraction(1),
-    "m": Fraction(1, 1000),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "P": Fraction(10**15),
-    "E": Fraction(10**18),
-    "Ki": Fraction(2**10),
-    "Mi": Fraction(2**20),
-    "Gi": Fraction(2**30),
-    "Ti": Fraction(2**40),
-    "Pi": Fraction(2**50),
-    "Ei": Fraction(2**60),
-}
-_QUANTITY_RE = re.compile(
-    r"^(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?P<suffix>[eE][+-]?[0-9]{1,3}|[A-Za-z]{0,2})$"
-)
-
-
-def parse_quantity(text: str) -> int:
-    """A Kubernetes quantity (``"100Mi"``, ``"1k"``, ``"1e3"``) rounded up to an integer."""
-    match = _QUANTITY_RE.match(text.strip())
-    if not match:
-        raise ValueError("expected a number with an optional suffix such as Ki, Mi, Gi, k, M, G")
-    number, suffix = Fraction(match["num"]), match["suffix"]
-    if suffix[:1] in ("e", "E") and len(suffix) > 1:
-        value = number * Fraction(10) ** int(suffix[1:])
-    elif suffix in _SUFFIXES:
-        value = number * _SUFFIXES[suffix]
-    else:
-        raise ValueError(f"unknown suffix {suffix!r}")
-    return math.ceil(value)
-
+from ironpool.api.quantity import parse_quantity
 
 _GROUP = "storage.ironcore.dev"
 _KIND = "VolumeClass"
@@ -76,7 +37,7 @@ def _quantity(doc_label: str, field: str, raw: Any) -> int:
     if raw is None:
         return 0
     try:
-        value = parse_quantity(str(raw))
+        value = parse_quantity(raw).value()
     except (ValueError, TypeError) as exc:
         raise ClassFileError(f"{doc_label}: {field}: not a quantity: {raw!r} ({exc})") from exc
     if value < 0:

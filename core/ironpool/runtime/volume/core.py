@@ -18,8 +18,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ironpool.runtime.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    ResourceExhausted,
+    Unimplemented,
+)
+
 from .classes import VolumeClassSpec
-from .faults import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, Unimplemented
 from .images import ImageCatalog
 from .pool import PoolConfigError, StoragePool, qemu_img
 from .sidecar import META_DIR_NAME, SidecarStore, SnapshotRecord, VolumeRecord

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ironpool.runtime import images as catalog
-
-from .faults import Internal, InvalidArgument, NotFound
+from ironpool.runtime.errors import Internal, InvalidArgument, NotFound
 
 _FORMATS = frozenset({"qcow2", "raw"})
 

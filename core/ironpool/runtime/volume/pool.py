@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import libvirt
 
-from .faults import FailedPrecondition, Internal, Unavailable
+from ironpool.runtime.errors import FailedPrecondition, Internal, Unavailable
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

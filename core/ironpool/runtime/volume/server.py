@@ -2,8 +2,8 @@
 
 Calls that touch libvirt or qemu-img run in a thread pool so the event loop keeps answering;
 ``ListVolumes``/``ListVolumeSnapshots`` are served from the in-memory index on the loop itself.
-Errors carry the gRPC code of the :class:`~.faults.VolumeFault` raised and a message naming the
-field.
+Errors carry the gRPC code of the :class:`~ironpool.runtime.errors.IriError` raised and a message
+naming the field.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from ironpool.iri.gen.event.v1alpha1 import api_pb2 as event_pb2
 from ironpool.iri.gen.meta.v1alpha1 import api_pb2 as meta_pb2
 from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as volume_pb2
 from ironpool.iri.gen.volume.v1alpha1 import api_pb2_grpc as volume_grpc
+from ironpool.runtime.errors import InvalidArgument, IriError
 
 from .core import DRIVER, CreateVolumeArgs, SnapshotView, VolumeRuntimeCore, VolumeView
 from .events import EventLog, RuntimeEvent
-from .faults import InvalidArgument, VolumeFault
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -102,7 +102,7 @@ class VolumeRuntimeServicer(volume_grpc.VolumeRuntimeServicer):
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
 
     async def _fail(self, context: Context, exc: BaseException, what: str) -> None:
-        if isinstance(exc, VolumeFault):
+        if isinstance(exc, IriError):
             await context.abort(exc.code, exc.message)
         log.exception("%s failed", what)
         await context.abort(grpc.StatusCode.INTERNAL, f"{what}: {exc}")

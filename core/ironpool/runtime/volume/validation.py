@@ -1,4 +1,4 @@
-"""Checks on request fields, raising :class:`~.faults.InvalidArgument` with the field path.
+"""Checks on request fields, raising :class:`~ironpool.runtime.errors.InvalidArgument` with the field path.
 
 Labels and annotation keys follow Kubernetes' syntax (the volumepoollet copies them from API
 objects, where they already obey it); that also keeps XML and shell metacharacters out of labels.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from .faults import InvalidArgument
+from ironpool.runtime.errors import InvalidArgument
 
 # IDs this runtime hands out are 32 lowercase hex digits; accept any DNS label for lookups so an
 # unknown-but-well-formed ID gets NOT_FOUND while a malformed one gets INVALID_ARGUMENT.
