@@ -106,12 +106,16 @@ def destroy_storage_pool(name: str) -> None:
             pool = conn.storagePoolLookupByName(name)
         except libvirt.libvirtError:
             return
+        # Each step on its own: a volume still in use or a failed refresh must not leave the pool
+        # defined (a leaked definition outlives the test's folder).
         if pool.isActive():
-            pool.refresh(0)
-            for vol in pool.listAllVolumes(0):
-                with contextlib.suppress(libvirt.libvirtError):
-                    vol.delete(0)
-            pool.destroy()
+            with contextlib.suppress(libvirt.libvirtError):
+                pool.refresh(0)
+                for vol in pool.listAllVolumes(0):
+                    with contextlib.suppress(libvirt.libvirtError):
+                        vol.delete(0)
+            with contextlib.suppress(libvirt.libvirtError):
+                pool.destroy()
         pool.undefine()
     finally:
         conn.close()
