@@ -9,13 +9,12 @@ from typing import Any
 import pytest
 from up_harness import UpInstance
 
-from tests.helpers.runtimes import build_tiny_image, libvirt_ok
+from tests.helpers.runtimes import build_tiny_image, require_libvirt
 
 
 @pytest.fixture(scope="session")
 def tiny_images() -> Path:
-    if not libvirt_ok():
-        pytest.skip("libvirt not reachable at qemu:///system")
+    require_libvirt()
     return build_tiny_image()
 
 

@@ -36,6 +36,17 @@ def libvirt_ok() -> bool:
         return False
 
 
+def require_libvirt() -> None:
+    """Skip a libvirt test on a developer box without libvirtd; fail it in CI, where
+    ``scripts/setup-host.sh`` must have started libvirtd (a silent skip would prove nothing)."""
+    if libvirt_ok():
+        return
+    message = f"libvirt not reachable at {LIBVIRT_URI} (run scripts/setup-host.sh)"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
 def build_tiny_image(out: Path = TEST_IMAGES) -> Path:
     """The catalog holding the tiny image, built once per machine (the kernel .deb is cached)."""
     proc = subprocess.run(

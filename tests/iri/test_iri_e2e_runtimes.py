@@ -27,7 +27,7 @@ from ironpool.iri.transport import connect
 from tests.helpers.runtimes import (
     LIBVIRT_URI,
     destroy_storage_pool,
-    libvirt_ok,
+    require_libvirt,
     start_ironpool,
     stop_process,
     wait_serving,
@@ -86,8 +86,7 @@ def _start(work: Path, sock: str, argv: list[str]) -> Runtime:
 
 @pytest.fixture
 def volume_runtime() -> Iterator[Runtime]:
-    if not libvirt_ok():
-        pytest.skip(f"libvirt not reachable at {LIBVIRT_URI}")
+    require_libvirt()
     work = Path(tempfile.mkdtemp(prefix="iri-e2e-"))
     (work / "classes.yaml").write_text(VOLUME_CLASSES)
     pool = f"ironpool-iri-{secrets.token_hex(4)}"
@@ -107,8 +106,7 @@ def volume_runtime() -> Iterator[Runtime]:
 
 @pytest.fixture
 def machine_runtime() -> Iterator[Runtime]:
-    if not libvirt_ok():
-        pytest.skip(f"libvirt not reachable at {LIBVIRT_URI}")
+    require_libvirt()
     work = Path(tempfile.mkdtemp(prefix="iri-e2e-"))
     (work / "classes.yaml").write_text(MACHINE_CLASSES)
     (work / "images").mkdir()

@@ -30,7 +30,7 @@ from tests.helpers.runtimes import (
     LIBVIRT_URI,
     build_tiny_image,
     destroy_storage_pool,
-    libvirt_ok,
+    require_libvirt,
     start_ironpool,
     stop_process,
 )
@@ -60,8 +60,7 @@ capabilities: {tps: 100Mi, iops: "1000"}
 
 @pytest.fixture(scope="module")
 def tiny_images() -> Path:
-    if not libvirt_ok():
-        pytest.skip("libvirt not reachable at qemu:///system")
+    require_libvirt()
     try:
         return build_tiny_image()
     except RuntimeError as exc:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from machine_runtime_helpers import RuntimeProc, remove_test_domains
 
-from tests.helpers.runtimes import build_tiny_image, libvirt_ok
+from tests.helpers.runtimes import build_tiny_image, libvirt_ok, require_libvirt
 
 SESSION = secrets.token_hex(6)
 
@@ -28,8 +28,7 @@ def test_session() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def tiny_images() -> Path:
     """A catalog directory holding the tiny image (kernel + busybox initramfs)."""
-    if not libvirt_ok():
-        pytest.skip("libvirt not reachable at qemu:///system")
+    require_libvirt()
     try:
         out = build_tiny_image()
     except RuntimeError as exc:

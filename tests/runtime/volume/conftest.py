@@ -12,14 +12,13 @@ from pathlib import Path
 import pytest
 from volume_runtime_helpers import CLASSES_YAML, VolumeRuntimeProc
 
-from tests.helpers.runtimes import LIBVIRT_URI, destroy_storage_pool, libvirt_ok
+from tests.helpers.runtimes import destroy_storage_pool, require_libvirt
 
 
 @pytest.fixture
 def runtime_env() -> Iterator[VolumeRuntimeProc]:
     """An unstarted runtime with its own pool name and folders (short paths: unix sockets)."""
-    if not libvirt_ok():
-        pytest.skip(f"libvirt not reachable at {LIBVIRT_URI}")
+    require_libvirt()
     workdir = Path(tempfile.mkdtemp(prefix="ivr-"))
     classes = workdir / "classes.yaml"
     classes.write_text(CLASSES_YAML)
