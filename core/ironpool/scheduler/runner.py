@@ -91,6 +91,9 @@ class SchedulerRunner:
         self._binds_in_flight = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_message: dict[tuple[Kind, str], str] = {}
+        #: objects whose bind lost a resourceVersion race -> the stale resourceVersion; the newer
+        #: version arriving through the watch sends them straight back to active
+        self._stale_binds: dict[tuple[Kind, str], str] = {}
         self._objects: dict[Kind, Informer[Any]] = {}
         # what the watch says about each uid, for pruning pool ledgers
         self._uid_states: dict[Kind, dict[str, str]] = {"machine": {}, "volume": {}}
@@ -180,6 +183,7 @@ class SchedulerRunner:
         if ref is not None:
             self.queue.delete(kind, key)
             self._last_message.pop((kind, key), None)
+            self._stale_binds.pop((kind, key), None)
             self._wake(self.core.set_object(kind, doc))
             return
         if (doc.get("metadata") or {}).get("deletionTimestamp"):
@@ -192,7 +196,10 @@ class SchedulerRunner:
         if annotations.get(SCHEDULER_NAME_ANNOTATION, "default") != self.config.scheduler_name:
             self.queue.delete(kind, key)  # another scheduler's object
             return
-        if _significant(old, new):
+        stale_rv = self._stale_binds.get((kind, key))
+        if _significant(old, new) or (
+                stale_rv is not None and (doc.get("metadata") or {}).get("resourceVersion") != stale_rv):
+            self._stale_binds.pop((kind, key), None)
             self.queue.add(req)
             self._wakeup.set()
         else:
@@ -216,6 +223,7 @@ class SchedulerRunner:
                 self._spawn(self.ledger.prune(kind, placed.pool))
         self.queue.delete(kind, key)
         self._last_message.pop((kind, key), None)
+        self._stale_binds.pop((kind, key), None)
         self._wake(self.core.delete_object(kind, key))
 
     # ---- the loop --------------------------------------------------------------------------------
@@ -394,13 +402,18 @@ class SchedulerRunner:
                 self._spawn(self.ledger.release(kind, pool, uid))
 
     def _requeue_if_changed(self, kind: Kind, key: str, rv: str) -> None:
-        """A conflict because the object changed (often our own status write): retry at once."""
+        """A conflict because the object changed (often our own status write): retry at once if the
+        watch already brought the newer version, else as soon as it does (see ``_on_object``)."""
         current = self._objects[kind].get(key)
         if current is None:
             return
         doc = _doc(current)
-        if pool_ref_of(kind, doc) is None and (doc.get("metadata") or {}).get("resourceVersion") != rv:
+        if pool_ref_of(kind, doc) is not None:
+            return
+        if (doc.get("metadata") or {}).get("resourceVersion") != rv:
             self.queue.add(request_from_json(kind, doc))
+        else:
+            self._stale_binds[(kind, key)] = rv
 
 
 async def run_scheduler(client: AsyncClient, config: SchedulerConfig | None, stop_event: asyncio.Event,
