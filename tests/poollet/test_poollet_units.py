@@ -117,3 +117,16 @@ def test_cli_parsing(tmp_path: Path) -> None:
     assert quantity_option("16Gi", "--capacity-memory") == 16 * GiB
     with pytest.raises(click.BadParameter, match="must not be negative"):
         quantity_option("-1", "--capacity-cpu")
+
+
+def test_probe_health_tolerates_isolated_failures_but_not_a_run_of_them() -> None:
+    from ironpool.poollet.conditions import ProbeHealth
+
+    health = ProbeHealth(threshold=3)
+    assert health.record(False, "slow") == (True, "slow (failure 1 of 3 tolerated)")
+    assert health.record(True, "fine") == (True, "fine")  # a success resets the run
+    assert health.record(False, "slow")[0] is True
+    assert health.record(False, "slow")[0] is True
+    assert health.record(False, "down") == (False, "down")
+    assert health.record(False, "down") == (False, "down")
+    assert health.record(True, "back") == (True, "back")

@@ -38,3 +38,25 @@ def find(conditions: Iterable[Condition] | None, ctype: str) -> Condition | None
         if c.type == ctype:
             return c
     return None
+
+
+class ProbeHealth:
+    """Debounces the runtime probe behind a pool's ``Ready`` condition.
+
+    One slow ``Status`` call (libvirt busy starting twenty domains on a loaded host) must not flip the
+    pool to ``Ready=False`` and make the scheduler skip it; ``threshold`` failures in a row do.
+    """
+
+    def __init__(self, threshold: int = 3) -> None:
+        self.threshold = threshold
+        self.failures = 0
+
+    def record(self, ok: bool, message: str) -> tuple[bool, str]:
+        """The (ok, message) to publish for this probe result."""
+        if ok:
+            self.failures = 0
+            return True, message
+        self.failures += 1
+        if self.failures < self.threshold:
+            return True, f"{message} (failure {self.failures} of {self.threshold} tolerated)"
+        return False, message

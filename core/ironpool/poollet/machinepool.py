@@ -22,7 +22,7 @@ from ironpool.client.rest import AsyncClient
 from ironpool.poollet import keys
 from ironpool.poollet.capacity import HostResources, local_host_resources, machine_pool_resources
 from ironpool.poollet.classes import ClassMapper, RuntimeClass, capabilities_to_iri
-from ironpool.poollet.conditions import condition, now_rfc3339
+from ironpool.poollet.conditions import ProbeHealth, condition, now_rfc3339
 from ironpool.poollet.machine_iri import status_differs
 from ironpool.poollet.runtime import MachineRuntime
 
@@ -100,6 +100,7 @@ class MachinePoolReconciler:
         self.reserved = reserved or HostResources(0, 0)
         self.heartbeat_interval = heartbeat_interval
         self.probe_timeout = probe_timeout
+        self.health = ProbeHealth()
         self._last_write = 0.0
         self.on_classes_changed: list[Any] = []
 
@@ -108,7 +109,7 @@ class MachinePoolReconciler:
         try:
             classes = await asyncio.wait_for(self.runtime.status(), self.probe_timeout)
         except Exception as exc:
-            return False, f"machine runtime status probe failed: {exc}"
+            return self.health.record(False, f"machine runtime status probe failed: {exc}")
         # Quantities change with every machine; only a change of the classes themselves re-maps machines.
         def shape(cs: Sequence[RuntimeClass]) -> list[tuple[str, dict[str, int]]]:
             return [(c.name, dict(c.capabilities)) for c in cs]
@@ -118,7 +119,7 @@ class MachinePoolReconciler:
         if changed:
             for cb in self.on_classes_changed:
                 cb()
-        return True, "machine runtime status probe succeeded"
+        return self.health.record(True, "machine runtime status probe succeeded")
 
     def host(self) -> HostResources:
         return self.capacity or local_host_resources()

@@ -22,7 +22,7 @@ from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as vpb
 from ironpool.poollet import keys
 from ironpool.poollet.capacity import volume_pool_resources
 from ironpool.poollet.classes import ClassMapper
-from ironpool.poollet.conditions import condition, now_rfc3339
+from ironpool.poollet.conditions import ProbeHealth, condition, now_rfc3339
 from ironpool.poollet.controller import Controller
 from ironpool.poollet.machine_iri import status_differs
 from ironpool.poollet.machinepool import PoolIdentity, announce_pool
@@ -73,6 +73,7 @@ class VolumePoollet:
         self.classes: Informer[VolumeClass] = Informer(client, VolumeClass)
         self.secrets: Informer[Secret] = Informer(client, Secret)
         self.mapper = ClassMapper()
+        self._health = ProbeHealth()
         self.reconciler = VolumeReconciler(client, runtime, options.pool, self.volumes, self.classes,
                                            self.secrets, self.mapper, delete_requeue=options.delete_requeue)
         self.volume_controller = Controller("volume", self.reconciler.reconcile, workers=options.workers)
@@ -139,6 +140,7 @@ class VolumePoollet:
                 self._enqueue_all()
         except Exception as exc:
             ok, message = False, f"volume runtime status probe failed: {exc}"
+        ok, message = self._health.record(ok, message)
         try:
             pool = await self.client.get(VolumePool, self.options.pool)
         except NotFound:
