@@ -124,3 +124,15 @@ def test_api_error_format_lists_causes_not_in_the_message() -> None:
     exc = Invalid(message='MachineClass "x" is invalid', causes=[Cause("capabilities.cpu", "must be > 0")])
     assert format_api_error(exc) == \
         'Error from server (Invalid): MachineClass "x" is invalid\n  capabilities.cpu: must be > 0'
+
+
+def test_pool_tables_show_bytes_with_binary_units() -> None:
+    from ironpool.cli.printers import free_of, human_bytes
+
+    assert human_bytes("24684092Ki") == "23.5Gi"
+    assert human_bytes("16Gi") == "16Gi"
+    assert human_bytes("512") == "512"
+    pool = {"status": {"allocatable": {"cpu": "7", "memory": "15Gi"},
+                       "capacity": {"cpu": "8", "memory": "16Gi"}}}
+    assert free_of("cpu")(pool) == "7/8"
+    assert free_of("memory")(pool) == "15Gi/16Gi"

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from ironpool.api.quantity import parse_quantity
 from ironpool.api.resources import ResourceInfo
 
 Obj = dict[str, Any]
@@ -92,13 +93,31 @@ def names(path: str) -> Getter:
     return get
 
 
+_BINARY_UNITS = (("Ei", 1 << 60), ("Pi", 1 << 50), ("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20),
+                 ("Ki", 1 << 10))
+
+
+def human_bytes(value: Any) -> str:
+    """A byte quantity for a person: ``24684092Ki`` -> ``23.5Gi`` (tables only; -o yaml stays exact)."""
+    try:
+        n = parse_quantity(value).value()
+    except ValueError:
+        return str(value)
+    for unit, size in _BINARY_UNITS:
+        if n >= size:
+            return f"{n / size:.1f}".removesuffix(".0") + unit
+    return str(n)
+
+
 def free_of(resource: str) -> Getter:
-    """``allocatable/capacity`` of one shared resource of a pool."""
+    """``allocatable/capacity`` of one shared resource of a pool (bytes shown with binary units)."""
+    show = str if resource == "cpu" else human_bytes
+
     def get(obj: Obj) -> Any:
         alloc, cap = dig(obj, f"status.allocatable.{resource}"), dig(obj, f"status.capacity.{resource}")
         if alloc is None and cap is None:
             return None
-        return f"{alloc if alloc is not None else '?'}/{cap if cap is not None else '?'}"
+        return f"{show(alloc) if alloc is not None else '?'}/{show(cap) if cap is not None else '?'}"
     return get
 
 
