@@ -307,7 +307,10 @@ class SSHTunnel:
             log.warning("ssh forward %s failed: %s", what, exc)
         finally:
             if chan is not None:
-                chan.close()
+                # The SSH session may already be gone (server closed, tunnel shut down): closing the
+                # channel then has nobody to tell, which is fine.
+                with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+                    chan.close()
             with contextlib.suppress(OSError):
                 conn.close()
             with self._conns_lock:
