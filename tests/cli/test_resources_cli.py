@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -13,7 +12,7 @@ import pytest
 import yaml
 
 from tests.cli.conftest import Run, cli_env
-from tests.conftest import ApiServer
+from tests.conftest import ApiServer, wait_until
 
 SAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ironcore" / "samples.yaml"
 COMPUTE = "/apis/compute.ironcore.dev/v1alpha1"
@@ -28,6 +27,14 @@ def api(
     resp = httpx.request(method, server.url + path, headers=headers, json=body, timeout=10)
     assert resp.status_code < 300, resp.text
     return resp
+
+
+def open_watches(server: ApiServer) -> float:
+    """The apiserver's open watch streams, from its Prometheus metrics."""
+    for line in httpx.get(f"{server.url}/metrics", timeout=5).text.splitlines():
+        if line.startswith("ironpool_apiserver_watchers "):
+            return float(line.split()[1])
+    return 0.0
 
 
 def get_json(ironpool: Run, *args: str) -> dict:  # type: ignore[type-arg]
@@ -261,7 +268,9 @@ def test_wait_for_condition_set_by_a_status_patch(
     waiter = _popen(env, "wait", "machine/m1", "--for=condition=Ready", "--timeout=30s")
     jsonpath = _popen(env, "wait", "machine/m1", "--for=jsonpath={.status.state}=Running", "--timeout=30s")
     try:
-        time.sleep(0.5)  # not synchronisation: the waiters must also work when they start before the change
+        # Both waiters must be watching before the change lands (they must not rely on seeing it in
+        # their first read): wait until the apiserver counts their two watch streams.
+        wait_until(lambda: open_watches(apiserver) >= 2, timeout=30, message="both waiters to watch")
         assert waiter.poll() is None and jsonpath.poll() is None
         api(
             apiserver,

@@ -32,6 +32,7 @@ from ironpool.iri.ssh import SSHOptions, SSHTunnelError
 from ironpool.iri.transport import reachable_url
 
 M = TypeVar("M", bound=Message)
+_Named = TypeVar("_Named", machine_pb2.Volume, machine_pb2.NetworkInterface)
 
 _output_option = click.option(
     "-o",
@@ -396,6 +397,14 @@ def power(ctx: click.Context, machine_id: str, state: str) -> None:
     click.echo(f"machine {machine_id} power {state.lower()}")
 
 
+def _load_named(path: str, message_type: type[_Named]) -> _Named:
+    """An IRI Volume/NetworkInterface from ``-f``; these are addressed by name, so it must have one."""
+    message = load_message(path, message_type)
+    if not message.name:
+        raise click.BadParameter(f"{path}: name: must not be empty", param_hint="'-f'")
+    return message
+
+
 @iri.group("attach")
 def attach() -> None:
     """Attach a volume or network interface to a machine."""
@@ -407,9 +416,7 @@ def attach() -> None:
 @click.pass_context
 def attach_volume(ctx: click.Context, machine_id: str, path: str) -> None:
     """Attach a machine.v1alpha1.Volume (name, device, connection or local_disk)."""
-    volume = load_message(path, machine_pb2.Volume)
-    if not volume.name:
-        raise click.BadParameter(f"{path}: name: must not be empty", param_hint="'-f'")
+    volume = _load_named(path, machine_pb2.Volume)
     with _errors():
         _ctx(ctx).machine().attach_volume(machine_id, volume)
     click.echo(f"volume {volume.name} attached to machine {machine_id}")
@@ -421,9 +428,7 @@ def attach_volume(ctx: click.Context, machine_id: str, path: str) -> None:
 @click.pass_context
 def attach_nic(ctx: click.Context, machine_id: str, path: str) -> None:
     """Attach a machine.v1alpha1.NetworkInterface."""
-    nic = load_message(path, machine_pb2.NetworkInterface)
-    if not nic.name:
-        raise click.BadParameter(f"{path}: name: must not be empty", param_hint="'-f'")
+    nic = _load_named(path, machine_pb2.NetworkInterface)
     with _errors():
         _ctx(ctx).machine().attach_network_interface(machine_id, nic)
     click.echo(f"network interface {nic.name} attached to machine {machine_id}")
@@ -467,9 +472,7 @@ def update() -> None:
 @click.pass_context
 def update_volume(ctx: click.Context, machine_id: str, path: str) -> None:
     """Send UpdateVolume for an attached volume (e.g. a new effective_storage_bytes)."""
-    volume = load_message(path, machine_pb2.Volume)
-    if not volume.name:
-        raise click.BadParameter(f"{path}: name: must not be empty", param_hint="'-f'")
+    volume = _load_named(path, machine_pb2.Volume)
     with _errors():
         _ctx(ctx).machine().update_volume(machine_id, volume)
     click.echo(f"volume {volume.name} of machine {machine_id} updated")
