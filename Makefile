@@ -12,7 +12,7 @@ host:
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,etcd]'
+	$(PY) -m pip install -q -e '.[dev,etcd,pulumi,ansible]'
 	touch $(STAMP)
 
 venv: $(STAMP)
