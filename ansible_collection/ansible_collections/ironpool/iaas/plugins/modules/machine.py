@@ -1,0 +1,532 @@
+#!/usr/bin/python
+# Copyright: ironpool contributors
+# SPDX-License-Identifier: Apache-2.0
+"""ironpool.iaas.machine: declare an ironpool Machine (a QEMU domain on the pool the scheduler picks)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: machine
+short_description: Declare an ironpool Machine
+version_added: 0.1.0
+description:
+  - Creates, updates or deletes a Machine (C(compute.ironcore.dev/v1alpha1)). The ironpool
+    scheduler binds a new Machine to a MachinePool, whose poollet boots it as a QEMU domain on that
+    pool's libvirt host.
+  - Updates are made in place where the API allows it (O(power), O(labels), O(annotations),
+    O(volumes) other than the boot disk, O(network_interfaces), O(tolerations), O(pool_selector)).
+    O(machine_class), the boot disk's O(image), and O(pool) once the Machine is scheduled cannot
+    change; such a change fails naming the option unless O(force=true), which deletes the Machine
+    and creates it again.
+  - Labels and annotations are merged into the ones the Machine has; keys not given are kept.
+  - In check mode nothing is written. A new Machine reports the pool the scheduler would pick now
+    (RV(pool)), computed by the scheduler's placement preview.
+author:
+  - ironpool engineers
+options:
+  name:
+    description: Name of the Machine (a DNS label).
+    type: str
+    required: true
+  state:
+    description: Whether the Machine should exist.
+    type: str
+    choices: [present, absent]
+    default: present
+  machine_class:
+    description:
+      - The MachineClass (CPU and memory) of the Machine. Required to create one.
+      - Cannot change on an existing Machine (see O(force)).
+    type: str
+  pool:
+    description:
+      - Bind the Machine to this MachinePool instead of letting the scheduler choose.
+      - Cannot change once the Machine is bound.
+    type: str
+  pool_selector:
+    description: Only pools carrying all these labels are candidates.
+    type: dict
+  power:
+    description:
+      - Power state of the Machine. V(off) shuts the domain off; V(on) starts it.
+      - When creating a Machine without this option it is powered on.
+    type: str
+    choices: ['on', 'off']
+  image:
+    description:
+      - Boot from a local disk (volume C(root)) filled from this image of the pool's image catalog,
+        for example V(tiny).
+      - Cannot change on an existing Machine (see O(force)).
+    type: str
+  disk_size:
+    description: Size of the boot disk, for example V(1Gi). Needs O(image).
+    type: str
+  volumes:
+    description:
+      - Further disks, after the boot disk. Given, this list replaces the Machine's further disks.
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: Name of the disk within the Machine.
+        type: str
+        required: true
+      volume:
+        description: Attach this Volume (see M(ironpool.iaas.volume)); it lands on the Machine's host.
+        type: str
+      size:
+        description: An empty scratch disk of this size, for example V(512Mi), instead of a Volume.
+        type: str
+      device:
+        description: Device name in the guest (C(oda), C(odb), ...); the API assigns one when unset.
+        type: str
+  network_interfaces:
+    description:
+      - Network interfaces of the Machine. Given, this list replaces the Machine's interfaces.
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: Name of the interface within the Machine.
+        type: str
+        required: true
+      network_interface:
+        description: Use this existing NetworkInterface.
+        type: str
+      ephemeral:
+        description: The spec of a NetworkInterface created and deleted with the Machine.
+        type: dict
+  ignition:
+    description:
+      - Ignition (or other boot configuration) for the guest, handed over through QEMU's fw_cfg.
+      - Stored in the Secret C(<name>-ignition), which the module creates, updates and deletes with
+        the Machine. The guest reads it when its domain is created, so a running Machine keeps the
+        configuration it booted with.
+      - Never logged or returned.
+    type: str
+  ignition_secret:
+    description: Use the C(ignition.yaml) key of this existing Secret instead of O(ignition).
+    type: str
+  labels:
+    description: Labels to set on the Machine.
+    type: dict
+  annotations:
+    description: Annotations to set on the Machine.
+    type: dict
+  tolerations:
+    description: Taints of pools this Machine tolerates. Given, this list replaces the Machine's.
+    type: list
+    elements: dict
+    suboptions:
+      key:
+        description: Taint key; empty with O(tolerations[].operator=Exists) tolerates every taint.
+        type: str
+      operator:
+        description: How O(tolerations[].value) is compared.
+        type: str
+        choices: [Equal, Exists]
+      value:
+        description: Taint value to match (with V(Equal)).
+        type: str
+      effect:
+        description: Taint effect to match; unset matches every effect.
+        type: str
+        choices: [NoSchedule, NoExecute]
+  wait_for:
+    description:
+      - What O(wait=true) waits for with state V(present).
+      - V(scheduled) - the scheduler bound the Machine to a pool.
+      - V(running) - the domain realises the Machine's power state (C(Running) when on, C(Shutdown)
+        when off).
+    type: str
+    choices: [scheduled, running]
+    default: running
+  force:
+    description:
+      - When a field that cannot change in place differs, delete the Machine (and its domain and
+        local disks) and create it again instead of failing.
+    type: bool
+    default: false
+extends_documentation_fragment:
+  - ironpool.iaas.connection
+  - ironpool.iaas.wait
+attributes:
+  check_mode:
+    support: full
+    description: Predicts the change, the diff and the pool a new Machine would land on.
+  diff_mode:
+    support: full
+    description: Before and after of the Machine's declared fields (and of its Ignition Secret, redacted).
+"""
+
+EXAMPLES = r"""
+- name: A machine booting the tiny image, running before the task returns
+  ironpool.iaas.machine:
+    name: web-1
+    machine_class: x-small
+    image: tiny
+    disk_size: 1Gi
+    volumes:
+      - name: data
+        volume: web-data
+    labels:
+      app: web
+    wait: true
+    wait_for: running
+  register: web
+
+- name: Show where it landed
+  ansible.builtin.debug:
+    msg: "{{ web.machine.metadata.name }} runs on pool {{ web.pool }} ({{ web.state }})"
+
+- name: Power it off
+  ironpool.iaas.machine:
+    name: web-1
+    power: 'off'
+    wait: true
+
+- name: Move it to a bigger class (deletes and recreates it)
+  ironpool.iaas.machine:
+    name: web-1
+    machine_class: small
+    image: tiny
+    force: true
+
+- name: Delete it and wait until its domain is gone
+  ironpool.iaas.machine:
+    name: web-1
+    state: absent
+    wait: true
+"""
+
+RETURN = r"""
+machine:
+  description:
+    - The Machine as the apiserver holds it after the task (in check mode, as it would be).
+    - With state V(absent), the Machine as it was before deletion, or empty when it did not exist.
+  returned: always
+  type: dict
+  sample:
+    apiVersion: compute.ironcore.dev/v1alpha1
+    kind: Machine
+    metadata: {name: web-1, namespace: default, labels: {app: web}}
+    spec: {machineClassRef: {name: x-small}, machinePoolRef: {name: host-1}, power: "On"}
+    status: {state: Running, conditions: [{type: Ready, status: "True"}]}
+pool:
+  description:
+    - The MachinePool the Machine is bound to; empty while it is not scheduled.
+    - In check mode, for a Machine not bound yet, the pool the scheduler would pick now (empty when
+      none fits; RV(placement_reason) says why).
+  returned: state is present
+  type: str
+  sample: host-1
+placement_reason:
+  description: Check mode only, for a Machine not bound yet - why the preview chose the pool or none.
+  returned: check mode, state is present
+  type: str
+  sample: fits
+state:
+  description: The Machine's C(status.state) (C(Pending), C(Running), C(Shutdown), ...); empty before
+    its poollet reported.
+  returned: state is present
+  type: str
+  sample: Running
+conditions:
+  description: The Machine's C(status.conditions) (C(Ready), C(VolumesReady), C(NetworkInterfacesReady)).
+  returned: state is present
+  type: list
+  elements: dict
+  sample: [{type: Ready, status: "True", reason: Running}]
+addresses:
+  description:
+    - IP addresses of the Machine's network interfaces (C(status.networkInterfaces[].ips)), once the
+      Machine has any; empty otherwise.
+  returned: state is present
+  type: list
+  elements: str
+  sample: []
+action:
+  description: What the task did (or would do) - C(created), C(updated), C(recreated), C(unchanged),
+    C(deleted), C(terminating) (already being deleted) or C(absent).
+  returned: always
+  type: str
+  sample: created
+"""
+
+import base64
+import contextlib
+from typing import Any
+
+from ansible_collections.ironpool.iaas.plugins.module_utils.base import IronpoolModule
+from ansible_collections.ironpool.iaas.plugins.module_utils.checks import check_quantity, require_class
+from ansible_collections.ironpool.iaas.plugins.module_utils.client import wait_argument_spec
+from ansible_collections.ironpool.iaas.plugins.module_utils.placement import pool_of, predict_pools
+from ansible_collections.ironpool.iaas.plugins.module_utils.resource import Declarer, Outcome, object_key
+from ansible_collections.ironpool.iaas.plugins.module_utils.views import machine_summary, secret_diff
+from ansible_collections.ironpool.iaas.plugins.module_utils.wait import (
+    MACHINE_CONDITIONS,
+    gone,
+    wait_for_object,
+)
+
+with contextlib.suppress(ImportError):  # reported by IronpoolModule.execute
+    from ironpool.api.resources import by_kind
+
+IGNITION_KEY = "ignition.yaml"
+IGNITION_OF_LABEL = "iaas.ironpool.dev/ignition-of"
+BOOT_DISK = "root"
+
+TOLERATION_SPEC = {
+    "key": {"type": "str", "no_log": False},
+    "operator": {"type": "str", "choices": ["Equal", "Exists"]},
+    "value": {"type": "str"},
+    "effect": {"type": "str", "choices": ["NoSchedule", "NoExecute"]},
+}
+
+
+class MachineModule(IronpoolModule):
+    """Declares one Machine and, with ``ignition``, the Secret holding its boot configuration."""
+
+    argument_spec = {
+        "name": {"type": "str", "required": True},
+        "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+        "machine_class": {"type": "str"},
+        "pool": {"type": "str"},
+        "pool_selector": {"type": "dict"},
+        "power": {"type": "str", "choices": ["on", "off"]},
+        "image": {"type": "str"},
+        "disk_size": {"type": "str"},
+        "volumes": {
+            "type": "list", "elements": "dict",
+            "options": {
+                "name": {"type": "str", "required": True},
+                "volume": {"type": "str"},
+                "size": {"type": "str"},
+                "device": {"type": "str"},
+            },
+            "mutually_exclusive": [["volume", "size"]],
+            "required_one_of": [["volume", "size"]],
+        },
+        "network_interfaces": {
+            "type": "list", "elements": "dict",
+            "options": {
+                "name": {"type": "str", "required": True},
+                "network_interface": {"type": "str"},
+                "ephemeral": {"type": "dict"},
+            },
+            "mutually_exclusive": [["network_interface", "ephemeral"]],
+            "required_one_of": [["network_interface", "ephemeral"]],
+        },
+        "ignition": {"type": "str", "no_log": True},
+        "ignition_secret": {"type": "str", "no_log": False},
+        "labels": {"type": "dict"},
+        "annotations": {"type": "dict"},
+        "tolerations": {"type": "list", "elements": "dict", "options": TOLERATION_SPEC},
+        "wait_for": {"type": "str", "choices": ["scheduled", "running"], "default": "running"},
+        "force": {"type": "bool", "default": False},
+        **wait_argument_spec(),
+    }
+    module_kwargs = {
+        "mutually_exclusive": [["ignition", "ignition_secret"]],
+        "required_by": {"disk_size": "image"},
+    }
+    fields = {
+        "metadata.name": "name",
+        "metadata.namespace": "namespace",
+        "metadata.labels": "labels",
+        "metadata.annotations": "annotations",
+        "spec.machineClassRef": "machine_class",
+        "spec.machinePoolRef": "pool",
+        "spec.machinePoolSelector": "pool_selector",
+        "spec.power": "power",
+        "spec.volumes": "volumes",
+        "spec.networkInterfaces": "network_interfaces",
+        "spec.ignitionRef": "ignition_secret",
+        "spec.tolerations": "tolerations",
+    }
+
+    def run(self) -> None:
+        p = self.params
+        self.fields = dict(self.fields)
+        if p["image"]:
+            # The boot disk is spec.volumes[0], named root (update errors name it by name).
+            self.fields.update({"spec.volumes[0]": "image", f"spec.volumes[{BOOT_DISK}]": "image"})
+        if p["ignition"] is not None:
+            self.fields["spec.ignitionRef"] = "ignition"
+        info = by_kind("compute.ironcore.dev/v1alpha1", "Machine")
+        machines = Declarer(self.client, info, self.namespace, self.check_mode, self.fields,
+                            gone_timeout=p["wait_timeout"])
+        current = machines.get(p["name"])
+        if p["state"] == "absent":
+            self.remove(machines, current)
+        self.declare(machines, current)
+
+    # -- present -----------------------------------------------------------------------------
+
+    def desired(self) -> dict[str, Any]:
+        p = self.params
+        meta: dict[str, Any] = {"name": p["name"]}
+        if p["labels"] is not None:
+            meta["labels"] = p["labels"]
+        if p["annotations"] is not None:
+            meta["annotations"] = p["annotations"]
+        spec: dict[str, Any] = {}
+        if p["machine_class"]:
+            spec["machineClassRef"] = {"name": p["machine_class"]}
+        if p["pool"]:
+            spec["machinePoolRef"] = {"name": p["pool"]}
+        if p["pool_selector"] is not None:
+            spec["machinePoolSelector"] = p["pool_selector"]
+        if p["power"]:
+            spec["power"] = "On" if p["power"] == "on" else "Off"
+        volumes = self.volumes()
+        if volumes is not None:
+            spec["volumes"] = volumes
+        if p["network_interfaces"] is not None:
+            spec["networkInterfaces"] = [self.nic(n) for n in p["network_interfaces"]]
+        if p["ignition"] is not None:
+            spec["ignitionRef"] = {"name": self.ignition_secret_name(), "key": IGNITION_KEY}
+        elif p["ignition_secret"]:
+            spec["ignitionRef"] = {"name": p["ignition_secret"], "key": IGNITION_KEY}
+        if p["tolerations"] is not None:
+            spec["tolerations"] = [{k: v for k, v in t.items() if v is not None} for t in p["tolerations"]]
+        return {"metadata": meta, "spec": spec}
+
+    def volumes(self) -> list[dict[str, Any]] | None:
+        p = self.params
+        if not p["image"] and p["volumes"] is None:
+            return None
+        out: list[dict[str, Any]] = []
+        if p["image"]:
+            disk: dict[str, Any] = {"image": p["image"]}
+            if p["disk_size"]:
+                disk["sizeLimit"] = check_quantity("disk_size", p["disk_size"])
+            out.append({"name": BOOT_DISK, "localDisk": disk})
+        for i, v in enumerate(p["volumes"] or ()):
+            vol: dict[str, Any] = {"name": v["name"]}
+            if v["device"]:
+                vol["device"] = v["device"]
+            if v["volume"]:
+                vol["volumeRef"] = {"name": v["volume"]}
+            else:
+                vol["emptyDisk"] = {"sizeLimit": check_quantity(f"volumes[{i}].size", v["size"])}
+            out.append(vol)
+        return out
+
+    @staticmethod
+    def nic(n: dict[str, Any]) -> dict[str, Any]:
+        if n["network_interface"]:
+            return {"name": n["name"], "networkInterfaceRef": {"name": n["network_interface"]}}
+        return {"name": n["name"], "ephemeral": {"networkInterfaceTemplate": {"spec": n["ephemeral"]}}}
+
+    def ignition_secret_name(self) -> str:
+        return f"{self.params['name']}-ignition"
+
+    def declare(self, machines: Declarer, current: dict[str, Any] | None) -> None:
+        p = self.params
+        desired = self.desired()
+        if current is None and not p["machine_class"]:
+            self.fail("machine_class: required to create Machine "
+                      f"{self.namespace}/{p['name']} (it does not exist yet)")
+        if p["machine_class"] and (current is None or p["force"]):
+            require_class(self.client, "MachineClass", p["machine_class"], "machine_class")
+        if current is None:
+            machines.validate_new(desired)  # every bad option named before anything is written
+        secret_outcome = self.declare_ignition()
+        outcome = machines.present(desired, current, force=p["force"])
+        result = self.result(outcome, secret_outcome)
+        obj = outcome.obj
+        if self.check_mode:
+            if pool_of(obj) is None and obj is not None:
+                key = object_key(machines.with_identity(obj))
+                predicted = predict_pools(self.client, [obj], self.namespace).get(("Machine", key), {})
+                result["pool"] = predicted.get("pool") or ""
+                result["placement_reason"] = predicted.get("reason", "")
+            self.exit(**result)
+        if p["wait"]:
+            done = MACHINE_CONDITIONS[p["wait_for"]]
+            obj, ok = wait_for_object(self.client, machines.info, self.namespace, p["name"], done,
+                                      p["wait_timeout"])
+            result.update(machine_summary(obj))
+            if not ok:
+                self.fail(f"Machine {self.namespace}/{p['name']} did not become {p['wait_for']} within "
+                          f"{p['wait_timeout']}s; last seen: {describe_progress(obj)}", **result)
+        self.exit(**result)
+
+    def declare_ignition(self) -> Outcome | None:
+        ignition = self.params["ignition"]
+        if ignition is None:
+            return None
+        info = by_kind("v1", "Secret")
+        secrets = Declarer(self.client, info, self.namespace, self.check_mode, {"data": "ignition"})
+        name = self.ignition_secret_name()
+        desired = {
+            "metadata": {"name": name, "labels": {IGNITION_OF_LABEL: self.params["name"]}},
+            "type": "Opaque",
+            "data": {IGNITION_KEY: base64.b64encode(ignition.encode()).decode()},
+        }
+        return secrets.present(desired, secrets.get(name))
+
+    def result(self, outcome: Outcome, secret: Outcome | None) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "changed": outcome.changed or bool(secret and secret.changed),
+            "action": outcome.action,
+            **machine_summary(outcome.obj),
+        }
+        if self.diff_mode:
+            diffs = [outcome.diff()]
+            if secret is not None and secret.changed:
+                diffs.append(secret_diff(secret.before, secret.after))
+            result["diff"] = diffs if len(diffs) > 1 else diffs[0]
+        return result
+
+    # -- absent ------------------------------------------------------------------------------
+
+    def remove(self, machines: Declarer, current: dict[str, Any] | None) -> None:
+        p = self.params
+        outcome = machines.absent(p["name"], current)
+        secret_changed = self.remove_ignition()
+        result: dict[str, Any] = {"changed": outcome.changed or secret_changed, "action": outcome.action,
+                                  "machine": outcome.obj or {}}
+        if self.diff_mode:
+            result["diff"] = outcome.diff()
+        if p["wait"] and not self.check_mode and current is not None:
+            last, ok = wait_for_object(self.client, machines.info, self.namespace, p["name"], gone,
+                                       p["wait_timeout"])
+            if not ok:
+                result["machine"] = last or {}
+                self.fail(f"Machine {self.namespace}/{p['name']} is still there after {p['wait_timeout']}s "
+                          f"(its poollet removes the domain first); last seen: {describe_progress(last)}",
+                          **result)
+        self.exit(**result)
+
+    def remove_ignition(self) -> bool:
+        """Delete the Secret this module made for the Machine's ``ignition`` (never a user's own)."""
+        info = by_kind("v1", "Secret")
+        secrets = Declarer(self.client, info, self.namespace, self.check_mode, {})
+        name = self.ignition_secret_name()
+        current = secrets.get(name)
+        labels = ((current or {}).get("metadata") or {}).get("labels") or {}
+        if current is None or labels.get(IGNITION_OF_LABEL) != self.params["name"]:
+            return False
+        return secrets.absent(name, current).changed
+
+
+def describe_progress(obj: dict[str, Any] | None) -> str:
+    """``state Pending, Ready=False (waiting for ...)``: what a timed-out wait last saw."""
+    if obj is None:
+        return "the Machine does not exist"
+    status = obj.get("status") or {}
+    parts = [f"pool {pool_of(obj) or '(not scheduled)'}", f"state {status.get('state') or '(none yet)'}"]
+    for cond in status.get("conditions") or ():
+        if cond.get("type") == "Ready":
+            parts.append(f"Ready={cond.get('status')} ({cond.get('message') or cond.get('reason') or ''})")
+    return ", ".join(parts)
+
+
+def main() -> None:
+    MachineModule().execute()
+
+
+if __name__ == "__main__":
+    main()
