@@ -50,9 +50,9 @@ options:
     type: float
     default: 30
 requirements:
-  - The C(ironpool) Python package (it holds the client) on the host that runs the module,
-    usually the controller (C(delegate_to: localhost) or C(hosts: localhost)).
+  - "The C(ironpool) Python package (it holds the client) on the host that runs the module,
+    usually the controller (C(hosts: localhost) or C(delegate_to: localhost))."
 notes:
-  - Connection options can be set once per play with
-    C(module_defaults: {group/ironpool.iaas.ironpool: {server: ..., token: ...}}).
+  - "Connection options can be set once per play with
+    C(module_defaults: {group/ironpool.iaas.ironpool: {server: ..., token: ...}})."
 """

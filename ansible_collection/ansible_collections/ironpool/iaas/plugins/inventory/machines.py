@@ -18,7 +18,7 @@ description:
   - Connection options fall back to the environment and to the ironpool client configuration file,
     as the modules' do.
 author:
-  - ironpool engineers
+  - ironpool engineers (!UNKNOWN)
 requirements:
   - The C(ironpool) Python package on the controller.
 extends_documentation_fragment:

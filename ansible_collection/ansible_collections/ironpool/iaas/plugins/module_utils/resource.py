@@ -232,7 +232,7 @@ class Declarer:
         return self._create(desired, before)
 
     def _await_gone(self, name: str, why: str) -> None:
-        _, ok = wait_for_object(self.client, self.info, self.namespace, name, gone, self.gone_timeout)
+        ok = wait_for_object(self.client, self.info, self.namespace, name, gone, self.gone_timeout)[1]
         if not ok:
             raise OptionError(f"wait_timeout: {self.info.kind} {name} is still there after "
                               f"{self.gone_timeout:g}s ({why}); it cannot be created again before it is gone")

@@ -15,7 +15,7 @@ with contextlib.suppress(ImportError):  # the modules report the missing library
     from ironpool.api.errors import Expired
 
 Obj = dict[str, Any]
-Done = Callable[[Obj | None], bool]
+Done = Callable[["Obj | None"], bool]
 
 
 def object_id(obj: Obj, across_namespaces: bool) -> str:

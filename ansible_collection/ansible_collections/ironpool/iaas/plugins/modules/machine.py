@@ -22,7 +22,7 @@ description:
   - In check mode nothing is written. A new Machine reports the pool the scheduler would pick now
     (RV(pool)), computed by the scheduler's placement preview.
 author:
-  - ironpool engineers
+  - ironpool engineers (!UNKNOWN)
 options:
   name:
     description: Name of the Machine (a DNS label).

@@ -13,7 +13,7 @@ description:
   - Lists Machines by name, labels, fields and namespace, and can wait until they are scheduled,
     running or meet a status condition.
 author:
-  - ironpool engineers
+  - ironpool engineers (!UNKNOWN)
 options:
   all_namespaces:
     description: List the Machines of every namespace instead of O(namespace).
@@ -31,9 +31,10 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: Read-only; it runs the same in check mode.
+    description: Read-only; it runs the same in check mode.
   diff_mode:
     support: none
+    description: Changes nothing, so there is nothing to diff.
 """
 
 EXAMPLES = r"""

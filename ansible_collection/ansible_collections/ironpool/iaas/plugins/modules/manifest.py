@@ -20,12 +20,12 @@ description:
   - In check mode nothing is written; the new Machines and Volumes report the pools the scheduler
     would pick for them, placed together.
 author:
-  - ironpool engineers
+  - ironpool engineers (!UNKNOWN)
 options:
   src:
     description:
-      - Path of a manifest file (YAML or JSON, several documents allowed, C(kind: List) unpacked) or of
-        a directory of such files (read in name order), on the host that runs the module.
+      - "Path of a manifest file (YAML or JSON, several documents allowed, C(kind: List) unpacked) or of
+        a directory of such files (read in name order), on the host that runs the module."
     type: path
   definition:
     description:
@@ -122,6 +122,7 @@ results:
       type: dict
 """
 
+from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.ironpool.iaas.plugins.module_utils.base import IronpoolModule
@@ -145,14 +146,39 @@ try:
     from ironpool.api.resources import by_kind
     from ironpool.api.validation import validate_create
     from ironpool.cli.config import CommandError
-    from ironpool.cli.manifests import Manifest, load_manifests, parse_documents
+    from ironpool.cli.manifests import load_manifests, parse_documents
 except ImportError:  # reported by IronpoolModule.execute
     pass
 
-# One object of the set: its resource, the object as declared, and what declaring it did.
-Applied = tuple[Any, dict[str, Any], Outcome]
-# A document to declare: its Manifest (source and index), resource and object with namespace.
-Target = tuple[Any, Any, dict[str, Any]]
+
+@dataclass
+class Item:
+    """One document of the set: where it came from, its resource, the object to declare (namespace
+    filled in) and, once declared, what that did."""
+
+    manifest: Any
+    info: Any
+    obj: dict[str, Any]
+    outcome: Outcome | None = None
+
+    @property
+    def kind(self) -> str:
+        return str(self.info.kind)
+
+    @property
+    def name(self) -> str:
+        return str(self.obj["metadata"]["name"])
+
+    @property
+    def namespace(self) -> str | None:
+        return self.obj["metadata"].get("namespace")
+
+    @property
+    def done(self) -> Outcome:
+        if self.outcome is None:
+            raise RuntimeError(f"{self.kind} {self.name} has not been declared yet")
+        return self.outcome
+
 
 WAIT_CONDITIONS = {
     ("Machine", "scheduled"): machine_scheduled,
@@ -179,16 +205,14 @@ class ManifestModule(IronpoolModule):
     }
 
     def run(self) -> None:
-        p = self.params
-        docs = self.documents()
-        targets = [self.target(m) for m in docs]
-        if p["state"] == "absent":
-            self.remove(targets)
-        self.apply(targets)
+        items = [self.item(m) for m in self.documents()]
+        if self.params["state"] == "absent":
+            self.remove(items)
+        self.apply(items)
 
     # -- reading -----------------------------------------------------------------------------
 
-    def documents(self) -> list[Manifest]:
+    def documents(self) -> list[Any]:
         p = self.params
         option = "src" if p["src"] else "definition"
         try:
@@ -197,14 +221,14 @@ class ManifestModule(IronpoolModule):
             definition = p["definition"]
             if isinstance(definition, str):
                 return list(parse_documents(definition, "definition"))
-            items = definition if isinstance(definition, list) else [definition]
-            return list(parse_documents(yaml.safe_dump_all(items), "definition"))
+            docs = definition if isinstance(definition, list) else [definition]
+            return list(parse_documents(yaml.safe_dump_all(docs), "definition"))
         except CommandError as exc:
             raise OptionError(f"{option}: {exc}") from exc
 
-    def target(self, m: Manifest) -> Target:
-        """The manifest, its resource and the object with its namespace filled in, validated by the
-        API's own rules (every document is checked before anything is written)."""
+    def item(self, m: Any) -> Item:
+        """The document with its resource and namespace, validated by the API's own rules (every
+        document is checked before anything is written)."""
         # "src: <file> (document 0)" or "definition (document 0)": the option is named either way.
         where = f"src: {m.where}" if self.params["src"] else m.where
         try:
@@ -224,105 +248,100 @@ class ManifestModule(IronpoolModule):
             except Invalid as exc:
                 causes = "; ".join(cause_text(c.field, c.message, {}) for c in exc.causes) or str(exc)
                 raise OptionError(f"{where}: {info.kind} {object_key(obj)}: {causes}") from exc
-        return m, info, obj
+        return Item(m, info, obj)
 
     # -- present -----------------------------------------------------------------------------
 
-    def apply(self, targets: list[Target]) -> None:
+    def apply(self, items: list[Item]) -> None:
         p = self.params
-        outcomes: list[Applied] = []
-        for m, info, obj in targets:
-            declarer = self.declarer(info, obj)
-            name = str(obj["metadata"]["name"])
+        for item in items:
+            declarer = self.declarer(item)
             try:
-                outcome = declarer.present(obj, declarer.get(name), force=p["force"])
+                item.outcome = declarer.present(item.obj, declarer.get(item.name), force=p["force"])
             except OptionError as exc:
-                raise OptionError(f"{m.where}: {exc}") from exc
+                raise OptionError(f"{item.manifest.where}: {exc}") from exc
             except ApiError as exc:
-                raise OptionError(f"{m.where}: {info.kind} {object_key(obj)}: {exc}") from exc
-            outcomes.append((info, obj, outcome))
+                what = f"{item.kind} {object_key(item.obj)}"
+                raise OptionError(f"{item.manifest.where}: {what}: {exc}") from exc
         predicted: dict[tuple[str, str], dict[str, Any]] = {}
         if self.check_mode:
             # The unbound Machines and Volumes as they would be, with the classes of the same set.
-            unbound = [o.obj for info, _, o in outcomes
-                       if o.obj is not None and info.kind in ("Machine", "Volume") and pool_of(o.obj) is None]
-            classes = [obj for info, obj, _ in outcomes if info.kind in ("MachineClass", "VolumeClass")]
+            unbound = [i.done.obj for i in items if i.kind in ("Machine", "Volume")
+                       and i.done.obj is not None and pool_of(i.done.obj) is None]
+            classes = [i.obj for i in items if i.kind in ("MachineClass", "VolumeClass")]
             predicted = predict_pools(self.client, unbound + classes, self.namespace) if unbound else {}
         elif p["wait"]:
-            self.wait(outcomes, p["wait_for"])
-        results = [self.entry(info, obj, o, predicted) for info, obj, o in outcomes]
-        self.finish(outcomes, results)
+            self.wait(items, p["wait_for"])
+        self.finish(items, predicted)
 
-    def wait(self, outcomes: list[Applied], wait_for: str) -> None:
-        groups: dict[tuple[str, str | None], tuple[Any, list[int]]] = {}
-        for i, (info, obj, _) in enumerate(outcomes):
-            if (info.kind, wait_for) in WAIT_CONDITIONS or wait_for == "gone":
-                key = (info.kind, obj["metadata"].get("namespace"))
-                groups.setdefault(key, (info, []))[1].append(i)
-        for (kind, namespace), (info, indices) in groups.items():
+    def wait(self, items: list[Item], wait_for: str) -> None:
+        groups: dict[tuple[str, str | None], list[Item]] = {}
+        for item in items:
+            if (item.kind, wait_for) in WAIT_CONDITIONS or wait_for == "gone":
+                groups.setdefault((item.kind, item.namespace), []).append(item)
+        timeout = self.params["wait_timeout"]
+        for (kind, namespace), group in groups.items():
             done = gone if wait_for == "gone" else WAIT_CONDITIONS[(kind, wait_for)]
-            names = [str(outcomes[i][1]["metadata"]["name"]) for i in indices]
-            timeout = self.params["wait_timeout"]
-            latest, ok = wait_for_objects(self.client, info, namespace, names, done, timeout)
-            for i in indices:
-                _, obj, outcome = outcomes[i]
-                now = latest.get(str(obj["metadata"]["name"]))
+            names = [i.name for i in group]
+            latest, ok = wait_for_objects(self.client, group[0].info, namespace, names, done, timeout)
+            for item in group:
+                now = latest.get(item.name)
                 if now is not None or wait_for == "gone":
-                    outcome.obj = now
+                    item.done.obj = now
             if not ok:
                 pending = sorted(n for n, o in latest.items() if not done(o))
-                results = [self.entry(i_, o_, out_, {}) for i_, o_, out_ in outcomes]
                 where = f" in namespace {namespace}" if namespace else ""
                 self.fail(f"{len(pending)} {kind}(s){where} did not become {wait_for} within {timeout}s: "
-                          f"{', '.join(pending[:10])}",
-                          changed=any(o.changed for _, _, o in outcomes), results=results)
+                          f"{', '.join(pending[:10])}", **self.result(items, {}))
 
     # -- absent ------------------------------------------------------------------------------
 
-    def remove(self, targets: list[Target]) -> None:
-        outcomes: list[Applied] = []
-        for _, info, obj in reversed(targets):
-            declarer = self.declarer(info, obj)
-            name = str(obj["metadata"]["name"])
-            outcomes.append((info, obj, declarer.absent(name, declarer.get(name))))
-        outcomes.reverse()
+    def remove(self, items: list[Item]) -> None:
+        for item in reversed(items):
+            declarer = self.declarer(item)
+            item.outcome = declarer.absent(item.name, declarer.get(item.name))
         if self.params["wait"] and not self.check_mode:
-            self.wait([(i, o, out) for i, o, out in outcomes if out.action != "absent"], "gone")
-        results = [self.entry(info, obj, o, {}) for info, obj, o in outcomes]
-        self.finish(outcomes, results)
+            self.wait([i for i in items if i.done.action != "absent"], "gone")
+        self.finish(items, {})
 
     # -- shared ------------------------------------------------------------------------------
 
-    def declarer(self, info: Any, obj: dict[str, Any]) -> Declarer:
-        namespace = obj["metadata"].get("namespace") or self.namespace
-        return Declarer(self.client, info, namespace, self.check_mode, {},
+    def declarer(self, item: Item) -> Declarer:
+        return Declarer(self.client, item.info, item.namespace or self.namespace, self.check_mode, {},
                         gone_timeout=self.params["wait_timeout"])
 
-    def entry(self, info: Any, obj: dict[str, Any], outcome: Outcome,
-              predicted: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
+    @staticmethod
+    def entry(item: Item, predicted: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
+        outcome = item.done
         shown = outcome.obj or {}
-        if info.kind == "Secret":
+        if item.kind == "Secret":
             shown = redact_secret(shown)
         entry: dict[str, Any] = {
-            "kind": info.kind,
-            "name": obj["metadata"]["name"],
-            "namespace": obj["metadata"].get("namespace") or "",
+            "kind": item.kind,
+            "name": item.name,
+            "namespace": item.namespace or "",
             "action": outcome.action,
             "object": shown,
         }
-        if info.kind in ("Machine", "Volume"):
-            guess = predicted.get((info.kind, object_key(obj)), {})
+        if item.kind in ("Machine", "Volume"):
+            guess = predicted.get((item.kind, object_key(item.obj)), {})
             entry["pool"] = pool_of(outcome.obj) or guess.get("pool") or ""
         return entry
 
-    def finish(self, outcomes: list[Applied], results: list[dict[str, Any]]) -> None:
-        result: dict[str, Any] = {"changed": any(o.changed for _, _, o in outcomes), "results": results}
+    def result(self, items: list[Item], predicted: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "changed": any(i.done.changed for i in items),
+            "results": [self.entry(i, predicted) for i in items],
+        }
         if self.diff_mode:
             result["diff"] = [
-                secret_diff(o.before, o.after) if info.kind == "Secret" else o.diff()
-                for info, _, o in outcomes if o.changed
+                secret_diff(i.done.before, i.done.after) if i.kind == "Secret" else i.done.diff()
+                for i in items if i.done.changed
             ]
-        self.exit(**result)
+        return result
+
+    def finish(self, items: list[Item], predicted: dict[tuple[str, str], dict[str, Any]]) -> None:
+        self.exit(**self.result(items, predicted))
 
 
 def main() -> None:

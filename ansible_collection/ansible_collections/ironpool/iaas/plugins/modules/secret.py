@@ -15,7 +15,7 @@ description:
   - O(data) is the whole content - keys the Secret has but O(data) lacks are removed.
   - The data is never logged, returned or shown in a diff; the diff says which keys changed.
 author:
-  - ironpool engineers
+  - ironpool engineers (!UNKNOWN)
 options:
   name:
     description: Name of the Secret.
@@ -47,6 +47,7 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
+    description: Predicts the change and its diff without writing.
   diff_mode:
     support: full
     description: Shows which keys change, never their values.

@@ -20,7 +20,7 @@ description:
   - Labels and annotations are merged into the ones the Volume has.
   - In check mode nothing is written; a new Volume reports the pool the scheduler would pick now.
 author:
-  - ironpool engineers
+  - ironpool engineers (!UNKNOWN)
 options:
   name:
     description: Name of the Volume.

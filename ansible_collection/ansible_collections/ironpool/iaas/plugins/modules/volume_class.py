@@ -17,7 +17,7 @@ description:
   - The capabilities cannot change; a change fails naming the option unless O(force=true), which
     deletes and recreates the class. O(resize_policy) changes in place.
 author:
-  - ironpool engineers
+  - ironpool engineers (!UNKNOWN)
 options:
   name:
     description: Name of the class.
@@ -55,8 +55,10 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
+    description: Predicts the change and its diff without writing.
   diff_mode:
     support: full
+    description: Before and after of the object's declared fields.
 """
 
 EXAMPLES = r"""

@@ -13,7 +13,7 @@ description:
   - Lists VolumePools (a libvirt storage pool on each host) with their capacity, what is allocatable,
     and the storage still free for each VolumeClass.
 author:
-  - ironpool engineers
+  - ironpool engineers (!UNKNOWN)
 options:
   wait_for:
     description: With O(wait=true), wait until every listed pool is V(ready) (state C(Available)).
@@ -25,9 +25,10 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: Read-only; it runs the same in check mode.
+    description: Read-only; it runs the same in check mode.
   diff_mode:
     support: none
+    description: Changes nothing, so there is nothing to diff.
 """
 
 EXAMPLES = r"""
