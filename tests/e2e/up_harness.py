@@ -1,8 +1,9 @@
 """Runs ``ironpool up`` as a subprocess for end-to-end tests and the e2e benchmark.
 
 Every instance gets its own data directory, pool name and libvirt storage pool, so parallel or
-leftover runs never collide; :meth:`UpInstance.cleanup` removes every domain, volume and storage pool
-the instance made, whatever state the test left it in.
+leftover runs never collide (``default_names=True`` leaves pool and storage-pool names to ``ironpool
+up``, as a user's installations do); :meth:`UpInstance.cleanup` removes every domain, volume and
+storage pool the instance made, whatever state the test left it in.
 """
 
 from __future__ import annotations
@@ -24,10 +25,9 @@ from typing import Any, TypeVar
 import httpx
 
 from tests.helpers.net import free_port
-from tests.helpers.runtimes import LIBVIRT_URI, REPO, destroy_storage_pool, labelled_domains, remove_domains
+from tests.helpers.runtimes import LIBVIRT_URI, REPO, destroy_storage_pool, owned_domains, remove_domains
 from tests.helpers.wait import wait_for as _wait_for
 
-MACHINE_POOL_LABEL = "machinepoollet.ironpool.dev/pool"
 T = TypeVar("T")
 
 
@@ -44,6 +44,7 @@ class UpInstance:
     images: Path
     classes: list[Path] = field(default_factory=lambda: [REPO / "examples" / "classes"])
     extra_args: list[str] = field(default_factory=list)
+    default_names: bool = False
     tag: str = field(default_factory=lambda: secrets.token_hex(4))
     process: subprocess.Popen[bytes] | None = None
     port: int = field(default_factory=free_port)
@@ -54,8 +55,12 @@ class UpInstance:
         self.workdir = Path(tempfile.mkdtemp(prefix=f"ipe2e-{self.tag}-"))
         self.data_dir = self.workdir / "d"
         self.config_path = self.workdir / "config.yaml"
-        self.pool = f"e2e-{self.tag}"
-        self.storage_pool = f"ironpool-e2e-{self.tag}"
+        if self.default_names:
+            from ironpool.allinone.datadir import default_pool_name, default_storage_pool
+
+            self.pool, self.storage_pool = default_pool_name(), default_storage_pool(self.data_dir)
+        else:
+            self.pool, self.storage_pool = f"e2e-{self.tag}", f"ironpool-e2e-{self.tag}"
 
     # -- process -----------------------------------------------------------------------------
 
@@ -73,8 +78,10 @@ class UpInstance:
 
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "ironpool.cli.main", "up", "--data-dir", str(self.data_dir),
-               "--listen", f"127.0.0.1:{self.port}", "--pool", self.pool, "--storage-pool", self.storage_pool,
-               "--images", str(self.images), "--no-tiny-image", "--heartbeat-interval", "2"]
+               "--listen", f"127.0.0.1:{self.port}", "--images", str(self.images), "--no-tiny-image",
+               "--heartbeat-interval", "2"]
+        if not self.default_names:
+            cmd += ["--pool", self.pool, "--storage-pool", self.storage_pool]
         for c in self.classes:
             cmd += ["--classes", str(c)]
         return cmd + self.extra_args
@@ -136,8 +143,8 @@ class UpInstance:
     # -- libvirt views -----------------------------------------------------------------------
 
     def domains(self) -> dict[str, int]:
-        """This instance's domains by name, with their libvirt state (those carrying its pool label)."""
-        return labelled_domains(MACHINE_POOL_LABEL, self.pool)
+        """This instance's domains by name, with their libvirt state (those of its machine runtime)."""
+        return owned_domains(self.data_dir / "machine-runtime")
 
     def storage_volumes(self) -> list[str]:
         """Names of the volumes in this instance's storage pool (without the runtime's meta folder)."""

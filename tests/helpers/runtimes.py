@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import grpc
 import pytest
@@ -132,9 +132,8 @@ def destroy_storage_pool(name: str) -> None:
         conn.close()
 
 
-def labelled_domains(label: str, value: str) -> dict[str, int]:
-    """The ``ironpool-`` domains whose machine record carries ``label=value``: name -> libvirt state.
-    Other domains (other tests', a running ``ironpool up``'s) are left out."""
+def _ironpool_domains(matches: Callable[[Any], bool]) -> dict[str, int]:
+    """The ``ironpool-`` domains whose machine record ``matches``: name -> libvirt state."""
     import libvirt
     from ironpool.runtime.machine.domain_xml import parse_metadata
     from ironpool.runtime.machine.model import METADATA_NS
@@ -148,13 +147,25 @@ def labelled_domains(label: str, value: str) -> dict[str, int]:
                 continue
             try:
                 rec = parse_metadata(dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, METADATA_NS, 0))
-                if rec.labels.get(label) == value:
+                if matches(rec):
                     out[dom.name()] = int(dom.state()[0])
             except (libvirt.libvirtError, ValueError, TypeError, KeyError):
                 continue
     finally:
         conn.close()
     return out
+
+
+def labelled_domains(label: str, value: str) -> dict[str, int]:
+    """The ``ironpool-`` domains whose machine record carries ``label=value``: name -> libvirt state.
+    Other domains (other tests', a running ``ironpool up``'s) are left out."""
+    return _ironpool_domains(lambda rec: rec.labels.get(label) == value)
+
+
+def owned_domains(state_dir: Path) -> dict[str, int]:
+    """The domains of the machine runtime whose state folder is ``state_dir``: name -> libvirt state."""
+    owner = str(state_dir.absolute())
+    return _ironpool_domains(lambda rec: rec.owner == owner)
 
 
 def remove_domains(names: Iterable[str]) -> None:

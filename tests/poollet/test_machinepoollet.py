@@ -13,12 +13,13 @@ from typing import Any
 
 from fake_iri import FakeIriServer, FakeMachineRuntime
 from ironpool.api.compute import Machine, MachineClass, MachinePool
-from ironpool.api.core import Event, Secret
+from ironpool.api.core import Event, Namespace, Secret
 from ironpool.api.errors import NotFound
 from ironpool.api.storage import Volume
 from ironpool.client.rest import AsyncClient
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.poollet import keys
+from ironpool.poollet.collector import CollectOptions
 from ironpool.poollet.machinepoollet import run_machinepoollet
 from ironpool.poollet.runtime import MachineRuntime
 from poollet_helpers import GiB, Iri, machine_options, start_machinepoollet
@@ -72,6 +73,7 @@ async def test_bound_machine_is_created_with_ironcore_labels_and_status_flows_ba
         keys.MACHINE_NAMESPACE_LABEL: "default",
         keys.MACHINE_NAME_LABEL: "vm1",
         keys.MACHINE_POOL_LABEL: POOL,
+        keys.MACHINE_CLUSTER_LABEL: (await client.get(Namespace, "kube-system")).metadata.uid,
     }
     assert req.machine.metadata.annotations[keys.MACHINE_GENERATION_ANNOTATION] == "1"
     assert getattr(req.machine.spec, "class") == "small"
@@ -245,9 +247,18 @@ async def test_delete_goes_through_the_finalizer(client: AsyncClient, iri: Iri, 
     assert iri.machines.count("DeleteMachine") == 1
 
 
-async def test_orphan_runtime_machine_is_garbage_collected(client: AsyncClient, iri: Iri) -> None:
+def _iri_machine(mid: str, **labels: str) -> mpb.Machine:
+    m = mpb.Machine()
+    m.metadata.id = mid
+    m.metadata.labels.update(labels)
+    return m
+
+
+async def test_orphans_of_this_installation_are_collected_and_nothing_else(client: AsyncClient,
+                                                                          iri: Iri) -> None:
     await make_class(client)
-    running = await start_machinepoollet(client, iri)
+    gc = CollectOptions(grace=0.0)
+    running = await start_machinepoollet(client, iri, gc=gc)
     await make_machine(client, "vm1")
     await eventually(lambda: _state(client, "vm1", "Running"), message="Running")
     await running.stop()
@@ -256,32 +267,42 @@ async def test_orphan_runtime_machine_is_garbage_collected(client: AsyncClient, 
     m.metadata.finalizers = []
     await client.update(m, namespace="default")
     await client.delete(Machine, "vm1", "default")
-    # And an IRI machine claiming a UID nobody has: also an orphan.
-    orphan = mpb.Machine()
-    orphan.metadata.id = "orphan"
-    ghost = {
-        keys.MACHINE_UID_LABEL: "no-such-uid",
-        keys.MACHINE_NAMESPACE_LABEL: "default",
-        keys.MACHINE_NAME_LABEL: "ghost",
-    }
-    orphan.metadata.labels.update({**ghost, keys.MACHINE_POOL_LABEL: POOL})
-    iri.machines.machines["orphan"] = orphan
-    # One not made by a poollet, and one made by another pool's poollet on a shared runtime: left alone.
-    foreign = mpb.Machine()
-    foreign.metadata.id = "foreign"
-    iri.machines.machines["foreign"] = foreign
-    other_pool = mpb.Machine()
-    other_pool.metadata.id = "other-pool"
-    other_pool.metadata.labels.update({**ghost, keys.MACHINE_POOL_LABEL: "pool-b"})
-    iri.machines.machines["other-pool"] = other_pool
-    assert len(iri.machines.machines) == 4
-    again = await start_machinepoollet(client, iri)
+    ours = (await client.get(Namespace, "kube-system")).metadata.uid
+    ghost = {keys.MACHINE_UID_LABEL: "no-such-uid", keys.MACHINE_NAMESPACE_LABEL: "default",
+             keys.MACHINE_NAME_LABEL: "ghost"}
+    for made in (
+        # Ours, for a UID nobody has: an orphan as well.
+        _iri_machine("orphan", **ghost, **{keys.MACHINE_POOL_LABEL: POOL, keys.MACHINE_CLUSTER_LABEL: ours}),
+        # Not made by a poollet; another pool's; another installation's pool of the same name; and
+        # one of ours from before ownership labels: all left alone.
+        _iri_machine("foreign"),
+        _iri_machine("other-pool", **ghost, **{keys.MACHINE_POOL_LABEL: "pool-b",
+                                                keys.MACHINE_CLUSTER_LABEL: ours}),
+        _iri_machine("other-cluster", **ghost, **{keys.MACHINE_POOL_LABEL: POOL,
+                                                   keys.MACHINE_CLUSTER_LABEL: "another-installation"}),
+        _iri_machine("legacy", **ghost, **{keys.MACHINE_POOL_LABEL: POOL}),
+    ):
+        iri.machines.machines[made.metadata.id] = made
+    assert len(iri.machines.machines) == 6
+    again = await start_machinepoollet(client, iri, gc=gc)
     try:
-        survivors = {"foreign", "other-pool"}
+        survivors = {"foreign", "other-pool", "other-cluster", "legacy"}
         await eventually(lambda: set(iri.machines.machines) == survivors, message="orphans collected")
         relists = again.poollet.relister.relists
         await eventually(lambda: again.poollet.relister.relists >= relists + 3, message="more relists")
         assert set(iri.machines.machines) == survivors
+
+        async def reported() -> Any:
+            c = cond(await client.get(MachinePool, POOL), "GarbageCollection")
+            return c if c is not None and "2 collected" in (c.message or "") else None
+
+        c = await eventually(reported, message="the pool reports what was collected and left alone")
+        assert (c.status, c.reason) == ("True", "Clean")
+        assert "3 machine(s) of other installations or pools left alone" in c.message
+        assert "1 orphaned machine(s) without an installation label left alone" in c.message
+        events = (await client.list(Event, "default")).items
+        collected = [e for e in events if e.reason == "GarbageCollected" and e.involved_object.name == POOL]
+        assert len(collected) == 2, [e.message for e in events]
     finally:
         await again.stop()
 

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from ironpool.api.compute import Machine, MachineClass, MachinePool
+from ironpool.api.core import Namespace
 from ironpool.api.errors import NotFound
 from ironpool.api.storage import Volume, VolumeClass, VolumePool
 from ironpool.client.rest import AsyncClient
@@ -68,6 +69,7 @@ async def test_volume_created_available_expanded_and_deleted(client: AsyncClient
             keys.VOLUME_NAMESPACE_LABEL: "default",
             keys.VOLUME_NAME_LABEL: "data",
             keys.VOLUME_POOL_LABEL: VPOOL,
+            keys.VOLUME_CLUSTER_LABEL: (await client.get(Namespace, "kube-system")).metadata.uid,
         }
         assert created.volume.spec.resources.storage_bytes == GiB
         assert getattr(created.volume.spec, "class") == "fast"

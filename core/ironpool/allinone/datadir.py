@@ -8,6 +8,8 @@ An exclusive lock on ``up.lock`` keeps two ``ironpool up`` processes off one dir
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import json
 import os
 import re
 import secrets
@@ -41,6 +43,18 @@ def dns_label(value: str) -> str:
 def default_pool_name() -> str:
     """This host's short name as a DNS label: the pool name ``ironpool up`` announces."""
     return dns_label(socket.gethostname().split(".")[0])
+
+
+def default_storage_pool(data_dir: Path) -> str:
+    """The libvirt storage pool of the installation in ``data_dir``: one per data dir, never shared by
+    accident (libvirt pool names are host-wide)."""
+    digest = hashlib.sha256(str(data_dir.absolute()).encode()).hexdigest()[:10]
+    return f"ironpool-{digest}"
+
+
+def installation_owner(data_dir: Path) -> str:
+    """How the installation in ``data_dir`` names itself on shared host resources (storage pools)."""
+    return f"ironpool up at {socket.gethostname()}:{data_dir.absolute()}"
 
 
 @dataclass(frozen=True)
@@ -96,6 +110,25 @@ class DataDir:
     @property
     def lock_file(self) -> Path:
         return self.root / "up.lock"
+
+    @property
+    def installation_file(self) -> Path:
+        """What ``ironpool up`` made on the host (libvirt URI, storage pool), for ``ironpool down``."""
+        return self.root / "installation.json"
+
+    def write_installation(self, record: dict[str, str]) -> None:
+        tmp = self.installation_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, self.installation_file)
+
+    def read_installation(self) -> dict[str, str]:
+        try:
+            data = json.loads(self.installation_file.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise DataDirError(f"{self.installation_file}: unreadable: {exc}") from exc
+        return data if isinstance(data, dict) else {}
 
     def prepare(self) -> None:
         """Create the folders (the root 0700: it holds the admin token) and check socket paths fit."""

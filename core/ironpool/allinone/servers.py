@@ -220,6 +220,8 @@ class VolumeRuntimeSettings:
     images: Path
     socket: Path
     workers: int = 8
+    owner: str | None = None
+    share_pool: bool = False
 
 
 class VolumeRuntimeRunner:
@@ -237,6 +239,11 @@ class VolumeRuntimeRunner:
     def endpoint(self) -> str:
         return f"unix://{self.settings.socket}"
 
+    @property
+    def storage_pool(self) -> str:
+        """The pool's name once started (an existing pool on the same folder keeps its own)."""
+        return str(self._core.pool.name) if self._core is not None else self.settings.storage_pool
+
     async def start(self) -> None:
         import grpc.aio
 
@@ -251,7 +258,7 @@ class VolumeRuntimeRunner:
         s = self.settings
         core = VolumeRuntimeCore(
             StoragePool(s.libvirt_uri, s.storage_pool, s.pool_path), load_classes(s.classes_file),
-            ImageCatalog(s.images),
+            ImageCatalog(s.images), owner=s.owner, share_pool=s.share_pool,
         )
         self._executor = ThreadPoolExecutor(max_workers=s.workers, thread_name_prefix="volume-runtime")
         loop = asyncio.get_running_loop()

@@ -20,7 +20,14 @@ from typing import Any
 
 import ironpool
 from ironpool.allinone.classes import load_class_manifests, seed_classes, write_runtime_files
-from ironpool.allinone.datadir import DataDir, InstanceLock, default_pool_name, ensure_admin_token
+from ironpool.allinone.datadir import (
+    DataDir,
+    InstanceLock,
+    default_pool_name,
+    default_storage_pool,
+    ensure_admin_token,
+    installation_owner,
+)
 from ironpool.allinone.image import TINY, ensure_tiny_image
 from ironpool.allinone.progress import Progress
 from ironpool.allinone.servers import (
@@ -32,6 +39,7 @@ from ironpool.allinone.servers import (
     VolumeRuntimeSettings,
     wait_started,
 )
+from ironpool.poollet.collector import CollectOptions
 from ironpool.poollet.keys import MACHINE_POOL_LABEL
 from ironpool.poollet.runtime import MachineRuntime
 
@@ -54,7 +62,8 @@ class UpOptions:
     listen_port: int = 6443
     pool: str = field(default_factory=default_pool_name)
     provider_id: str = ""
-    storage_pool: str = "ironpool"
+    storage_pool: str = ""  # default: one per data dir (default_storage_pool)
+    share_storage_pool: bool = False
     classes: list[Path] = field(default_factory=default_classes)
     images: Path | None = None
     tiny_image: bool = True
@@ -69,12 +78,15 @@ class UpOptions:
     heartbeat_interval: float = 10.0
     relist_period: float = 2.0
     lifecycle_grace: float = 50.0
+    gc: CollectOptions = field(default_factory=CollectOptions)
     workers: int = 8
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
         if not self.provider_id:
             self.provider_id = f"ironpool://{socket.gethostname()}"
+        if not self.storage_pool:
+            self.storage_pool = default_storage_pool(self.data_dir)
 
 
 class UpError(Exception):
@@ -202,9 +214,13 @@ class AllInOne:
         self.volume_runtime = VolumeRuntimeRunner(VolumeRuntimeSettings(
             libvirt_uri=opts.libvirt_uri, storage_pool=opts.storage_pool, pool_path=dirs.volumes,
             classes_file=volume_classes, images=images, socket=dirs.volume_socket,
+            owner=installation_owner(dirs.root), share_pool=opts.share_storage_pool,
         ))
         await self.volume_runtime.start()
         vr = self.volume_runtime
+        opts.storage_pool = vr.storage_pool  # an existing pool on our folder keeps its name
+        dirs.write_installation({"libvirtURI": opts.libvirt_uri, "storagePool": opts.storage_pool,
+                                 "pool": opts.pool, "api": self.apiserver.url})
         p.ok("volume runtime", f"{vr.endpoint}  (storage pool {opts.storage_pool}, {vr.volumes} volume(s))")
 
         p.begin()
@@ -234,7 +250,7 @@ class AllInOne:
                 pool=opts.pool, provider_id=opts.provider_id, addresses=(("Hostname", socket.gethostname()),),
                 workers=opts.workers, heartbeat_interval=opts.heartbeat_interval,
                 relist_period=opts.relist_period, capacity=capacity,
-                reserved=HostResources(opts.reserved_cpu, opts.reserved_memory),
+                reserved=HostResources(opts.reserved_cpu, opts.reserved_memory), gc=opts.gc,
             ),
             stop, mp_ready,
         ))
@@ -250,7 +266,7 @@ class AllInOne:
             VolumePoolletOptions(
                 pool=opts.pool, provider_id=opts.provider_id, workers=opts.workers,
                 heartbeat_interval=opts.heartbeat_interval, relist_period=opts.relist_period,
-                capacity_bytes=opts.capacity_storage,
+                capacity_bytes=opts.capacity_storage, gc=opts.gc,
             ),
             stop, vp_ready,
         ))

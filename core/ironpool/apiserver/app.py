@@ -28,6 +28,7 @@ from ironpool.api import errors
 from ironpool.api.resources import ResourceInfo, by_path
 from ironpool.apiserver.auth import Authenticator, Authorizer, User
 from ironpool.apiserver.authz import authorize as authorize_identities
+from ironpool.apiserver.bootstrap import Bootstrap
 from ironpool.apiserver.metrics import Metrics
 from ironpool.apiserver.openapi import (
     discovery_core,
@@ -171,6 +172,7 @@ class ApiServer:
         self.store = store
         self.authorize = authorize
         self.registry = Registry(store)
+        self.bootstrap = Bootstrap(self.registry)
         self.authenticator = authenticator
         self.metrics = Metrics(store)
         self._openapi: bytes | None = None
@@ -185,6 +187,8 @@ class ApiServer:
             user = self.authenticate(request)
             target = cached_target(request.url.path)
             resource = target.info.plural
+            if not self.bootstrap.done:
+                await self.bootstrap.ensure()
             verb, response = await self.dispatch(request, user, target)
         except errors.ApiError as exc:
             response = error_response(exc)

@@ -37,6 +37,8 @@ from ironpool.store.interface import (
 _SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation")
 # Namespaces that exist without an object (Kubernetes creates them at start-up).
 _IMPLICIT_NAMESPACES = frozenset({"default"})
+# Kubernetes' NamespaceLifecycle admission refuses to delete these; kube-system's uid is the cluster uid.
+_UNDELETABLE_NAMESPACES = frozenset({"default", "kube-system"})
 NAMESPACES = by_path("", "v1", "namespaces")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' generateName alphabet
 _CONFLICT_RETRIES = 16
@@ -201,7 +203,7 @@ class Registry:
         self, name: str, expected_rv: int | None, expected_uid: str | None, dry_run: bool
     ) -> Document:
         """Mark the namespace Terminating, delete what it holds, and remove it once it is empty."""
-        if name in _IMPLICIT_NAMESPACES:
+        if name in _UNDELETABLE_NAMESPACES:
             raise errors.Forbidden(f'namespace "{name}" may not be deleted', kind="namespaces", name=name)
         key = NAMESPACES.key(None, name)
         for _ in range(_CONFLICT_RETRIES):

@@ -32,6 +32,27 @@ def log_level_option(f: F) -> F:
                         type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))(f)
 
 
+def gc_options(f: F) -> F:
+    """``--gc-policy``, ``--gc-grace``, ``--gc-max-per-pass``: how orphaned runtime objects are collected."""
+    f = click.option("--gc-max-per-pass", default=20, show_default=True, type=click.IntRange(1),
+                     help="Most orphans deleted per relist; more wait for the next one.")(f)
+    f = click.option("--gc-grace", default=300.0, show_default=True, type=click.FloatRange(0),
+                     help="Seconds a runtime object must stay orphaned (across two relists) before it "
+                          "is deleted.")(f)
+    return click.option("--gc-policy", type=click.Choice(["collect", "report"]), default="collect",
+                        show_default=True,
+                        help="collect: delete this installation's orphaned machines and volumes after the "
+                             "grace period; report: only log them and show them on the pool.")(f)
+
+
+def collect_options(gc_policy: str, gc_grace: float, gc_max_per_pass: int) -> Any:
+    """The poollets' :class:`~ironpool.poollet.collector.CollectOptions` from :func:`gc_options`."""
+    from ironpool.poollet.collector import CollectOptions
+
+    return CollectOptions(policy="report" if gc_policy == "report" else "collect", grace=gc_grace,
+                          max_per_pass=gc_max_per_pass)
+
+
 def setup_logging(level: str) -> None:
     """Log to stderr at ``level`` with timestamps and logger names."""
     logging.basicConfig(level=level.upper(), format=LOG_FORMAT)

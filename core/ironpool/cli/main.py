@@ -30,6 +30,7 @@ _COMMANDS: dict[str, str] = {
     "machinepoollet": "ironpool.cli.poollet_cmd:machinepoollet",
     "volumepoollet": "ironpool.cli.poollet_cmd:volumepoollet",
     "up": "ironpool.cli.up_cmd:up",
+    "down": "ironpool.cli.down_cmd:down",
 }
 
 

@@ -12,6 +12,8 @@ import click
 
 from ironpool.cli.common import (
     client_config,
+    collect_options,
+    gc_options,
     log_level_option,
     quantity_option,
     run_until_signalled,
@@ -76,6 +78,7 @@ def _common(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--heartbeat-interval", default=10.0, show_default=True, type=click.FloatRange(0.1)),
         click.option("--relist-period", default=5.0, show_default=True, type=click.FloatRange(0.05),
                      help="Seconds between runtime relists (state changes, garbage collection)."),
+        gc_options,
         log_level_option,
     ]
     for opt in reversed(options):
@@ -92,8 +95,8 @@ def _common(f: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--reserved-memory", default="0", show_default=True, help="Memory kept from ironpool machines.")
 def machinepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server: str | None,
                    token_file: Path | None, region: str | None, zone: str | None, workers: int,
-                   heartbeat_interval: float, relist_period: float, log_level: str,
-                   addresses: tuple[str, ...],
+                   heartbeat_interval: float, relist_period: float, gc_policy: str, gc_grace: float,
+                   gc_max_per_pass: int, log_level: str, addresses: tuple[str, ...],
                    capacity_cpu: str | None, capacity_memory: str | None, reserved_cpu: str,
                    reserved_memory: str) -> None:
     """Announce a MachinePool and drive the Machines bound to it through an IRI machine runtime."""
@@ -114,7 +117,7 @@ def machinepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server
     options = MachinePoolletOptions(
         pool=pool, provider_id=provider_id, region=region, zone=zone, addresses=_addresses(addresses),
         workers=workers, heartbeat_interval=heartbeat_interval, relist_period=relist_period,
-        capacity=capacity, reserved=reserved,
+        capacity=capacity, reserved=reserved, gc=collect_options(gc_policy, gc_grace, gc_max_per_pass),
     )
     endpoint = _endpoint("machine", iri_endpoint)
     if capacity is None and not endpoint.startswith("unix://"):
@@ -131,8 +134,8 @@ def machinepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server
               help="Total storage of the pool, e.g. 500Gi (default: what the runtime can provide).")
 def volumepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server: str | None,
                   token_file: Path | None, region: str | None, zone: str | None, workers: int,
-                  heartbeat_interval: float, relist_period: float, log_level: str,
-                  capacity_storage: str | None) -> None:
+                  heartbeat_interval: float, relist_period: float, gc_policy: str, gc_grace: float,
+                  gc_max_per_pass: int, log_level: str, capacity_storage: str | None) -> None:
     """Announce a VolumePool and drive the Volumes bound to it through an IRI volume runtime."""
     from ironpool.poollet.runtime import VolumeRuntime
     from ironpool.poollet.volumepoollet import VolumePoolletOptions, run_volumepoollet
@@ -142,6 +145,7 @@ def volumepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server:
         pool=pool, provider_id=provider_id, region=region, zone=zone, workers=workers,
         heartbeat_interval=heartbeat_interval, relist_period=relist_period,
         capacity_bytes=quantity_option(capacity_storage, "--capacity-storage"),
+        gc=collect_options(gc_policy, gc_grace, gc_max_per_pass),
     )
     endpoint = _endpoint("volume", iri_endpoint)
     _run_poollet(server, token_file, lambda: VolumeRuntime.connect(endpoint),

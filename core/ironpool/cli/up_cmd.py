@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from ironpool.cli.common import quantity_option
+from ironpool.cli.common import collect_options, gc_options, quantity_option
 
 
 def _listen(value: str) -> tuple[str, int]:
@@ -30,8 +30,11 @@ def _listen(value: str) -> tuple[str, int]:
 @click.option("--pool", default=None,
               help="Name of this host's MachinePool and VolumePool [default: hostname].")
 @click.option("--provider-id", default=None, help="spec.providerID of the pools [default: ironpool://HOSTNAME].")
-@click.option("--storage-pool", default="ironpool", show_default=True,
-              help="libvirt dir storage pool for volumes (created in DATA_DIR/volumes if missing).")
+@click.option("--storage-pool", default=None,
+              help="libvirt dir storage pool for volumes, created in DATA_DIR/volumes if missing "
+                   "[default: ironpool-<hash of DATA_DIR>, one per data dir].")
+@click.option("--share-storage-pool", is_flag=True,
+              help="Use --storage-pool even if another installation owns it (both then see its volumes).")
 @click.option("--classes", "classes", multiple=True, type=click.Path(path_type=Path, exists=True),
               help="MachineClass/VolumeClass manifests (file or folder, repeatable) "
                    "[default: the source tree's examples/classes].")
@@ -50,14 +53,16 @@ def _listen(value: str) -> tuple[str, int]:
 @click.option("--write-client-config/--no-write-client-config", default=True, show_default=True,
               help="Write the client configuration ($IRONPOOL_CONFIG or ~/.config/ironpool/config.yaml).")
 @click.option("--heartbeat-interval", default=10.0, show_default=True, type=click.FloatRange(0.1))
+@gc_options
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
               help="Level of DATA_DIR/logs/ironpool.log.")
 def up(data_dir: Path | None, libvirt_uri: str, listen: str, pool: str | None, provider_id: str | None,
-       storage_pool: str, classes: tuple[Path, ...], images: Path | None, tiny_image: bool, domain_type: str,
+       storage_pool: str | None, share_storage_pool: bool, classes: tuple[Path, ...], images: Path | None,
+       tiny_image: bool, domain_type: str,
        capacity_cpu: str | None, capacity_memory: str | None, reserved_cpu: str, reserved_memory: str,
        capacity_storage: str | None, write_client_config: bool, heartbeat_interval: float,
-       log_level: str) -> None:
+       gc_policy: str, gc_grace: float, gc_max_per_pass: int, log_level: str) -> None:
     """Run ironpool for this host: apiserver (SQLite), scheduler, pool lifecycle, machinepoollet and
     volumepoollet, libvirt machine and volume runtimes. Ctrl-C stops it; running it again resumes."""
     from ironpool.allinone.datadir import DataDirError, default_data_dir, dns_label
@@ -70,12 +75,14 @@ def up(data_dir: Path | None, libvirt_uri: str, listen: str, pool: str | None, p
     cpu = quantity_option(capacity_cpu, "--capacity-cpu")
     options = UpOptions(
         data_dir=data_dir or default_data_dir(), libvirt_uri=libvirt_uri, listen_host=host, listen_port=port,
-        storage_pool=storage_pool, images=images, tiny_image=tiny_image, domain_type=domain_type,
+        storage_pool=storage_pool or "", share_storage_pool=share_storage_pool, images=images,
+        tiny_image=tiny_image, domain_type=domain_type,
         capacity_cpu=cpu, capacity_memory=quantity_option(capacity_memory, "--capacity-memory"),
         reserved_cpu=quantity_option(reserved_cpu, "--reserved-cpu") or 0,
         reserved_memory=quantity_option(reserved_memory, "--reserved-memory") or 0,
         capacity_storage=quantity_option(capacity_storage, "--capacity-storage"),
         write_client_config=write_client_config, heartbeat_interval=heartbeat_interval, log_level=log_level,
+        gc=collect_options(gc_policy, gc_grace, gc_max_per_pass),
     )
     if pool:
         options.pool = pool

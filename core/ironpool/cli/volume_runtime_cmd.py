@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
 
 import click
@@ -53,6 +54,17 @@ from ironpool.cli.common import setup_logging
     help="Threads for libvirt and qemu-img calls.",
 )
 @click.option(
+    "--owner",
+    default=None,
+    help="Who the storage pool belongs to, recorded in it on first use; a pool recorded for another "
+    "owner is refused [default: volume-runtime@HOSTNAME:POOL_PATH].",
+)
+@click.option(
+    "--share-storage-pool",
+    is_flag=True,
+    help="Use the storage pool even if it belongs to another owner (both then see its volumes).",
+)
+@click.option(
     "--log-level",
     default="INFO",
     show_default=True,
@@ -66,6 +78,8 @@ def volume_runtime(
     images_dir: Path | None,
     address: str,
     workers: int,
+    owner: str | None,
+    share_storage_pool: bool,
     log_level: str,
 ) -> None:
     """Serve the IRI volume runtime (volume.v1alpha1.VolumeRuntime) on a libvirt storage pool."""
@@ -85,7 +99,8 @@ def volume_runtime(
     if not pool_path.is_absolute():
         raise click.BadParameter(f"must be an absolute path, got {pool_path}", param_hint="--pool-path")
     core = VolumeRuntimeCore(
-        StoragePool(libvirt_uri, storage_pool, pool_path), classes, ImageCatalog(images_dir)
+        StoragePool(libvirt_uri, storage_pool, pool_path), classes, ImageCatalog(images_dir),
+        owner=owner or f"volume-runtime@{socket.gethostname()}:{pool_path}", share_pool=share_storage_pool,
     )
     try:
         asyncio.run(serve(core, address, workers=workers))

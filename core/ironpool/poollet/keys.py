@@ -19,6 +19,9 @@ MACHINE_FIELD_OWNER = "machinepoollet.ironcore.dev/field-owner"
 # deletion of gone objects only touch machines carrying this poollet's pool, so poollets sharing
 # one libvirtd (a test beside the demo) never delete each other's domains.
 MACHINE_POOL_LABEL = "machinepoollet.ironpool.dev/pool"
+# ironpool addition: the uid of the installation (its kube-system namespace) whose poollet created
+# the IRI machine. Pool names repeat across installations (both default to the hostname); this does not.
+MACHINE_CLUSTER_LABEL = "machinepoollet.ironpool.dev/cluster-uid"
 
 # --- volumepoollet --------------------------------------------------------------------------
 VOLUME_UID_LABEL = "volumepoollet.ironcore.dev/volume-uid"
@@ -26,6 +29,7 @@ VOLUME_NAMESPACE_LABEL = "volumepoollet.ironcore.dev/volume-namespace"
 VOLUME_NAME_LABEL = "volumepoollet.ironcore.dev/volume-name"
 VOLUME_FINALIZER = "volumepoollet.ironcore.dev/volume"
 VOLUME_POOL_LABEL = "volumepoollet.ironpool.dev/pool"
+VOLUME_CLUSTER_LABEL = "volumepoollet.ironpool.dev/cluster-uid"
 
 # --- common ---------------------------------------------------------------------------------
 TOPOLOGY_REGION_LABEL = "topology.ironcore.dev/region"

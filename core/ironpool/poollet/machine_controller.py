@@ -101,14 +101,17 @@ class MachineReconciler:
         self.runtime_name = runtime_name
         self.delete_requeue = delete_requeue
         self.events = events
+        # Pool and installation labels stamped on every IRI machine created (see poollet.ownership).
+        self.owner_labels: dict[str, str] = {keys.MACHINE_POOL_LABEL: pool}
+        # Machines the informer saw deleted, by key: their uid, until the runtime has none left.
+        self.deleted: dict[str, str] = {}
 
     # -- entry point -----------------------------------------------------------------------------
 
     async def reconcile(self, key: str) -> float | None:
-        namespace, _, name = key.partition("/")
         machine = self.machines.get(key)
         if machine is None:
-            return await self._delete_gone(namespace, name)
+            return await self._delete_gone(key)
         if machine.metadata.deletion_timestamp:
             return await self._delete(machine)
         ref = machine.spec.machine_pool_ref
@@ -136,7 +139,7 @@ class MachineReconciler:
             await self._claim(machine, deps.claims)
             desired = build_machine(machine, deps.runtime_class, deps.ignition,
                                     list(deps.volumes.values()), list(deps.nics.values()))
-            desired.metadata.labels[keys.MACHINE_POOL_LABEL] = self.pool
+            desired.metadata.labels.update(self.owner_labels)
             try:
                 iri = await self.runtime.create_machine(desired)
             except grpc.aio.AioRpcError as exc:
@@ -341,11 +344,21 @@ class MachineReconciler:
                  machine.metadata.name)
         return None
 
-    async def _delete_gone(self, namespace: str, name: str) -> float | None:
-        """The API object is gone (finalizer bypassed or removed): delete what the runtime still has."""
-        labels = {keys.MACHINE_NAMESPACE_LABEL: namespace, keys.MACHINE_NAME_LABEL: name,
-                  keys.MACHINE_POOL_LABEL: self.pool}
-        return self.delete_requeue if await self._delete_iri(labels) else None
+    async def _delete_gone(self, key: str) -> float | None:
+        """A Machine we saw deleted without our finalizer running (stripped by someone): delete what
+        the runtime still has for its uid, made by this installation's poollet (IronCore's deleteGone).
+
+        Only an observed deletion counts: a key that is merely missing from the cache (a fresh or
+        restored database) is the orphan collector's business, which is deliberate about it.
+        """
+        uid = self.deleted.get(key)
+        if uid is None:
+            return None
+        if await self._delete_iri({keys.MACHINE_UID_LABEL: uid, **self.owner_labels}):
+            return self.delete_requeue
+        if self.deleted.get(key) == uid:
+            del self.deleted[key]
+        return None
 
     async def _delete_iri(self, labels: Mapping[str, str]) -> bool:
         """Delete every IRI machine with these labels; True while any is still listed."""

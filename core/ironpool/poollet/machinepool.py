@@ -22,6 +22,7 @@ from ironpool.client.rest import AsyncClient
 from ironpool.poollet import keys
 from ironpool.poollet.capacity import HostResources, local_host_resources, machine_pool_resources
 from ironpool.poollet.classes import ClassMapper, RuntimeClass, capabilities_to_iri
+from ironpool.poollet.collector import OrphanCollector
 from ironpool.poollet.conditions import ProbeHealth, condition, now_rfc3339
 from ironpool.poollet.machine_iri import status_differs
 from ironpool.poollet.runtime import MachineRuntime
@@ -103,6 +104,8 @@ class MachinePoolReconciler:
         self.health = ProbeHealth()
         self._last_write = 0.0
         self.on_classes_changed: list[Any] = []
+        self.pool_uid: str | None = None
+        self.collection: OrphanCollector | None = None  # its findings go on the pool's conditions
 
     async def refresh_classes(self) -> tuple[bool, str]:
         """Probe the runtime's ``Status``; updates the class mapper. Returns (ok, message)."""
@@ -144,9 +147,13 @@ class MachinePoolReconciler:
         ready = condition("Ready", "True" if ok else "False",
                           "HeartbeatReceived" if ok else "RuntimeUnreachable", message, previous, now,
                           lastUpdateTime=now, observedGeneration=pool.metadata.generation)
+        conditions = [ready]
+        if self.collection is not None:
+            c = self.collection
+            conditions.append(c.status.condition(c.what, c.options.grace, previous, now))
         return {
             "state": "Ready",
-            "conditions": [ready],
+            "conditions": conditions,
             "availableMachineClasses": [{"name": n} for n in sorted(offered)],
             "addresses": [{"type": t, "address": a} for t, a in self.identity.addresses],
             "capacity": cap,
@@ -159,6 +166,7 @@ class MachinePoolReconciler:
             pool = await self.client.get(MachinePool, self.identity.name)
         except NotFound:
             pool = await announce_pool(self.client, MachinePool, self.identity)
+        self.pool_uid = pool.metadata.uid
         labels = pool.metadata.labels or {}
         if any(labels.get(k) != v for k, v in self.identity.labels().items()):
             pool = await announce_pool(self.client, MachinePool, self.identity)

@@ -22,11 +22,13 @@ from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.poollet import keys
 from ironpool.poollet.capacity import HostResources
 from ironpool.poollet.classes import ClassMapper
+from ironpool.poollet.collector import CollectOptions, OrphanCollector
 from ironpool.poollet.controller import Controller
 from ironpool.poollet.events import EventRecorder
 from ironpool.poollet.machine_controller import MachineReconciler
 from ironpool.poollet.machine_iri import volume_object_name
 from ironpool.poollet.machinepool import MachinePoolReconciler, PoolIdentity, announce_pool
+from ironpool.poollet.ownership import Owner, Ownership, cluster_uid
 from ironpool.poollet.relist import Relister, retry_until_ok, sleep_or_stop
 from ironpool.poollet.runtime import MachineRuntime
 
@@ -50,7 +52,7 @@ class MachinePoolletOptions:
     delete_requeue: float = 1.0
     capacity: HostResources | None = None
     reserved: HostResources = field(default_factory=lambda: HostResources(0, 0))
-    garbage_collect: bool = True
+    gc: CollectOptions = field(default_factory=CollectOptions)
     sync_timeout: float = 120.0
 
 
@@ -74,10 +76,8 @@ def claim_uid_index(v: Volume) -> list[str]:
     return [ref.uid] if ref is not None and ref.uid else []
 
 
-def iri_machine_key(m: mpb.Machine, pool: str | None = None) -> str | None:
-    """``namespace/name`` of the Machine an IRI machine belongs to (only if made for ``pool``, if given)."""
-    if pool is not None and m.metadata.labels.get(keys.MACHINE_POOL_LABEL) != pool:
-        return None
+def iri_machine_key(m: mpb.Machine) -> str | None:
+    """``namespace/name`` of the Machine an IRI machine was made for, from its labels."""
     ns = m.metadata.labels.get(keys.MACHINE_NAMESPACE_LABEL)
     name = m.metadata.labels.get(keys.MACHINE_NAME_LABEL)
     return f"{ns}/{name}" if ns and name else None
@@ -115,12 +115,20 @@ class MachinePoollet:
         self._forwarded: dict[tuple[str, int, str, str], None] = {}
         self.machine_controller = Controller("machine", self.machine_reconciler.reconcile,
                                              workers=options.workers)
+        # Known once the apiserver answered (run); until then no runtime object counts as ours.
+        self.ownership: Ownership | None = None
+        self.collector: OrphanCollector | None = None
         self.relister: Relister[mpb.Machine] = Relister(
-            self.runtime.list_machines, lambda m: iri_machine_key(m, options.pool),
-            self.machine_controller.enqueue,
-            options.relist_period, after_list=self.collect_garbage if options.garbage_collect else None,
+            self.runtime.list_machines, self.key_of_own, self.machine_controller.enqueue,
+            options.relist_period, after_list=self._after_relist,
         )
         self._wire_handlers()
+
+    def key_of_own(self, m: mpb.Machine) -> str | None:
+        """The Machine key of an IRI machine this poollet made (or adopts); None for others'."""
+        if self.ownership is None or self.ownership.classify(m.metadata.labels) is Owner.FOREIGN:
+            return None
+        return iri_machine_key(m)
 
     # -- event handlers ------------------------------------------------------------------------
 
@@ -131,10 +139,14 @@ class MachinePoollet:
             mc.enqueue(key_of(m))
             self.pool_controller.enqueue(pool_key)
 
+        def machine_deleted(m: Machine) -> None:
+            self.machine_reconciler.deleted[key_of(m)] = m.metadata.uid or ""
+            machine_changed(m)
+
         self.machines.add_event_handler(
             on_add=machine_changed,
             on_update=lambda old, new: mc.enqueue(key_of(new)),
-            on_delete=machine_changed,
+            on_delete=machine_deleted,
         )
 
         def dependents(index: str, obj: Volume | Secret) -> None:
@@ -168,29 +180,37 @@ class MachinePoollet:
 
     # -- garbage collection ----------------------------------------------------------------------
 
-    async def collect_garbage(self, items: Sequence[mpb.Machine]) -> None:
-        """Delete IRI machines whose API Machine no longer exists (IronCore has no such sweep)."""
-        if not self.machines.has_synced:
-            return
-        for m in items:
-            uid = m.metadata.labels.get(keys.MACHINE_UID_LABEL)
-            key = iri_machine_key(m, self.options.pool)
-            if not uid or key is None or m.metadata.deleted_at:
-                continue  # not made by this pool's poollet, or already going
-            cached = self.machines.get(key)
-            if cached is not None and cached.metadata.uid == uid:
-                continue
-            ns, _, name = key.partition("/")
-            try:
-                live: Machine | None = await self.client.get(Machine, name, ns)
-            except NotFound:
-                live = None
-            if (live is not None and live.metadata.uid == uid and live.spec.machine_pool_ref is not None
-                    and live.spec.machine_pool_ref.name == self.options.pool):
-                continue  # the cache is behind; the informer will catch up
-            log.info("garbage-collecting IRI machine %s: Machine %s (uid %s) no longer exists",
-                     m.metadata.id, key, uid)
-            await self.runtime.delete_machine(m.metadata.id)
+    async def _after_relist(self, items: Sequence[mpb.Machine]) -> None:
+        if self.collector is not None and self.machines.has_synced:
+            await self.collector.collect(items)
+
+    async def machine_is_live(self, key: str, uid: str) -> bool:
+        """Whether a Machine with ``uid`` still exists at ``key`` and is bound to this pool."""
+        cached = self.machines.get(key)
+        if cached is not None and cached.metadata.uid == uid:
+            return True
+        ns, _, name = key.partition("/")
+        try:
+            live: Machine = await self.client.get(Machine, name, ns)
+        except NotFound:
+            return False
+        ref = live.spec.machine_pool_ref
+        return live.metadata.uid == uid and ref is not None and ref.name == self.options.pool
+
+    async def _report_on_pool(self, type_: str, reason: str, message: str) -> None:
+        pool = MachinePool.model_validate({"metadata": {"name": self.options.pool,
+                                                        "uid": self.pool_reconciler.pool_uid}})
+        await self.events.record(pool, type_, reason, message)
+
+    def _own(self, uid: str) -> None:
+        self.ownership = Ownership(keys.MACHINE_POOL_LABEL, keys.MACHINE_CLUSTER_LABEL, self.options.pool,
+                                   uid)
+        self.machine_reconciler.owner_labels = self.ownership.labels()
+        self.collector = OrphanCollector(
+            "machine", self.ownership, keys.MACHINE_UID_LABEL, iri_machine_key, self.machine_is_live,
+            self.runtime.delete_machine, self.options.gc, self._report_on_pool,
+        )
+        self.pool_reconciler.collection = self.collector
 
     # -- runtime events --------------------------------------------------------------------------
 
@@ -230,10 +250,12 @@ class MachinePoollet:
 
     async def run(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
         version = await retry_until_ok(stop, self.runtime.version, "asking the machine runtime its version")
-        if version is None or await retry_until_ok(
+        uid = await retry_until_ok(stop, lambda: cluster_uid(self.client), "reading the cluster uid")
+        if version is None or uid is None or await retry_until_ok(
                 stop, lambda: announce_pool(self.client, MachinePool, self.identity),
                 f"announcing MachinePool {self.options.pool}") is None:
             return
+        self._own(uid)
         self.runtime_name = version.runtime_name or "iri"
         self.machine_reconciler.runtime_name = self.runtime_name
         informers = (self.machines, self.classes, self.volumes, self.secrets)

@@ -83,14 +83,15 @@ class VolumeReconciler:
         self.mapper = mapper
         self.runtime_name = runtime_name
         self.delete_requeue = delete_requeue
+        # Pool and installation labels stamped on every IRI volume created (see poollet.ownership).
+        self.owner_labels: dict[str, str] = {keys.VOLUME_POOL_LABEL: pool}
+        # Volumes the informer saw deleted, by key: their uid, until the runtime has none left.
+        self.deleted: dict[str, str] = {}
 
     async def reconcile(self, key: str) -> float | None:
-        namespace, _, name = key.partition("/")
         vol = self.volumes.get(key)
         if vol is None:
-            labels = {keys.VOLUME_NAMESPACE_LABEL: namespace, keys.VOLUME_NAME_LABEL: name,
-                      keys.VOLUME_POOL_LABEL: self.pool}
-            return self.delete_requeue if await self._delete_iri(labels) else None
+            return await self._delete_gone(key)
         if vol.metadata.deletion_timestamp:
             return await self._delete(vol)
         ref = vol.spec.volume_pool_ref
@@ -162,7 +163,7 @@ class VolumeReconciler:
             return None, waiting
         iri = vpb.Volume(spec=spec)
         iri.metadata.labels.update(uid_labels(vol))
-        iri.metadata.labels[keys.VOLUME_POOL_LABEL] = self.pool
+        iri.metadata.labels.update(self.owner_labels)
         return iri, []
 
     async def _status(self, vol: Volume, iri: vpb.Volume, now: str) -> dict[str, Any]:
@@ -236,6 +237,19 @@ class VolumeReconciler:
         if await self._delete_iri({keys.VOLUME_UID_LABEL: vol.metadata.uid or ""}):
             return self.delete_requeue
         await self._set_finalizer(vol, add=False)
+        return None
+
+    async def _delete_gone(self, key: str) -> float | None:
+        """A Volume we saw deleted without our finalizer running: delete what the runtime still has
+        for its uid, made by this installation's poollet. A key merely missing from the cache (a fresh
+        or restored database) is left to the orphan collector, which is deliberate about it."""
+        uid = self.deleted.get(key)
+        if uid is None:
+            return None
+        if await self._delete_iri({keys.VOLUME_UID_LABEL: uid, **self.owner_labels}):
+            return self.delete_requeue
+        if self.deleted.get(key) == uid:
+            del self.deleted[key]
         return None
 
     async def _delete_iri(self, labels: Mapping[str, str]) -> bool:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ironpool.api.core import Secret
@@ -22,10 +23,13 @@ from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as vpb
 from ironpool.poollet import keys
 from ironpool.poollet.capacity import volume_pool_resources
 from ironpool.poollet.classes import ClassMapper
+from ironpool.poollet.collector import CollectOptions, OrphanCollector
 from ironpool.poollet.conditions import ProbeHealth, condition, now_rfc3339
 from ironpool.poollet.controller import Controller
+from ironpool.poollet.events import EventRecorder
 from ironpool.poollet.machine_iri import status_differs
 from ironpool.poollet.machinepool import PoolIdentity, announce_pool
+from ironpool.poollet.ownership import Owner, Ownership, cluster_uid
 from ironpool.poollet.relist import Relister, retry_until_ok, sleep_or_stop
 from ironpool.poollet.runtime import VolumeRuntime
 from ironpool.poollet.volume_controller import VolumeReconciler, storage_bytes, volume_class_caps
@@ -47,14 +51,12 @@ class VolumePoolletOptions:
     resync_period: float = 60.0
     delete_requeue: float = 1.0
     capacity_bytes: int | None = None
-    garbage_collect: bool = True
+    gc: CollectOptions = field(default_factory=CollectOptions)
     sync_timeout: float = 120.0
 
 
-def iri_volume_key(v: vpb.Volume, pool: str | None = None) -> str | None:
-    """``namespace/name`` of the Volume an IRI volume belongs to (only if made for ``pool``, if given)."""
-    if pool is not None and v.metadata.labels.get(keys.VOLUME_POOL_LABEL) != pool:
-        return None
+def iri_volume_key(v: vpb.Volume) -> str | None:
+    """``namespace/name`` of the Volume an IRI volume was made for, from its labels."""
     ns = v.metadata.labels.get(keys.VOLUME_NAMESPACE_LABEL)
     name = v.metadata.labels.get(keys.VOLUME_NAME_LABEL)
     return f"{ns}/{name}" if ns and name else None
@@ -78,10 +80,14 @@ class VolumePoollet:
                                            self.secrets, self.mapper, delete_requeue=options.delete_requeue)
         self.volume_controller = Controller("volume", self.reconciler.reconcile, workers=options.workers)
         self.pool_controller = Controller("volumepool", self.reconcile_pool, workers=1)
+        # Known once the apiserver answered (run); until then no runtime object counts as ours.
+        self.ownership: Ownership | None = None
+        self.collector: OrphanCollector | None = None
+        self.events = EventRecorder(client, "volumepoollet")
+        self.pool_uid: str | None = None
         self.relister: Relister[vpb.Volume] = Relister(
-            self.runtime.list_volumes, lambda v: iri_volume_key(v, options.pool),
-            self.volume_controller.enqueue, options.relist_period,
-            after_list=self.collect_garbage if options.garbage_collect else None,
+            self.runtime.list_volumes, self.key_of_own, self.volume_controller.enqueue,
+            options.relist_period, after_list=self._after_relist,
         )
         self._last_write = 0.0
         self._iri_bytes = 0
@@ -91,7 +97,11 @@ class VolumePoollet:
             vc.enqueue(key_of(v))
             self.pool_controller.enqueue(pool)
 
-        self.volumes.add_event_handler(on_add=changed, on_update=lambda o, n: changed(n), on_delete=changed)
+        def deleted(v: Volume) -> None:
+            self.reconciler.deleted[key_of(v)] = v.metadata.uid or ""
+            changed(v)
+
+        self.volumes.add_event_handler(on_add=changed, on_update=lambda o, n: changed(n), on_delete=deleted)
 
         def class_changed(c: VolumeClass) -> None:
             self.pool_controller.enqueue(pool)
@@ -104,30 +114,41 @@ class VolumePoollet:
         for key in list(self.volumes.keys()):
             self.volume_controller.enqueue(key)
 
-    async def collect_garbage(self, items: Any) -> None:
-        """Delete IRI volumes whose API Volume no longer exists; remember their total size."""
-        self._iri_bytes = sum(v.spec.resources.storage_bytes for v in items
-                              if iri_volume_key(v, self.options.pool))
-        if not self.volumes.has_synced:
-            return
-        for v in items:
-            uid = v.metadata.labels.get(keys.VOLUME_UID_LABEL)
-            key = iri_volume_key(v, self.options.pool)
-            if not uid or key is None or v.metadata.deleted_at:
-                continue
-            cached = self.volumes.get(key)
-            if cached is not None and cached.metadata.uid == uid:
-                continue
-            ns, _, name = key.partition("/")
-            try:
-                live: Volume | None = await self.client.get(Volume, name, ns)
-            except NotFound:
-                live = None
-            if live is not None and live.metadata.uid == uid:
-                continue
-            log.info("garbage-collecting IRI volume %s: Volume %s (uid %s) no longer exists",
-                     v.metadata.id, key, uid)
-            await self.runtime.delete_volume(v.metadata.id)
+    def key_of_own(self, v: vpb.Volume) -> str | None:
+        """The Volume key of an IRI volume this poollet made (or adopts); None for others'."""
+        if self.ownership is None or self.ownership.classify(v.metadata.labels) is Owner.FOREIGN:
+            return None
+        return iri_volume_key(v)
+
+    async def _after_relist(self, items: Sequence[vpb.Volume]) -> None:
+        """Remember what this pool's volumes take; collect orphans."""
+        self._iri_bytes = sum(v.spec.resources.storage_bytes for v in items if self.key_of_own(v))
+        if self.collector is not None and self.volumes.has_synced:
+            await self.collector.collect(items)
+
+    async def volume_is_live(self, key: str, uid: str) -> bool:
+        """Whether a Volume with ``uid`` still exists at ``key``."""
+        cached = self.volumes.get(key)
+        if cached is not None and cached.metadata.uid == uid:
+            return True
+        ns, _, name = key.partition("/")
+        try:
+            live: Volume = await self.client.get(Volume, name, ns)
+        except NotFound:
+            return False
+        return live.metadata.uid == uid
+
+    async def _report_on_pool(self, type_: str, reason: str, message: str) -> None:
+        pool = VolumePool.model_validate({"metadata": {"name": self.options.pool, "uid": self.pool_uid}})
+        await self.events.record(pool, type_, reason, message)
+
+    def _own(self, uid: str) -> None:
+        self.ownership = Ownership(keys.VOLUME_POOL_LABEL, keys.VOLUME_CLUSTER_LABEL, self.options.pool, uid)
+        self.reconciler.owner_labels = self.ownership.labels()
+        self.collector = OrphanCollector(
+            "volume", self.ownership, keys.VOLUME_UID_LABEL, iri_volume_key, self.volume_is_live,
+            self.runtime.delete_volume, self.options.gc, self._report_on_pool,
+        )
 
     async def reconcile_pool(self, key: str) -> float | None:
         try:
@@ -145,6 +166,7 @@ class VolumePoollet:
             pool = await self.client.get(VolumePool, self.options.pool)
         except NotFound:
             pool = await announce_pool(self.client, VolumePool, self.identity)
+        self.pool_uid = pool.metadata.uid
         free = max((c.quantity for c in self.mapper.classes), default=0)
         allocatable = free + self._iri_bytes
         capacity = self.options.capacity_bytes or allocatable
@@ -154,6 +176,7 @@ class VolumePoollet:
         cap, alloc = volume_pool_resources(capacity, allocatable, offered, bound)
         now = now_rfc3339()
         previous = pool.status.conditions if pool.status else None
+        gc = self.collector
         status: dict[str, Any] = {
             "state": "Available" if ok else "Unavailable",
             "conditions": [condition("Ready", "True" if ok else "False",
@@ -163,6 +186,8 @@ class VolumePoollet:
             "capacity": cap,
             "allocatable": alloc,
         }
+        if gc is not None:
+            status["conditions"].append(gc.status.condition(gc.what, gc.options.grace, previous, now))
         current = pool.status.to_dict() if pool.status else {}
         strip = [{k: v for k, v in c.items() if k != "lastUpdateTime"}
                  for c in current.get("conditions") or []]
@@ -179,17 +204,22 @@ class VolumePoollet:
 
     async def run(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
         version = await retry_until_ok(stop, self.runtime.version, "asking the volume runtime its version")
-        if version is None or await retry_until_ok(
+        uid = await retry_until_ok(stop, lambda: cluster_uid(self.client), "reading the cluster uid")
+        if version is None or uid is None or await retry_until_ok(
                 stop, lambda: announce_pool(self.client, VolumePool, self.identity),
                 f"announcing VolumePool {self.options.pool}") is None:
             return
+        self._own(uid)
         self.reconciler.runtime_name = version.runtime_name or "iri"
         informers: tuple[Informer[Any], ...] = (self.volumes, self.classes, self.secrets)
         for inf in informers:
             inf.start()
         try:
             await asyncio.gather(*(inf.wait_for_sync(self.options.sync_timeout) for inf in informers))
-            await self.relister.relist_once()
+            try:  # the first listing sizes the pool; a runtime hiccup here must not stop the poollet
+                await self.relister.relist_once()
+            except Exception as exc:
+                log.warning("listing the volume runtime failed: %s; the relister retries", exc)
             await self.reconcile_pool(self.options.pool)
             self.pool_controller.queue.add_after(self.options.pool, self.options.heartbeat_interval)
             self._enqueue_all()

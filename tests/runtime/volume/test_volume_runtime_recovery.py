@@ -259,3 +259,41 @@ def test_events_name_the_volume(runtime: VolumeRuntimeProc) -> None:
     assert events[0].spec.involved_object_meta.id == vid
     assert "nope" in events[1].spec.message
     assert events[0].spec.event_time > 1_700_000_000 and events[0].spec.action == "Create"
+
+
+def _volume_runtime(rt: VolumeRuntimeProc, *extra: str) -> subprocess.CompletedProcess[str]:
+    """Run ``ironpool volume-runtime`` on ``rt``'s pool with ``extra`` options until it fails (or 5 s)."""
+    argv = [sys.executable, "-m", "ironpool.cli.main", "volume-runtime", "--storage-pool", rt.pool_name,
+            "--pool-path", str(rt.pool_path), "--classes", str(rt.classes), "--address",
+            f"unix://{rt.workdir}/other.sock", *extra]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+
+def test_pool_of_another_owner_is_refused_unless_shared(runtime: VolumeRuntimeProc) -> None:
+    vol = runtime.stub.CreateVolume(volume_request(size=16 * MiB)).volume
+    runtime.stop()  # the pool lock would refuse a second runtime anyway; this is about ownership
+    proc = _volume_runtime(runtime, "--owner", "someone-else")
+    assert proc.returncode != 0
+    refusal = f"storage pool '{runtime.pool_name}' belongs to another installation (volume-runtime@"
+    assert refusal in proc.stderr
+    assert "--share-storage-pool" in proc.stderr
+    assert json.loads((runtime.meta_dir / "OWNER").read_text())["owner"].endswith(f":{runtime.pool_path}")
+    runtime.extra_args = ["--owner", "someone-else", "--share-storage-pool"]
+    runtime.start()
+    assert [v.metadata.id for v in runtime.stub.ListVolumes(vpb.ListVolumesRequest()).volumes] == [
+        vol.metadata.id]
+
+
+def test_pool_already_serving_the_folder_is_used_whatever_its_name(
+        runtime: VolumeRuntimeProc, conn: libvirt.virConnect) -> None:
+    vol = runtime.stub.CreateVolume(volume_request(size=16 * MiB)).volume
+    runtime.stop()
+    old_name = runtime.pool_name
+    runtime.pool_name = f"{old_name}-renamed"  # as an upgrade that derives pool names from the data dir
+    try:
+        runtime.start()
+        assert [v.metadata.id for v in runtime.stub.ListVolumes(vpb.ListVolumesRequest()).volumes] == [
+            vol.metadata.id]
+        assert runtime.pool_name not in conn.listStoragePools() + conn.listDefinedStoragePools()
+    finally:
+        runtime.pool_name = old_name  # the fixture removes the pool under its real name

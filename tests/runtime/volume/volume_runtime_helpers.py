@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
@@ -40,6 +40,7 @@ class VolumeRuntimeProc(RuntimeProcess):
     socket: Path
     classes: Path
     images: Path
+    extra_args: list[str] = field(default_factory=list)
 
     @property
     def address(self) -> str:
@@ -68,6 +69,7 @@ class VolumeRuntimeProc(RuntimeProcess):
             str(self.images),
             "--address",
             self.address,
+            *self.extra_args,
         ]
 
     def probe(self) -> object:
@@ -79,10 +81,11 @@ class VolumeRuntimeProc(RuntimeProcess):
         return vgrpc.VolumeRuntimeStub(self.channel)
 
     def files(self) -> tuple[list[str], list[str]]:
-        """Files in the pool folder (besides the metadata folder) and in the metadata folder."""
+        """Files in the pool folder (besides the metadata folder) and in the metadata folder (besides
+        the runtime's lock and owner record)."""
         pool = sorted(p.name for p in self.pool_path.iterdir() if p.name != ".ironpool-meta")
         meta = (
-            sorted(p.name for p in self.meta_dir.iterdir() if p.name != "runtime.lock")
+            sorted(p.name for p in self.meta_dir.iterdir() if p.name not in ("runtime.lock", "OWNER"))
             if self.meta_dir.exists()
             else []
         )

@@ -28,6 +28,7 @@ from ironpool.runtime.errors import (
 
 from .classes import VolumeClassSpec
 from .images import ImageCatalog
+from .owner import claim_pool
 from .pool import PoolConfigError, StoragePool, qemu_img
 from .sidecar import META_DIR_NAME, SidecarStore, SnapshotRecord, VolumeRecord
 from .validation import check_annotations, check_id, check_labels, check_size
@@ -95,8 +96,12 @@ class VolumeRuntimeCore:
         classes: Mapping[str, VolumeClassSpec],
         images: ImageCatalog,
         clock: Callable[[], int] = time.time_ns,
+        owner: str | None = None,
+        share_pool: bool = False,
     ) -> None:
         self.pool = pool
+        self.owner = owner  # None: no ownership check (tests, a runtime that shares by design)
+        self.share_pool = share_pool
         self.classes = dict(classes)
         self.images = images
         self._clock = clock
@@ -119,6 +124,8 @@ class VolumeRuntimeCore:
         self.pool.ensure()
         self._sidecars = SidecarStore(self.pool.target_path / META_DIR_NAME)
         self.sidecars.ensure()
+        if self.owner is not None:  # before anything of the pool is touched
+            claim_pool(self.sidecars.directory, self.pool.name, self.owner, self.share_pool)
         self._take_pool_lock()
         with self._lock:
             self._reconcile()

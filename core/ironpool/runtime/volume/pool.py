@@ -133,14 +133,32 @@ class StoragePool:
                 self._conn = None
 
     # -- the pool ----------------------------------------------------------------------------
-    def ensure(self) -> None:
-        """Create the pool if missing, start it, set autostart; refuse a pool of another type."""
-        conn = self._connection()
+    def _find(self, conn: libvirt.virConnect) -> libvirt.virStoragePool | None:
+        """The pool by name or, failing that, the ``dir`` pool already serving our folder."""
         try:
-            pool = conn.storagePoolLookupByName(self.name)
+            return conn.storagePoolLookupByName(self.name)
         except libvirt.libvirtError as exc:
             if exc.get_error_code() != libvirt.VIR_ERR_NO_STORAGE_POOL:
                 raise PoolConfigError(f"storage pool {self.name!r}: {exc.get_error_message()}") from exc
+        for candidate in conn.listAllStoragePools(0):
+            try:
+                root = ET.fromstring(candidate.XMLDesc(0))
+            except libvirt.libvirtError:
+                continue  # undefined while we looked
+            if root.get("type") == "dir" and root.findtext("target/path") == str(self.requested_path):
+                # Our folder under another name (made before pool names followed the data dir):
+                # libvirt refuses a second pool on one folder, and the volumes in it are these.
+                log.info("using storage pool %s, which already serves %s", candidate.name(),
+                         self.requested_path)
+                self.name = candidate.name()
+                return candidate
+        return None
+
+    def ensure(self) -> None:
+        """Create the pool if missing, start it, set autostart; refuse a pool of another type."""
+        conn = self._connection()
+        pool = self._find(conn)
+        if pool is None:
             try:
                 pool = conn.storagePoolDefineXML(_pool_xml(self.name, self.requested_path), 0)
                 pool.build(0)  # creates the target folder
