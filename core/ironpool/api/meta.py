@@ -1,4 +1,5 @@
-"""Shared building blocks of every API object: ObjectMeta, references, conditions, taints.
+"""Shared building blocks of every API object: ObjectMeta, references, conditions, taints, and the
+small helpers every layer needs on objects (their key, the current time as Kubernetes writes it).
 
 Field names are snake_case in Python and camelCase on the wire (the JSON names IronCore and
 Kubernetes use); unknown fields are rejected so typos in manifests surface as errors.
@@ -6,6 +7,7 @@ Kubernetes use); unknown fields are rejected so typos in manifests surface as er
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -24,6 +26,23 @@ def _timestamp(v: Any) -> Any:
 
 Timestamp = Annotated[str, BeforeValidator(_timestamp)]
 """An RFC 3339 time as Kubernetes writes it (``2026-05-01T13:18:48Z``)."""
+
+
+def now_rfc3339() -> str:
+    """The current time as Kubernetes writes timestamps (RFC 3339, seconds, UTC)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def object_key(obj: Mapping[str, Any] | BaseModel) -> str:
+    """``namespace/name`` of a namespaced object, ``name`` of a cluster-scoped one (client-go's
+    ``MetaNamespaceKeyFunc``), for objects as JSON dicts or as typed models."""
+    if isinstance(obj, BaseModel):
+        md: Any = getattr(obj, "metadata", None)
+        ns, name = getattr(md, "namespace", None), getattr(md, "name", None)
+    else:
+        m = obj.get("metadata") or {}
+        ns, name = m.get("namespace"), m.get("name")
+    return f"{ns}/{name or ''}" if ns else str(name or "")
 
 
 class ApiModel(BaseModel):
