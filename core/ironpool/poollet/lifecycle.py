@@ -18,9 +18,9 @@ from typing import Any
 
 from ironpool.api.compute import MachinePool
 from ironpool.api.meta import Condition
+from ironpool.client.events import EventRecorder
 from ironpool.client.rest import AsyncClient
 from ironpool.poollet.conditions import find, now_rfc3339
-from ironpool.poollet.events import EventRecorder
 from ironpool.poollet.relist import sleep_or_stop
 
 log = logging.getLogger(__name__)

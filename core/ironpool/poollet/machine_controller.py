@@ -21,13 +21,13 @@ from ironpool.api.compute import Machine, MachineClass
 from ironpool.api.core import Secret
 from ironpool.api.errors import NotFound
 from ironpool.api.storage import Volume
+from ironpool.client.events import EventRecorder
 from ironpool.client.informer import Informer
 from ironpool.client.rest import AsyncClient
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.poollet import keys
 from ironpool.poollet.classes import ClassMapper, capabilities_to_iri
 from ironpool.poollet.conditions import now_rfc3339
-from ironpool.poollet.events import EventRecorder
 from ironpool.poollet.machine_iri import (
     ConnectionSource,
     build_machine,

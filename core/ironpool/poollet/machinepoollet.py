@@ -16,6 +16,7 @@ from ironpool.api.compute import Machine, MachineClass, MachinePool
 from ironpool.api.core import Secret
 from ironpool.api.errors import NotFound
 from ironpool.api.storage import Volume
+from ironpool.client.events import EventRecorder
 from ironpool.client.informer import Informer, key_of
 from ironpool.client.rest import AsyncClient
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
@@ -24,7 +25,6 @@ from ironpool.poollet.capacity import HostResources
 from ironpool.poollet.classes import ClassMapper
 from ironpool.poollet.collector import CollectOptions, OrphanCollector
 from ironpool.poollet.controller import Controller
-from ironpool.poollet.events import EventRecorder
 from ironpool.poollet.machine_controller import MachineReconciler
 from ironpool.poollet.machine_iri import volume_object_name
 from ironpool.poollet.machinepool import MachinePoolReconciler, PoolIdentity, announce_pool

@@ -17,6 +17,7 @@ from typing import Any
 from ironpool.api.core import Secret
 from ironpool.api.errors import NotFound
 from ironpool.api.storage import Volume, VolumeClass, VolumePool
+from ironpool.client.events import EventRecorder
 from ironpool.client.informer import Informer, key_of
 from ironpool.client.rest import AsyncClient
 from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as vpb
@@ -26,7 +27,6 @@ from ironpool.poollet.classes import ClassMapper
 from ironpool.poollet.collector import CollectOptions, OrphanCollector
 from ironpool.poollet.conditions import ProbeHealth, condition, now_rfc3339
 from ironpool.poollet.controller import Controller
-from ironpool.poollet.events import EventRecorder
 from ironpool.poollet.machine_iri import status_differs
 from ironpool.poollet.machinepool import PoolIdentity, announce_pool
 from ironpool.poollet.ownership import Owner, Ownership, cluster_uid
