@@ -78,7 +78,7 @@ class FakeClient:
         labels = parse_label_selector(label_selector)
         fields = parse_field_selector(field_selector)
         items = [
-            copy.deepcopy(o) for (kind, ns, name), o in sorted(self.objects.items(), key=lambda kv: str(kv[0]))
+            copy.deepcopy(o) for (kind, ns, name), o in sorted(self.objects.items(), key=str)
             if kind == info.kind and name and (namespace is None or not info.namespaced or ns == namespace)
             and labels.matches((o.get("metadata") or {}).get("labels")) and fields.matches(o)
         ]
