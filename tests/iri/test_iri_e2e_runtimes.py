@@ -166,7 +166,7 @@ def test_volume_runtime_over_ssh(volume_runtime: Runtime, sshd: Sshd) -> None:
         assert res.output.splitlines()[1].split()[:3] == [vid, "fast", "64Mi"]
 
         c.delete_volume(vid)
-        wait_for(lambda: not c.list_volumes(id=vid), 30, "the volume to be unlisted after delete", 0.05)
+        wait_for(lambda: not c.list_volumes(vid), 30, "the volume to be unlisted after delete", 0.05)
 
 
 def test_volume_runtime_same_calls_over_unix_and_ssh(volume_runtime: Runtime, sshd: Sshd) -> None:
@@ -214,4 +214,4 @@ def test_machine_runtime_over_ssh(machine_runtime: Runtime, sshd: Sshd) -> None:
             assert res.output.splitlines()[1].split()[:3] == [mid, "iri-e2e-small", "OFF"]
         finally:
             c.delete_machine(mid)
-        wait_for(lambda: not c.list_machines(id=mid), 30, "the machine to be unlisted after delete", 0.05)
+        wait_for(lambda: not c.list_machines(mid), 30, "the machine to be unlisted after delete", 0.05)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import grpc
 import pytest
 from iri_fakes import FakeServers, Sshd, sample_machine
-from ironpool.iri.client import MachineRuntimeClient, VolumeRuntimeClient, is_not_found
+from ironpool.iri.calls import is_not_found
+from ironpool.iri.client import AsyncMachineRuntimeClient, MachineRuntimeClient, VolumeRuntimeClient
 from ironpool.iri.endpoint import parse_endpoint
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as machine_pb2
 from ironpool.iri.gen.meta.v1alpha1 import api_pb2 as meta_pb2
@@ -66,7 +68,7 @@ def test_machine_lifecycle_over_every_transport(
 
     assert [m.metadata.id for m in c.list_machines(labels={"tier": "front"})] == [created.metadata.id]
     assert len(c.list_machines()) == 2
-    assert c.list_machines(id="nope") == []
+    assert c.list_machines("nope") == []
     assert c.get_machine(created.metadata.id) == created
 
     c.update_machine_power(created.metadata.id, machine_pb2.POWER_OFF)
@@ -84,10 +86,11 @@ def test_machine_lifecycle_over_every_transport(
     events = c.list_events(labels={"app": "web"})
     assert [e.spec.reason for e in events] == ["Created"]
 
-    c.delete_machine(created.metadata.id)
+    assert c.delete_machine(created.metadata.id) is True
     with pytest.raises(grpc.RpcError) as err:
         c.delete_machine(created.metadata.id)
     assert is_not_found(err.value)
+    assert c.delete_machine(created.metadata.id, missing_ok=True) is False  # "already gone", as poollets ask
     with pytest.raises(grpc.RpcError) as err:
         c.create_machine(machine_pb2.Machine(metadata=meta_pb2.ObjectMetadata()))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -207,6 +210,27 @@ def test_unavailable_reads_are_retried_writes_are_not(tmp_path: Path) -> None:
         with pytest.raises(grpc.RpcError):
             c.delete_machine("m1")
         assert slept == []
+
+
+async def test_async_client_retries_reads_and_answers_missing_like_the_blocking_one(
+        fake_servers: FakeServers, tmp_path: Path) -> None:
+    absent = AsyncMachineRuntimeClient.connect(f"unix://{tmp_path}/absent.sock", retries=2, backoff=0.01,
+                                               timeout=2)
+    started = time.monotonic()
+    with pytest.raises(grpc.RpcError) as err:
+        await absent.version()
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert time.monotonic() - started >= 0.03  # slept 0.01 + 0.02 between the three attempts
+    await absent.close()
+    c = AsyncMachineRuntimeClient.connect(f"unix://{fake_servers.socket_path}")
+    try:
+        assert await c.delete_machine("never-issued", missing_ok=True) is False
+        assert await c.detach_volume("never-issued", "root", missing_ok=True) is False
+        with pytest.raises(grpc.RpcError) as err:
+            await c.delete_machine("never-issued")
+        assert is_not_found(err.value)
+    finally:
+        await c.close()
 
 
 def test_ssh_defaults_use_home_ssh_keys_and_known_hosts(

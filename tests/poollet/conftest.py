@@ -12,7 +12,7 @@ import pytest
 from fake_iri import FakeIriServer, FakeMachineRuntime, FakeVolumeRuntime
 from ironpool.client.config import ClientConfig
 from ironpool.client.rest import AsyncClient
-from ironpool.poollet.runtime import MachineRuntime, VolumeRuntime
+from ironpool.iri.client import AsyncMachineRuntimeClient, AsyncVolumeRuntimeClient
 from poollet_helpers import Iri, Running, start_machinepoollet
 
 
@@ -22,7 +22,8 @@ async def iri() -> AsyncIterator[Iri]:
     machines, volumes = FakeMachineRuntime(), FakeVolumeRuntime()
     server = FakeIriServer(os.path.join(d, "iri.sock"), [machines, volumes])  # type: ignore[arg-type]
     await server.start()
-    mc, vc = MachineRuntime.connect(server.endpoint), VolumeRuntime.connect(server.endpoint)
+    mc = AsyncMachineRuntimeClient.connect(server.endpoint)
+    vc = AsyncVolumeRuntimeClient.connect(server.endpoint)
     try:
         yield Iri(machines, volumes, server, mc, vc)
     finally:

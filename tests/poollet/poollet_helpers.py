@@ -9,9 +9,9 @@ from typing import Any
 
 from fake_iri import FakeIriServer, FakeMachineRuntime, FakeVolumeRuntime
 from ironpool.client.rest import AsyncClient
+from ironpool.iri.client import AsyncMachineRuntimeClient, AsyncVolumeRuntimeClient
 from ironpool.poollet.capacity import HostResources
 from ironpool.poollet.machinepoollet import MachinePoollet, MachinePoolletOptions
-from ironpool.poollet.runtime import MachineRuntime, VolumeRuntime
 from ironpool.poollet.volumepoollet import VolumePoollet, VolumePoolletOptions
 
 GiB = 1024**3
@@ -24,8 +24,8 @@ class Iri:
     machines: FakeMachineRuntime
     volumes: FakeVolumeRuntime
     server: FakeIriServer
-    machine_client: MachineRuntime
-    volume_client: VolumeRuntime
+    machine_client: AsyncMachineRuntimeClient
+    volume_client: AsyncVolumeRuntimeClient
 
 
 def machine_options(**overrides: Any) -> MachinePoolletOptions:

@@ -17,11 +17,11 @@ from ironpool.api.core import Event, Namespace, Secret
 from ironpool.api.errors import NotFound
 from ironpool.api.storage import Volume
 from ironpool.client.rest import AsyncClient
+from ironpool.iri.client import AsyncMachineRuntimeClient
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.poollet import keys
 from ironpool.poollet.collector import CollectOptions
 from ironpool.poollet.machinepoollet import run_machinepoollet
-from ironpool.poollet.runtime import MachineRuntime
 from poollet_helpers import GiB, Iri, machine_options, start_machinepoollet
 
 from tests.helpers.wait import eventually
@@ -476,7 +476,7 @@ async def test_machine_removed_without_the_finalizer_is_deleted_from_the_runtime
 async def test_poollet_started_before_its_runtime_waits_for_it(client: AsyncClient) -> None:
     d = tempfile.mkdtemp(prefix="iri-")
     sock = os.path.join(d, "late.sock")
-    runtime = MachineRuntime.connect(f"unix://{sock}")
+    runtime = AsyncMachineRuntimeClient.connect(f"unix://{sock}")
     stop, ready = asyncio.Event(), asyncio.Event()
     task = asyncio.create_task(run_machinepoollet(client, runtime, machine_options(), stop, ready))
     server = None

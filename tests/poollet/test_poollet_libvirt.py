@@ -20,10 +20,10 @@ from ironpool.api.compute import Machine, MachineClass, MachinePool
 from ironpool.api.errors import NotFound
 from ironpool.api.storage import Volume, VolumeClass
 from ironpool.client.rest import AsyncClient
+from ironpool.iri.client import AsyncMachineRuntimeClient, AsyncVolumeRuntimeClient
 from ironpool.poollet import keys
 from ironpool.poollet.capacity import HostResources
 from ironpool.poollet.machinepoollet import MachinePoolletOptions, run_machinepoollet
-from ironpool.poollet.runtime import MachineRuntime, VolumeRuntime
 from ironpool.poollet.volumepoollet import VolumePoolletOptions, run_volumepoollet
 
 from tests.helpers.runtimes import (
@@ -74,15 +74,16 @@ class Host:
     workdir: Path
     storage_pool: str
     procs: list[subprocess.Popen[bytes]]
-    machines: MachineRuntime
-    volumes: VolumeRuntime
+    machines: AsyncMachineRuntimeClient
+    volumes: AsyncVolumeRuntimeClient
 
     @property
     def state_dir(self) -> Path:
         return self.workdir / "state"
 
 
-async def _serving(runtime: MachineRuntime | VolumeRuntime, proc: subprocess.Popen[bytes], log: Path) -> bool:
+async def _serving(runtime: AsyncMachineRuntimeClient | AsyncVolumeRuntimeClient,
+                   proc: subprocess.Popen[bytes], log: Path) -> bool:
     if proc.poll() is not None:
         pytest.fail(f"runtime exited with {proc.returncode}: {log.read_text()[-3000:]}")
     try:
@@ -109,7 +110,7 @@ async def host(tiny_images: Path) -> AsyncIterator[Host]:
                         "--pool-path", str(work / "pool"), "--classes", str(work / "vc.yaml"),
                         "--address", f"unix://{v_sock}"], v_log),
     ]
-    mr, vr = MachineRuntime.connect(f"unix://{m_sock}"), VolumeRuntime.connect(f"unix://{v_sock}")
+    mr, vr = AsyncMachineRuntimeClient.connect(f"unix://{m_sock}"), AsyncVolumeRuntimeClient.connect(f"unix://{v_sock}")
     try:
         await eventually(lambda: _serving(mr, procs[0], m_log), timeout=60, message="machine runtime")
         await eventually(lambda: _serving(vr, procs[1], v_log), timeout=60, message="volume runtime")
@@ -127,7 +128,7 @@ async def host(tiny_images: Path) -> AsyncIterator[Host]:
         shutil.rmtree(work, ignore_errors=True)
 
 
-async def _none_left(mr: MachineRuntime) -> bool:
+async def _none_left(mr: AsyncMachineRuntimeClient) -> bool:
     return not await mr.list_machines(labels=OURS)
 
 

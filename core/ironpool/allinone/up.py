@@ -39,9 +39,9 @@ from ironpool.allinone.servers import (
     VolumeRuntimeSettings,
     wait_started,
 )
+from ironpool.iri.client import AsyncMachineRuntimeClient
 from ironpool.poollet.collector import CollectOptions
 from ironpool.poollet.keys import MACHINE_POOL_LABEL
-from ironpool.poollet.runtime import MachineRuntime
 
 log = logging.getLogger(__name__)
 
@@ -158,10 +158,10 @@ class AllInOne:
             raise StartError(f"{exc} (see {self.dirs.log_file})") from exc
 
     async def start(self, stop: asyncio.Event) -> None:
+        from ironpool.iri.client import AsyncVolumeRuntimeClient
         from ironpool.poollet.capacity import HostResources, local_host_resources
         from ironpool.poollet.lifecycle import run_pool_lifecycle
         from ironpool.poollet.machinepoollet import MachinePoolletOptions, run_machinepoollet
-        from ironpool.poollet.runtime import VolumeRuntime
         from ironpool.poollet.volumepoollet import VolumePoolletOptions, run_volumepoollet
         from ironpool.scheduler.runner import SchedulerRunner
 
@@ -241,7 +241,7 @@ class AllInOne:
                 opts.capacity_memory if opts.capacity_memory is not None else local.memory,
             )
         p.begin()
-        machine_iri = MachineRuntime.connect(mr.endpoint)
+        machine_iri = AsyncMachineRuntimeClient.connect(mr.endpoint)
         self.runtime_clients.append(machine_iri)
         mp_ready = asyncio.Event()
         self._spawn("machinepoollet", run_machinepoollet(
@@ -258,7 +258,7 @@ class AllInOne:
         p.ok("machinepoollet", f"MachinePool {opts.pool}")
 
         p.begin()
-        volume_iri = VolumeRuntime.connect(vr.endpoint)
+        volume_iri = AsyncVolumeRuntimeClient.connect(vr.endpoint)
         self.runtime_clients.append(volume_iri)
         vp_ready = asyncio.Event()
         self._spawn("volumepoollet", run_volumepoollet(

@@ -218,7 +218,7 @@ def get_machines(ctx: click.Context, machine_id: str, labels: tuple[str, ...], o
     """List machines (or one by ID)."""
     selector = parse_labels(labels)
     with _errors():
-        items = _ctx(ctx).machine().list_machines(id=machine_id, labels=selector)
+        items = _ctx(ctx).machine().list_machines(machine_id, labels=selector)
     if machine_id and not items:
         raise click.ClickException(f"machine {machine_id!r} not found")
     _echo(fmt.render(items, output, fmt.machines_table, single=bool(machine_id)))
@@ -233,7 +233,7 @@ def get_volumes(ctx: click.Context, volume_id: str, labels: tuple[str, ...], out
     """List volumes of the volume runtime (or one by ID)."""
     selector = parse_labels(labels)
     with _errors():
-        items = _ctx(ctx).volume().list_volumes(id=volume_id, labels=selector)
+        items = _ctx(ctx).volume().list_volumes(volume_id, labels=selector)
     if volume_id and not items:
         raise click.ClickException(f"volume {volume_id!r} not found")
     _echo(fmt.render(items, output, fmt.volumes_table, single=bool(volume_id)))
@@ -291,7 +291,7 @@ def get_events(
     selector = parse_labels(labels)
     with _errors():
         client = _ctx(ctx).machine() if runtime == "machine" else _ctx(ctx).volume()
-        items = client.list_events(id=object_id, labels=selector, since=since)
+        items = client.list_events(object_id, labels=selector, since=since)
     _echo(fmt.render(items, output, fmt.events_table))
 
 
@@ -346,7 +346,7 @@ def delete() -> None:
     """Delete machines or volumes by ID."""
 
 
-def _delete_all(ids: tuple[str, ...], delete_one: Callable[[str], None], kind: str) -> None:
+def _delete_all(ids: tuple[str, ...], delete_one: Callable[[str], object], kind: str) -> None:
     failed = False
     for object_id in ids:
         try:

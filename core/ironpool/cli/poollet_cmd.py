@@ -100,9 +100,9 @@ def machinepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server
                    capacity_cpu: str | None, capacity_memory: str | None, reserved_cpu: str,
                    reserved_memory: str) -> None:
     """Announce a MachinePool and drive the Machines bound to it through an IRI machine runtime."""
+    from ironpool.iri.client import AsyncMachineRuntimeClient
     from ironpool.poollet.capacity import HostResources, local_host_resources
     from ironpool.poollet.machinepoollet import MachinePoolletOptions, run_machinepoollet
-    from ironpool.poollet.runtime import MachineRuntime
 
     setup_logging(log_level)
     cpu = quantity_option(capacity_cpu, "--capacity-cpu")
@@ -124,7 +124,7 @@ def machinepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server
         logging.getLogger("ironpool.poollet").warning(
             "runtime %s may be on another host, but the pool's capacity is taken from this host; "
             "pass --capacity-cpu/--capacity-memory", endpoint)
-    _run_poollet(server, token_file, lambda: MachineRuntime.connect(endpoint),
+    _run_poollet(server, token_file, lambda: AsyncMachineRuntimeClient.connect(endpoint),
                  lambda client, runtime, stop: run_machinepoollet(client, runtime, options, stop))
 
 
@@ -137,7 +137,7 @@ def volumepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server:
                   heartbeat_interval: float, relist_period: float, gc_policy: str, gc_grace: float,
                   gc_max_per_pass: int, log_level: str, capacity_storage: str | None) -> None:
     """Announce a VolumePool and drive the Volumes bound to it through an IRI volume runtime."""
-    from ironpool.poollet.runtime import VolumeRuntime
+    from ironpool.iri.client import AsyncVolumeRuntimeClient
     from ironpool.poollet.volumepoollet import VolumePoolletOptions, run_volumepoollet
 
     setup_logging(log_level)
@@ -148,5 +148,5 @@ def volumepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server:
         gc=collect_options(gc_policy, gc_grace, gc_max_per_pass),
     )
     endpoint = _endpoint("volume", iri_endpoint)
-    _run_poollet(server, token_file, lambda: VolumeRuntime.connect(endpoint),
+    _run_poollet(server, token_file, lambda: AsyncVolumeRuntimeClient.connect(endpoint),
                  lambda client, runtime, stop: run_volumepoollet(client, runtime, options, stop))

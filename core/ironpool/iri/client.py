@@ -1,260 +1,319 @@
-"""Thin typed clients for the IRI ``MachineRuntime`` and ``VolumeRuntime`` services.
+"""Typed clients of the IRI ``MachineRuntime`` and ``VolumeRuntime`` services, blocking and asyncio.
 
-They add a default deadline per call and retry idempotent reads (``Version``, ``List*``,
-``Status``) on ``UNAVAILABLE`` with exponential backoff; writes are sent once, and every other
-``grpc.RpcError`` propagates unchanged so callers can branch on ``code()`` (NotFound, ...).
+All four send the :class:`~ironpool.iri.calls.Call` objects of :mod:`ironpool.iri.calls`, so they
+agree on the wire: a default deadline per call, idempotent reads retried on ``UNAVAILABLE`` with
+backoff, writes sent once, ``NOT_FOUND`` on delete/detach answered as ``False`` when the caller says
+``missing_ok=True`` (the poollets, as IronCore's), and every other ``grpc.RpcError`` raised unchanged
+so callers can branch on ``code()``. The blocking clients serve the ``ironpool iri`` CLI and tests;
+the asyncio ones the poollets.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import grpc
+import grpc.aio
 
+from ironpool.iri.calls import Call, MachineCalls, RetryPolicy, VolumeCalls
 from ironpool.iri.endpoint import Endpoint
-from ironpool.iri.gen.event.v1alpha1 import api_pb2 as event_pb2
-from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as machine_pb2
-from ironpool.iri.gen.machine.v1alpha1 import api_pb2_grpc as machine_grpc
-from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as volume_pb2
-from ironpool.iri.gen.volume.v1alpha1 import api_pb2_grpc as volume_grpc
+from ironpool.iri.gen.event.v1alpha1 import api_pb2 as epb
+from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
+from ironpool.iri.gen.machine.v1alpha1 import api_pb2_grpc as mgrpc
+from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as vpb
+from ironpool.iri.gen.volume.v1alpha1 import api_pb2_grpc as vgrpc
 from ironpool.iri.ssh import SSHOptions
-from ironpool.iri.transport import connect
+from ironpool.iri.transport import connect, connect_aio
 
-Req = TypeVar("Req")
-Resp = TypeVar("Resp")
-_ReqT = TypeVar("_ReqT", contravariant=True)
-_RespT = TypeVar("_RespT", covariant=True)
-
-
-class _Unary(Protocol[_ReqT, _RespT]):
-    """What a generated stub attribute is: a blocking unary-unary multicallable."""
-
-    def __call__(self, request: _ReqT, timeout: float | None = ...) -> _RespT: ...
-
+Out = TypeVar("Out")
 
 DEFAULT_TIMEOUT = 30.0
 
-
-def is_not_found(exc: BaseException) -> bool:
-    """Whether ``exc`` is a gRPC ``NOT_FOUND`` (tolerated on Delete/Detach by poollets)."""
-    return isinstance(exc, grpc.RpcError) and exc.code() == grpc.StatusCode.NOT_FOUND
+_M, _V = MachineCalls, VolumeCalls
 
 
-class _RuntimeClient:
-    def __init__(
-        self,
-        target: str | Endpoint | grpc.Channel,
-        *,
-        timeout: float = DEFAULT_TIMEOUT,
-        retries: int = 3,
-        backoff: float = 0.2,
-        ssh_options: SSHOptions | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        if timeout <= 0:
-            raise ValueError(f"timeout: must be > 0, not {timeout}")
-        if retries < 0:
-            raise ValueError(f"retries: must be >= 0, not {retries}")
+def _check_timeout(timeout: float) -> float:
+    if timeout <= 0:
+        raise ValueError(f"timeout: must be > 0, not {timeout}")
+    return timeout
+
+
+class _Blocking:
+    """Sends calls on a blocking channel."""
+
+    def __init__(self, target: str | Endpoint | grpc.Channel, stub: Callable[[Any], Any], *,
+                 timeout: float = DEFAULT_TIMEOUT, retries: int = 3, backoff: float = 0.2,
+                 ssh_options: SSHOptions | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.timeout = _check_timeout(timeout)
+        self.retry = RetryPolicy(retries, backoff)
         if isinstance(target, grpc.Channel):
             self.channel, self._owns_channel = target, False
         else:
             self.channel, self._owns_channel = connect(target, ssh_options=ssh_options), True
-        self.timeout = timeout
-        self.retries = retries
-        self.backoff = backoff
+        self.stub = stub(self.channel)
         self._sleep = sleep
+
+    def run(self, call: Call[Out]) -> Out:
+        rpc = getattr(self.stub, call.method)
+        attempts = self.retry.attempts(call)
+        for attempt in range(attempts):
+            try:
+                return call.result(rpc(call.request, timeout=self.timeout))
+            except grpc.RpcError as exc:
+                if call.answer_missing(exc):
+                    return call.missing
+                if attempt == attempts - 1 or not self.retry.retryable(exc):
+                    raise
+            self._sleep(self.retry.delay(attempt))
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         """Close the channel (and its SSH tunnel) if this client opened it."""
         if self._owns_channel:
             self.channel.close()
 
-    def __enter__(self) -> Any:
+
+class _Async:
+    """Sends calls on an asyncio channel."""
+
+    def __init__(self, channel: grpc.aio.Channel, stub: Callable[[Any], Any], *,
+                 timeout: float = DEFAULT_TIMEOUT, retries: int = 3, backoff: float = 0.2) -> None:
+        self.timeout = _check_timeout(timeout)
+        self.retry = RetryPolicy(retries, backoff)
+        self.channel = channel
+        self.stub = stub(channel)
+
+    async def run(self, call: Call[Out]) -> Out:
+        rpc = getattr(self.stub, call.method)
+        attempts = self.retry.attempts(call)
+        for attempt in range(attempts):
+            try:
+                return call.result(await rpc(call.request, timeout=self.timeout))
+            except grpc.RpcError as exc:
+                if call.answer_missing(exc):
+                    return call.missing
+                if attempt == attempts - 1 or not self.retry.retryable(exc):
+                    raise
+            await asyncio.sleep(self.retry.delay(attempt))
+        raise AssertionError("unreachable")
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+
+class MachineRuntimeClient:
+    """Blocking client of ``machine.v1alpha1.MachineRuntime``."""
+
+    def __init__(self, target: str | Endpoint | grpc.Channel, **options: Any) -> None:
+        self._wire = _Blocking(target, mgrpc.MachineRuntimeStub, **options)
+        self.channel = self._wire.channel
+
+    def close(self) -> None:
+        self._wire.close()
+
+    def __enter__(self) -> MachineRuntimeClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(
-        self,
-        rpc: _Unary[Req, Resp],
-        request: Req,
-        *,
-        idempotent: bool,
-        timeout: float | None = None,
-    ) -> Resp:
-        attempts = self.retries + 1 if idempotent else 1
-        delay = self.backoff
-        for attempt in range(attempts):
-            try:
-                return rpc(request, timeout=timeout or self.timeout)
-            except grpc.RpcError as exc:
-                code = exc.code()
-                if code != grpc.StatusCode.UNAVAILABLE or attempt == attempts - 1:
-                    raise
-            self._sleep(delay)
-            delay *= 2
-        raise AssertionError("unreachable")
+    def version(self, version: str = "") -> mpb.VersionResponse:
+        return self._wire.run(_M.version(version))
 
+    def list_machines(self, machine_id: str = "", labels: Mapping[str, str] | None = None,
+                      ) -> list[mpb.Machine]:
+        return self._wire.run(_M.list_machines(machine_id, labels))
 
-class MachineRuntimeClient(_RuntimeClient):
-    """Client for ``machine.v1alpha1.MachineRuntime``."""
-
-    def __init__(self, target: str | Endpoint | grpc.Channel, **kwargs: Any) -> None:
-        super().__init__(target, **kwargs)
-        self.stub = machine_grpc.MachineRuntimeStub(self.channel)
-
-    def __enter__(self) -> MachineRuntimeClient:
-        return self
-
-    def version(self, version: str = "") -> machine_pb2.VersionResponse:
-        return self._call(self.stub.Version, machine_pb2.VersionRequest(version=version), idempotent=True)
-
-    def list_machines(
-        self, id: str = "", labels: Mapping[str, str] | None = None
-    ) -> list[machine_pb2.Machine]:
-        flt = machine_pb2.MachineFilter(id=id, label_selector=dict(labels or {}))
-        req = machine_pb2.ListMachinesRequest(filter=flt)
-        resp = self._call(self.stub.ListMachines, req, idempotent=True)
-        return list(resp.machines)
-
-    def get_machine(self, id: str) -> machine_pb2.Machine | None:
-        """The machine with ``id``, or None (IRI lists return nothing for unknown IDs)."""
-        if not id:
-            raise ValueError("id: must not be empty")
-        found = self.list_machines(id=id)
+    def get_machine(self, machine_id: str) -> mpb.Machine | None:
+        """The machine with ``machine_id``, or None (IRI lists return nothing for unknown IDs)."""
+        if not machine_id:
+            raise ValueError("machine_id: must not be empty")
+        found = self.list_machines(machine_id)
         return found[0] if found else None
 
-    def create_machine(self, machine: machine_pb2.Machine) -> machine_pb2.Machine:
-        req = machine_pb2.CreateMachineRequest(machine=machine)
-        return self._call(self.stub.CreateMachine, req, idempotent=False).machine
+    def create_machine(self, machine: mpb.Machine) -> mpb.Machine:
+        return self._wire.run(_M.create_machine(machine))
 
-    def delete_machine(self, machine_id: str) -> None:
-        req = machine_pb2.DeleteMachineRequest(machine_id=machine_id)
-        self._call(self.stub.DeleteMachine, req, idempotent=False)
+    def delete_machine(self, machine_id: str, missing_ok: bool = False) -> bool:
+        return self._wire.run(_M.delete_machine(machine_id, missing_ok))
 
     def update_machine_annotations(self, machine_id: str, annotations: Mapping[str, str]) -> None:
-        req = machine_pb2.UpdateMachineAnnotationsRequest(
-            machine_id=machine_id, annotations=dict(annotations)
-        )
-        self._call(self.stub.UpdateMachineAnnotations, req, idempotent=False)
+        self._wire.run(_M.update_machine_annotations(machine_id, annotations))
 
-    def update_machine_power(self, machine_id: str, power: machine_pb2.Power.ValueType) -> None:
-        req = machine_pb2.UpdateMachinePowerRequest(machine_id=machine_id, power=power)
-        self._call(self.stub.UpdateMachinePower, req, idempotent=False)
+    def update_machine_power(self, machine_id: str, power: mpb.Power.ValueType) -> None:
+        self._wire.run(_M.update_machine_power(machine_id, power))
 
-    def attach_volume(self, machine_id: str, volume: machine_pb2.Volume) -> None:
-        req = machine_pb2.AttachVolumeRequest(machine_id=machine_id, volume=volume)
-        self._call(self.stub.AttachVolume, req, idempotent=False)
+    def attach_volume(self, machine_id: str, volume: mpb.Volume) -> None:
+        self._wire.run(_M.attach_volume(machine_id, volume))
 
-    def detach_volume(self, machine_id: str, name: str) -> None:
-        req = machine_pb2.DetachVolumeRequest(machine_id=machine_id, name=name)
-        self._call(self.stub.DetachVolume, req, idempotent=False)
+    def update_volume(self, machine_id: str, volume: mpb.Volume) -> None:
+        self._wire.run(_M.update_volume(machine_id, volume))
 
-    def update_volume(self, machine_id: str, volume: machine_pb2.Volume) -> None:
-        req = machine_pb2.UpdateVolumeRequest(machine_id=machine_id, volume=volume)
-        self._call(self.stub.UpdateVolume, req, idempotent=False)
+    def detach_volume(self, machine_id: str, name: str, missing_ok: bool = False) -> bool:
+        return self._wire.run(_M.detach_volume(machine_id, name, missing_ok))
 
-    def attach_network_interface(self, machine_id: str, nic: machine_pb2.NetworkInterface) -> None:
-        req = machine_pb2.AttachNetworkInterfaceRequest(machine_id=machine_id, network_interface=nic)
-        self._call(self.stub.AttachNetworkInterface, req, idempotent=False)
+    def attach_network_interface(self, machine_id: str, nic: mpb.NetworkInterface) -> None:
+        self._wire.run(_M.attach_network_interface(machine_id, nic))
 
-    def detach_network_interface(self, machine_id: str, name: str) -> None:
-        req = machine_pb2.DetachNetworkInterfaceRequest(machine_id=machine_id, name=name)
-        self._call(self.stub.DetachNetworkInterface, req, idempotent=False)
+    def detach_network_interface(self, machine_id: str, name: str, missing_ok: bool = False) -> bool:
+        return self._wire.run(_M.detach_network_interface(machine_id, name, missing_ok))
 
-    def status(self) -> list[machine_pb2.MachineClassStatus]:
-        resp = self._call(self.stub.Status, machine_pb2.StatusRequest(), idempotent=True)
-        return list(resp.machine_class_status)
+    def status(self) -> list[mpb.MachineClassStatus]:
+        return self._wire.run(_M.status())
 
     def exec(self, machine_id: str) -> str:
         """The one-shot streaming URL of the machine's serial console."""
-        req = machine_pb2.ExecRequest(machine_id=machine_id)
-        return self._call(self.stub.Exec, req, idempotent=False).url
+        return self._wire.run(_M.exec(machine_id))
 
-    def list_events(
-        self,
-        id: str = "",
-        labels: Mapping[str, str] | None = None,
-        since: int = 0,
-        until: int = 0,
-    ) -> list[event_pb2.Event]:
+    def list_events(self, object_id: str = "", labels: Mapping[str, str] | None = None, since: int = 0,
+                    until: int = 0) -> list[epb.Event]:
         """Events, optionally filtered; ``since``/``until`` are Unix seconds (0 = unbounded)."""
-        flt = machine_pb2.EventFilter(
-            id=id, label_selector=dict(labels or {}), events_from_time=since, events_to_time=until
-        )
-        resp = self._call(self.stub.ListEvents, machine_pb2.ListEventsRequest(filter=flt), idempotent=True)
-        return list(resp.events)
+        return self._wire.run(_M.list_events(object_id, labels, since, until))
 
 
-class VolumeRuntimeClient(_RuntimeClient):
-    """Client for ``volume.v1alpha1.VolumeRuntime``."""
+class VolumeRuntimeClient:
+    """Blocking client of ``volume.v1alpha1.VolumeRuntime``."""
 
-    def __init__(self, target: str | Endpoint | grpc.Channel, **kwargs: Any) -> None:
-        super().__init__(target, **kwargs)
-        self.stub = volume_grpc.VolumeRuntimeStub(self.channel)
+    def __init__(self, target: str | Endpoint | grpc.Channel, **options: Any) -> None:
+        self._wire = _Blocking(target, vgrpc.VolumeRuntimeStub, **options)
+        self.channel = self._wire.channel
+
+    def close(self) -> None:
+        self._wire.close()
 
     def __enter__(self) -> VolumeRuntimeClient:
         return self
 
-    def version(self, version: str = "") -> volume_pb2.VersionResponse:
-        return self._call(self.stub.Version, volume_pb2.VersionRequest(version=version), idempotent=True)
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
-    def list_volumes(self, id: str = "", labels: Mapping[str, str] | None = None) -> list[volume_pb2.Volume]:
-        flt = volume_pb2.VolumeFilter(id=id, label_selector=dict(labels or {}))
-        resp = self._call(self.stub.ListVolumes, volume_pb2.ListVolumesRequest(filter=flt), idempotent=True)
-        return list(resp.volumes)
+    def version(self, version: str = "") -> vpb.VersionResponse:
+        return self._wire.run(_V.version(version))
 
-    def get_volume(self, id: str) -> volume_pb2.Volume | None:
-        if not id:
-            raise ValueError("id: must not be empty")
-        found = self.list_volumes(id=id)
+    def list_volumes(self, volume_id: str = "", labels: Mapping[str, str] | None = None) -> list[vpb.Volume]:
+        return self._wire.run(_V.list_volumes(volume_id, labels))
+
+    def get_volume(self, volume_id: str) -> vpb.Volume | None:
+        if not volume_id:
+            raise ValueError("volume_id: must not be empty")
+        found = self.list_volumes(volume_id)
         return found[0] if found else None
 
-    def create_volume(self, volume: volume_pb2.Volume) -> volume_pb2.Volume:
-        req = volume_pb2.CreateVolumeRequest(volume=volume)
-        return self._call(self.stub.CreateVolume, req, idempotent=False).volume
+    def create_volume(self, volume: vpb.Volume) -> vpb.Volume:
+        return self._wire.run(_V.create_volume(volume))
 
     def expand_volume(self, volume_id: str, storage_bytes: int) -> None:
-        req = volume_pb2.ExpandVolumeRequest(
-            volume_id=volume_id, resources=volume_pb2.VolumeResources(storage_bytes=storage_bytes)
-        )
-        self._call(self.stub.ExpandVolume, req, idempotent=False)
+        self._wire.run(_V.expand_volume(volume_id, storage_bytes))
 
-    def delete_volume(self, volume_id: str) -> None:
-        req = volume_pb2.DeleteVolumeRequest(volume_id=volume_id)
-        self._call(self.stub.DeleteVolume, req, idempotent=False)
+    def delete_volume(self, volume_id: str, missing_ok: bool = False) -> bool:
+        return self._wire.run(_V.delete_volume(volume_id, missing_ok))
 
-    def list_volume_snapshots(
-        self, id: str = "", labels: Mapping[str, str] | None = None
-    ) -> list[volume_pb2.VolumeSnapshot]:
-        flt = volume_pb2.VolumeSnapshotFilter(id=id, label_selector=dict(labels or {}))
-        req = volume_pb2.ListVolumeSnapshotsRequest(filter=flt)
-        return list(self._call(self.stub.ListVolumeSnapshots, req, idempotent=True).volume_snapshots)
+    def list_volume_snapshots(self, snapshot_id: str = "", labels: Mapping[str, str] | None = None,
+                              ) -> list[vpb.VolumeSnapshot]:
+        return self._wire.run(_V.list_volume_snapshots(snapshot_id, labels))
 
-    def create_volume_snapshot(self, snapshot: volume_pb2.VolumeSnapshot) -> volume_pb2.VolumeSnapshot:
-        req = volume_pb2.CreateVolumeSnapshotRequest(volume_snapshot=snapshot)
-        return self._call(self.stub.CreateVolumeSnapshot, req, idempotent=False).volume_snapshot
+    def create_volume_snapshot(self, snapshot: vpb.VolumeSnapshot) -> vpb.VolumeSnapshot:
+        return self._wire.run(_V.create_volume_snapshot(snapshot))
 
-    def delete_volume_snapshot(self, snapshot_id: str) -> None:
-        req = volume_pb2.DeleteVolumeSnapshotRequest(volume_snapshot_id=snapshot_id)
-        self._call(self.stub.DeleteVolumeSnapshot, req, idempotent=False)
+    def delete_volume_snapshot(self, snapshot_id: str, missing_ok: bool = False) -> bool:
+        return self._wire.run(_V.delete_volume_snapshot(snapshot_id, missing_ok))
 
-    def status(self) -> list[volume_pb2.VolumeClassStatus]:
-        resp = self._call(self.stub.Status, volume_pb2.StatusRequest(), idempotent=True)
-        return list(resp.volume_class_status)
+    def status(self) -> list[vpb.VolumeClassStatus]:
+        return self._wire.run(_V.status())
 
-    def list_events(
-        self,
-        id: str = "",
-        labels: Mapping[str, str] | None = None,
-        since: int = 0,
-        until: int = 0,
-    ) -> list[event_pb2.Event]:
-        flt = volume_pb2.EventFilter(
-            id=id, label_selector=dict(labels or {}), events_from_time=since, events_to_time=until
-        )
-        resp = self._call(self.stub.ListEvents, volume_pb2.ListEventsRequest(filter=flt), idempotent=True)
-        return list(resp.events)
+    def list_events(self, object_id: str = "", labels: Mapping[str, str] | None = None, since: int = 0,
+                    until: int = 0) -> list[epb.Event]:
+        return self._wire.run(_V.list_events(object_id, labels, since, until))
+
+
+class AsyncMachineRuntimeClient:
+    """asyncio client of ``machine.v1alpha1.MachineRuntime`` (the machinepoollet's)."""
+
+    def __init__(self, channel: grpc.aio.Channel, **options: Any) -> None:
+        self._wire = _Async(channel, mgrpc.MachineRuntimeStub, **options)
+        self.channel = channel
+
+    @classmethod
+    def connect(cls, endpoint: str | Endpoint, **options: Any) -> AsyncMachineRuntimeClient:
+        return cls(connect_aio(endpoint), **options)
+
+    async def close(self) -> None:
+        await self._wire.close()
+
+    async def version(self) -> mpb.VersionResponse:
+        return await self._wire.run(_M.version())
+
+    async def list_machines(self, machine_id: str = "", labels: Mapping[str, str] | None = None,
+                            ) -> list[mpb.Machine]:
+        return await self._wire.run(_M.list_machines(machine_id, labels))
+
+    async def create_machine(self, machine: mpb.Machine) -> mpb.Machine:
+        return await self._wire.run(_M.create_machine(machine))
+
+    async def delete_machine(self, machine_id: str, missing_ok: bool = False) -> bool:
+        return await self._wire.run(_M.delete_machine(machine_id, missing_ok))
+
+    async def update_machine_annotations(self, machine_id: str, annotations: Mapping[str, str]) -> None:
+        await self._wire.run(_M.update_machine_annotations(machine_id, annotations))
+
+    async def update_machine_power(self, machine_id: str, power: mpb.Power.ValueType) -> None:
+        await self._wire.run(_M.update_machine_power(machine_id, power))
+
+    async def attach_volume(self, machine_id: str, volume: mpb.Volume) -> None:
+        await self._wire.run(_M.attach_volume(machine_id, volume))
+
+    async def update_volume(self, machine_id: str, volume: mpb.Volume) -> None:
+        await self._wire.run(_M.update_volume(machine_id, volume))
+
+    async def detach_volume(self, machine_id: str, name: str, missing_ok: bool = False) -> bool:
+        return await self._wire.run(_M.detach_volume(machine_id, name, missing_ok))
+
+    async def attach_network_interface(self, machine_id: str, nic: mpb.NetworkInterface) -> None:
+        await self._wire.run(_M.attach_network_interface(machine_id, nic))
+
+    async def detach_network_interface(self, machine_id: str, name: str, missing_ok: bool = False) -> bool:
+        return await self._wire.run(_M.detach_network_interface(machine_id, name, missing_ok))
+
+    async def status(self) -> list[mpb.MachineClassStatus]:
+        return await self._wire.run(_M.status())
+
+    async def list_events(self, object_id: str = "", labels: Mapping[str, str] | None = None, since: int = 0,
+                          until: int = 0) -> list[epb.Event]:
+        return await self._wire.run(_M.list_events(object_id, labels, since, until))
+
+
+class AsyncVolumeRuntimeClient:
+    """asyncio client of ``volume.v1alpha1.VolumeRuntime`` (the volumepoollet's)."""
+
+    def __init__(self, channel: grpc.aio.Channel, **options: Any) -> None:
+        self._wire = _Async(channel, vgrpc.VolumeRuntimeStub, **options)
+        self.channel = channel
+
+    @classmethod
+    def connect(cls, endpoint: str | Endpoint, **options: Any) -> AsyncVolumeRuntimeClient:
+        return cls(connect_aio(endpoint), **options)
+
+    async def close(self) -> None:
+        await self._wire.close()
+
+    async def version(self) -> vpb.VersionResponse:
+        return await self._wire.run(_V.version())
+
+    async def list_volumes(self, volume_id: str = "", labels: Mapping[str, str] | None = None,
+                           ) -> list[vpb.Volume]:
+        return await self._wire.run(_V.list_volumes(volume_id, labels))
+
+    async def create_volume(self, volume: vpb.Volume) -> vpb.Volume:
+        return await self._wire.run(_V.create_volume(volume))
+
+    async def expand_volume(self, volume_id: str, storage_bytes: int) -> None:
+        await self._wire.run(_V.expand_volume(volume_id, storage_bytes))
+
+    async def delete_volume(self, volume_id: str, missing_ok: bool = False) -> bool:
+        return await self._wire.run(_V.delete_volume(volume_id, missing_ok))
+
+    async def status(self) -> list[vpb.VolumeClassStatus]:
+        return await self._wire.run(_V.status())

@@ -4,10 +4,10 @@ Entry points (used by ``ironpool machinepoollet`` / ``volumepoollet`` and by ``i
 
     from ironpool.poollet.machinepoollet import MachinePoolletOptions, run_machinepoollet
     from ironpool.poollet.volumepoollet import VolumePoolletOptions, run_volumepoollet
-    from ironpool.poollet.runtime import MachineRuntime, VolumeRuntime   # async IRI clients
+    from ironpool.iri.client import AsyncMachineRuntimeClient, AsyncVolumeRuntimeClient   # async IRI clients
     from ironpool.poollet.lifecycle import run_pool_lifecycle           # control-plane side
 
-    await run_machinepoollet(client, MachineRuntime.connect("unix:///run/m.sock"),
+    await run_machinepoollet(client, AsyncMachineRuntimeClient.connect("unix:///run/m.sock"),
                              MachinePoolletOptions(pool="host-1", provider_id="libvirt://host-1"), stop)
 
 Modules: ``keys`` (IronCore label/annotation/finalizer keys), ``classes`` (class mapper),

@@ -7,10 +7,12 @@ class is not offered by this pool (the reason says which).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ironpool.api.quantity import Quantity, parse_quantity
+from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
+from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as vpb
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,19 @@ class RuntimeClass:
     name: str
     capabilities: Mapping[str, int]
     quantity: int = 0
+
+
+def machine_runtime_classes(statuses: Iterable[mpb.MachineClassStatus]) -> list[RuntimeClass]:
+    """A machine runtime's ``Status`` answer: capabilities are its resources (cpu, memory)."""
+    return [RuntimeClass(s.machine_class.name, dict(s.machine_class.capabilities.resources), s.quantity)
+            for s in statuses]
+
+
+def volume_runtime_classes(statuses: Iterable[vpb.VolumeClassStatus]) -> list[RuntimeClass]:
+    """A volume runtime's ``Status`` answer: capabilities are tps and iops, the quantity free bytes."""
+    return [RuntimeClass(s.volume_class.name, {"tps": s.volume_class.capabilities.tps,
+                                               "iops": s.volume_class.capabilities.iops}, s.quantity)
+            for s in statuses]
 
 
 @dataclass(frozen=True)

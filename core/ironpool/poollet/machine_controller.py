@@ -24,6 +24,7 @@ from ironpool.api.storage import Volume
 from ironpool.client.events import EventRecorder
 from ironpool.client.informer import Informer
 from ironpool.client.rest import AsyncClient
+from ironpool.iri.client import AsyncMachineRuntimeClient
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.poollet import keys
 from ironpool.poollet.classes import ClassMapper, capabilities_to_iri
@@ -43,7 +44,6 @@ from ironpool.poollet.machine_iri import (
     volume_object_name,
     waiting_status,
 )
-from ironpool.poollet.runtime import MachineRuntime
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class MachineReconciler:
     def __init__(
         self,
         client: AsyncClient,
-        runtime: MachineRuntime,
+        runtime: AsyncMachineRuntimeClient,
         pool: str,
         machines: Informer[Machine],
         classes: Informer[MachineClass],
@@ -154,7 +154,7 @@ class MachineReconciler:
             await self._event(machine, "Normal", "Created",
                               f"created machine {iri.metadata.id} in runtime {self.runtime_name}")
             if desired_power(machine) == mpb.POWER_OFF:
-                await self.runtime.update_power(iri.metadata.id, mpb.POWER_OFF)
+                await self.runtime.update_machine_power(iri.metadata.id, mpb.POWER_OFF)
                 iri = await self._refetch(iri)
         else:
             await self._claim(machine, deps.claims)
@@ -182,7 +182,7 @@ class MachineReconciler:
         for extra in live[1:]:
             log.warning("deleting duplicate IRI machine %s for uid %s", extra.metadata.id,
                         extra.metadata.labels.get(keys.MACHINE_UID_LABEL))
-            await self.runtime.delete_machine(extra.metadata.id)
+            await self.runtime.delete_machine(extra.metadata.id, missing_ok=True)
         return live[:1]
 
     async def _refetch(self, iri: mpb.Machine) -> mpb.Machine:
@@ -196,7 +196,7 @@ class MachineReconciler:
         current = {v.name: v for v in iri.spec.volumes}
         for name in current:
             if name not in spec_names:
-                await self.runtime.detach_volume(mid, name)
+                await self.runtime.detach_volume(mid, name, missing_ok=True)
                 changed = True
         for name, want in deps.volumes.items():
             cur = current.get(name)
@@ -206,20 +206,20 @@ class MachineReconciler:
             elif want.HasField("connection") and cur.HasField("connection"):
                 if (cur.connection.driver, cur.connection.handle) != (want.connection.driver,
                                                                       want.connection.handle):
-                    await self.runtime.detach_volume(mid, name)
+                    await self.runtime.detach_volume(mid, name, missing_ok=True)
                     await self.runtime.attach_volume(mid, want)
                     changed = True
                 elif cur.connection.effective_storage_bytes != want.connection.effective_storage_bytes:
                     await self.runtime.update_volume(mid, want)  # online resize
                     changed = True
             elif want.HasField("connection") != cur.HasField("connection"):
-                await self.runtime.detach_volume(mid, name)
+                await self.runtime.detach_volume(mid, name, missing_ok=True)
                 await self.runtime.attach_volume(mid, want)
                 changed = True
         current_nics = {n.name: n for n in iri.spec.network_interfaces}
         for name in current_nics:
             if name not in deps.nics:
-                await self.runtime.detach_nic(mid, name)
+                await self.runtime.detach_network_interface(mid, name, missing_ok=True)
                 changed = True
         for name, want_nic in deps.nics.items():
             cur_nic = current_nics.get(name)
@@ -227,11 +227,11 @@ class MachineReconciler:
                                                                                   list(want_nic.ips)):
                 continue
             if cur_nic is not None:
-                await self.runtime.detach_nic(mid, name)
-            await self.runtime.attach_nic(mid, want_nic)
+                await self.runtime.detach_network_interface(mid, name, missing_ok=True)
+            await self.runtime.attach_network_interface(mid, want_nic)
             changed = True
         if iri.spec.power != desired_power(machine):
-            await self.runtime.update_power(mid, desired_power(machine))
+            await self.runtime.update_machine_power(mid, desired_power(machine))
             changed = True
         gen_key = keys.MACHINE_GENERATION_ANNOTATION
         if changed or iri.metadata.annotations.get(gen_key) != str(machine.metadata.generation or 0):
@@ -239,7 +239,7 @@ class MachineReconciler:
                 iri = await self._refetch(iri)
             annotations = dict(iri.metadata.annotations)
             annotations.update(desired_annotations(machine, iri.metadata.generation))
-            await self.runtime.update_annotations(mid, annotations)
+            await self.runtime.update_machine_annotations(mid, annotations)
             changed = True
         return await self._refetch(iri) if changed else iri
 
@@ -364,7 +364,7 @@ class MachineReconciler:
         """Delete every IRI machine with these labels; True while any is still listed."""
         found = await self.runtime.list_machines(labels=labels)
         for m in found:
-            await self.runtime.delete_machine(m.metadata.id)
+            await self.runtime.delete_machine(m.metadata.id, missing_ok=True)
         if not found:
             return False
         return bool(await self.runtime.list_machines(labels=labels))

@@ -141,7 +141,7 @@ def build_machine(
     return mpb.Machine(metadata=meta, spec=spec)
 
 
-def desired_power(machine: Machine) -> int:
+def desired_power(machine: Machine) -> mpb.Power.ValueType:
     return mpb.POWER_OFF if machine.spec.power == "Off" else mpb.POWER_ON
 
 

@@ -19,13 +19,13 @@ from ironpool.api.compute import Machine, MachineClass, MachinePool
 from ironpool.api.errors import AlreadyExists, NotFound
 from ironpool.client.informer import Informer
 from ironpool.client.rest import AsyncClient
+from ironpool.iri.client import AsyncMachineRuntimeClient
 from ironpool.poollet import keys
 from ironpool.poollet.capacity import HostResources, local_host_resources, machine_pool_resources
-from ironpool.poollet.classes import ClassMapper, RuntimeClass, capabilities_to_iri
+from ironpool.poollet.classes import ClassMapper, RuntimeClass, capabilities_to_iri, machine_runtime_classes
 from ironpool.poollet.collector import OrphanCollector
 from ironpool.poollet.conditions import ProbeHealth, condition, now_rfc3339
 from ironpool.poollet.machine_iri import status_differs
-from ironpool.poollet.runtime import MachineRuntime
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class MachinePoolReconciler:
     def __init__(
         self,
         client: AsyncClient,
-        runtime: MachineRuntime,
+        runtime: AsyncMachineRuntimeClient,
         identity: PoolIdentity,
         machines: Informer[Machine],
         classes: Informer[MachineClass],
@@ -110,7 +110,8 @@ class MachinePoolReconciler:
     async def refresh_classes(self) -> tuple[bool, str]:
         """Probe the runtime's ``Status``; updates the class mapper. Returns (ok, message)."""
         try:
-            classes = await asyncio.wait_for(self.runtime.status(), self.probe_timeout)
+            classes = machine_runtime_classes(await asyncio.wait_for(self.runtime.status(),
+                                                                      self.probe_timeout))
         except Exception as exc:
             return self.health.record(False, f"machine runtime status probe failed: {exc}")
         # Quantities change with every machine; only a change of the classes themselves re-maps machines.

@@ -19,6 +19,7 @@ from ironpool.api.storage import Volume
 from ironpool.client.events import EventRecorder
 from ironpool.client.informer import Informer, key_of
 from ironpool.client.rest import AsyncClient
+from ironpool.iri.client import AsyncMachineRuntimeClient
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.poollet import keys
 from ironpool.poollet.capacity import HostResources
@@ -30,7 +31,6 @@ from ironpool.poollet.machine_iri import volume_object_name
 from ironpool.poollet.machinepool import MachinePoolReconciler, PoolIdentity, announce_pool
 from ironpool.poollet.ownership import Owner, Ownership, cluster_uid
 from ironpool.poollet.relist import Relister, retry_until_ok, sleep_or_stop
-from ironpool.poollet.runtime import MachineRuntime
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,8 @@ def iri_machine_key(m: mpb.Machine) -> str | None:
 class MachinePoollet:
     """One pool's controllers; exposed so tests and ``ironpool up`` can look inside."""
 
-    def __init__(self, client: AsyncClient, runtime: MachineRuntime, options: MachinePoolletOptions) -> None:
+    def __init__(self, client: AsyncClient, runtime: AsyncMachineRuntimeClient,
+                 options: MachinePoolletOptions) -> None:
         self.client = client
         self.runtime = runtime
         self.options = options
@@ -208,7 +209,8 @@ class MachinePoollet:
         self.machine_reconciler.owner_labels = self.ownership.labels()
         self.collector = OrphanCollector(
             "machine", self.ownership, keys.MACHINE_UID_LABEL, iri_machine_key, self.machine_is_live,
-            self.runtime.delete_machine, self.options.gc, self._report_on_pool,
+            lambda mid: self.runtime.delete_machine(mid, missing_ok=True), self.options.gc,
+            self._report_on_pool,
         )
         self.pool_reconciler.collection = self.collector
 
@@ -285,7 +287,7 @@ class MachinePoollet:
 
 async def run_machinepoollet(
     client: AsyncClient,
-    iri_client: MachineRuntime,
+    iri_client: AsyncMachineRuntimeClient,
     options: MachinePoolletOptions,
     stop_event: asyncio.Event,
     ready: asyncio.Event | None = None,

@@ -20,13 +20,13 @@ from ironpool.api.quantity import Quantity
 from ironpool.api.storage import Volume, VolumeClass
 from ironpool.client.informer import Informer
 from ironpool.client.rest import AsyncClient
+from ironpool.iri.client import AsyncVolumeRuntimeClient
 from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as vpb
 from ironpool.poollet import keys
 from ironpool.poollet.classes import ClassMapper
 from ironpool.poollet.conditions import condition, now_rfc3339
 from ironpool.poollet.machine_controller import secret_value
 from ironpool.poollet.machine_iri import status_differs
-from ironpool.poollet.runtime import VolumeRuntime
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class VolumeReconciler:
     def __init__(
         self,
         client: AsyncClient,
-        runtime: VolumeRuntime,
+        runtime: AsyncVolumeRuntimeClient,
         pool: str,
         volumes: Informer[Volume],
         classes: Informer[VolumeClass],
@@ -105,7 +105,7 @@ class VolumeReconciler:
         found.sort(key=lambda v: (v.metadata.created_at, v.metadata.id))
         for extra in found[1:]:
             log.warning("deleting duplicate IRI volume %s of %s", extra.metadata.id, key)
-            await self.runtime.delete_volume(extra.metadata.id)
+            await self.runtime.delete_volume(extra.metadata.id, missing_ok=True)
         now = now_rfc3339()
         if not found:
             desired, waiting = self._build(vol)
@@ -255,7 +255,7 @@ class VolumeReconciler:
     async def _delete_iri(self, labels: Mapping[str, str]) -> bool:
         found = await self.runtime.list_volumes(labels=labels)
         for v in found:
-            await self.runtime.delete_volume(v.metadata.id)
+            await self.runtime.delete_volume(v.metadata.id, missing_ok=True)
         if not found:
             return False
         return bool(await self.runtime.list_volumes(labels=labels))

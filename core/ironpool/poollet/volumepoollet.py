@@ -20,10 +20,11 @@ from ironpool.api.storage import Volume, VolumeClass, VolumePool
 from ironpool.client.events import EventRecorder
 from ironpool.client.informer import Informer, key_of
 from ironpool.client.rest import AsyncClient
+from ironpool.iri.client import AsyncVolumeRuntimeClient
 from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as vpb
 from ironpool.poollet import keys
 from ironpool.poollet.capacity import volume_pool_resources
-from ironpool.poollet.classes import ClassMapper
+from ironpool.poollet.classes import ClassMapper, volume_runtime_classes
 from ironpool.poollet.collector import CollectOptions, OrphanCollector
 from ironpool.poollet.conditions import ProbeHealth, condition, now_rfc3339
 from ironpool.poollet.controller import Controller
@@ -31,7 +32,6 @@ from ironpool.poollet.machine_iri import status_differs
 from ironpool.poollet.machinepool import PoolIdentity, announce_pool
 from ironpool.poollet.ownership import Owner, Ownership, cluster_uid
 from ironpool.poollet.relist import Relister, retry_until_ok, sleep_or_stop
-from ironpool.poollet.runtime import VolumeRuntime
 from ironpool.poollet.volume_controller import VolumeReconciler, storage_bytes, volume_class_caps
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,8 @@ def iri_volume_key(v: vpb.Volume) -> str | None:
 class VolumePoollet:
     """One volume pool's controllers."""
 
-    def __init__(self, client: AsyncClient, runtime: VolumeRuntime, options: VolumePoolletOptions) -> None:
+    def __init__(self, client: AsyncClient, runtime: AsyncVolumeRuntimeClient,
+                 options: VolumePoolletOptions) -> None:
         self.client = client
         self.runtime = runtime
         self.options = options
@@ -147,12 +148,13 @@ class VolumePoollet:
         self.reconciler.owner_labels = self.ownership.labels()
         self.collector = OrphanCollector(
             "volume", self.ownership, keys.VOLUME_UID_LABEL, iri_volume_key, self.volume_is_live,
-            self.runtime.delete_volume, self.options.gc, self._report_on_pool,
+            lambda vid: self.runtime.delete_volume(vid, missing_ok=True), self.options.gc,
+            self._report_on_pool,
         )
 
     async def reconcile_pool(self, key: str) -> float | None:
         try:
-            classes = await asyncio.wait_for(self.runtime.status(), 5.0)
+            classes = volume_runtime_classes(await asyncio.wait_for(self.runtime.status(), 5.0))
             ok, message = True, "volume runtime status probe succeeded"
             changed = [(c.name, dict(c.capabilities)) for c in classes] != [
                 (c.name, dict(c.capabilities)) for c in self.mapper.classes]
@@ -238,7 +240,7 @@ class VolumePoollet:
 
 async def run_volumepoollet(
     client: AsyncClient,
-    iri_client: VolumeRuntime,
+    iri_client: AsyncVolumeRuntimeClient,
     options: VolumePoolletOptions,
     stop_event: asyncio.Event,
     ready: asyncio.Event | None = None,
