@@ -7,7 +7,7 @@ from ironpool.scheduler import SchedulerCore, parse_config
 from ironpool.scheduler.config import ConfigError
 from ironpool.scheduler.framework.interface import WAKE_CAPACITY, WAKE_POOL, wake_class, wake_offer
 from ironpool.scheduler.model import request_from_json
-from ironpool.scheduler.quantity import parse_quantity
+from ironpool.scheduler.quantity import parse_int_quantity
 
 from tests.scheduler.sched_docs import machine, machine_class, machine_pool, volume, volume_class, volume_pool
 
@@ -26,13 +26,13 @@ def place(core: SchedulerCore, doc: dict) -> str | None:  # type: ignore[type-ar
 
 
 def test_quantities() -> None:
-    assert parse_quantity("2", "cpu") == 2000
-    assert parse_quantity("500m", "cpu") == 500
-    assert parse_quantity("8Gi", "memory") == 8 * 2**30
-    assert parse_quantity("1G", "memory") == 10**9
-    assert parse_quantity(3, "memory") == 3
+    assert parse_int_quantity("2", "cpu") == 2000
+    assert parse_int_quantity("500m", "cpu") == 500
+    assert parse_int_quantity("8Gi", "memory") == 8 * 2**30
+    assert parse_int_quantity("1G", "memory") == 10**9
+    assert parse_int_quantity(3, "memory") == 3
     with pytest.raises(ValueError, match="memory"):
-        parse_quantity("lots", "memory")
+        parse_int_quantity("lots", "memory")
 
 
 def test_each_class_is_charged_once_against_total_allocatable() -> None:

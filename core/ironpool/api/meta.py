@@ -7,9 +7,9 @@ Kubernetes use); unknown fields are rejected so typos in manifests surface as er
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 from pydantic.alias_generators import to_camel
@@ -168,7 +168,31 @@ class Toleration(ApiModel):
     effect: TaintEffect | None = None
 
 
-def toleration_tolerates(tol: Toleration, taint: Taint) -> bool:
+class TaintLike(Protocol):
+    """What toleration matching reads of a taint: the API model, or the scheduler's own form."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def value(self) -> str | None: ...
+    @property
+    def effect(self) -> str: ...
+
+
+class TolerationLike(Protocol):
+    """What toleration matching reads of a toleration (API model or the scheduler's own form)."""
+
+    @property
+    def key(self) -> str | None: ...
+    @property
+    def operator(self) -> str | None: ...
+    @property
+    def value(self) -> str | None: ...
+    @property
+    def effect(self) -> str | None: ...
+
+
+def toleration_tolerates(tol: TolerationLike, taint: TaintLike) -> bool:
     """Kubernetes' ``ToleratesTaint`` (IronCore copies it verbatim)."""
     if tol.effect and tol.effect != taint.effect:
         return False
@@ -180,7 +204,8 @@ def toleration_tolerates(tol: Toleration, taint: Taint) -> bool:
     return (tol.value or "") == (taint.value or "")
 
 
-def tolerates_taints(tolerations: list[Toleration] | None, taints: list[Taint] | None) -> bool:
-    """Every taint is tolerated by some toleration."""
-    tols = tolerations or []
-    return all(any(toleration_tolerates(t, taint) for t in tols) for taint in taints or [])
+def tolerates_taints(tolerations: Iterable[TolerationLike] | None,
+                     taints: Iterable[TaintLike] | None) -> bool:
+    """Every taint is tolerated by some toleration (the scheduler's TaintToleration uses this too)."""
+    tols = tuple(tolerations or ())
+    return all(any(toleration_tolerates(t, taint) for t in tols) for taint in taints or ())

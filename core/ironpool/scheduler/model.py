@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ironpool.scheduler.quantity import parse_quantity, parse_resource_list
+from ironpool.scheduler.quantity import parse_int_quantity, parse_resource_list
 
 Kind = Literal["machine", "volume"]
 
@@ -42,19 +42,12 @@ class Taint:
 
 @dataclass(frozen=True, slots=True)
 class Toleration:
-    """An object's toleration, matched like Kubernetes' ``ToleratesTaint``."""
+    """An object's toleration; matched by :func:`ironpool.api.meta.tolerates_taints`."""
 
     key: str = ""
     operator: str = "Equal"
     value: str = ""
     effect: str = ""
-
-    def tolerates(self, taint: Taint) -> bool:
-        if self.effect and self.effect != taint.effect:
-            return False
-        if self.operator == "Exists":
-            return not self.key or self.key == taint.key
-        return self.key == taint.key and self.value == taint.value
 
 
 @dataclass(slots=True)
@@ -229,7 +222,7 @@ def class_ref_of(kind: Kind, obj: dict[str, Any]) -> str | None:
 def volume_storage_of(obj: dict[str, Any]) -> int:
     res = (obj.get("spec") or {}).get("resources") or {}
     raw = res.get("storage")
-    return parse_quantity(raw, "storage", "spec.resources.storage") if raw is not None else 0
+    return parse_int_quantity(raw, "storage", "spec.resources.storage") if raw is not None else 0
 
 
 def request_from_json(kind: Kind, obj: dict[str, Any]) -> Request:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ironpool.client.rest import AsyncClient, Client
+from ironpool.client.rest import Client
 from ironpool.client.wire import resource_for_model
 from ironpool.scheduler.config import SchedulerConfig
 from ironpool.scheduler.core import SchedulerCore
@@ -150,23 +150,6 @@ def snapshot_from_client(client: Client, config: SchedulerConfig | None = None) 
     core = SchedulerCore(config)
     for kind, what, model in _listing():
         _feed(core, kind, what, _list_all(client, resource_for_model(model)))
-    return core
-
-
-async def snapshot_from_async_client(client: AsyncClient,
-                                     config: SchedulerConfig | None = None) -> SchedulerCore:
-    """Same as :func:`snapshot_from_client`, with the async client."""
-    core = SchedulerCore(config)
-    for kind, what, model in _listing():
-        items: list[dict[str, Any]] = []
-        token: str | None = None
-        while True:
-            page = await client.list_raw(resource_for_model(model), None, limit=500, continue_=token)
-            items.extend(page.items)
-            token = page.continue_
-            if not token:
-                break
-        _feed(core, kind, what, items)
     return core
 
 

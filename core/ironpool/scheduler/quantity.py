@@ -13,8 +13,6 @@ from ironpool.api.quantity import parse_quantity as parse_api_quantity
 
 MILLI_RESOURCES = frozenset({"cpu"})
 
-_BINARY_UNITS = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
-
 
 @lru_cache(maxsize=8192)
 def _to_int(value: str | int | float, milli: bool) -> int:
@@ -23,8 +21,8 @@ def _to_int(value: str | int | float, milli: bool) -> int:
     return q.milli_value() if milli else q.value()
 
 
-def parse_quantity(value: object, resource: str = "", field: str | None = None) -> int:
-    """Parse a quantity; ``cpu`` comes back in millicores, other resources rounded up to units.
+def parse_int_quantity(value: object, resource: str = "", field: str | None = None) -> int:
+    """Parse a quantity into an int; ``cpu`` comes back in millicores, other resources rounded up to units.
 
     Raises ValueError naming ``field`` (default: the resource) when the value is not a quantity.
     """
@@ -48,15 +46,6 @@ def parse_resource_list(values: object, field: str = "resources") -> dict[str, i
         raise ValueError(f"{field}: expected a mapping, got {type(values).__name__}")
     out: dict[str, int] = {}
     for name, raw in values.items():
-        out[str(name)] = parse_quantity(raw, str(name), f"{field}.{name}")
+        out[str(name)] = parse_int_quantity(raw, str(name), f"{field}.{name}")
     return out
 
-
-def format_quantity(value: int, resource: str) -> str:
-    """Human form of an internal value, for messages."""
-    if resource in MILLI_RESOURCES:
-        return f"{value // 1000}" if value % 1000 == 0 else f"{value}m"
-    for suffix, unit in _BINARY_UNITS:
-        if value >= unit and value % unit == 0:
-            return f"{value // unit}{suffix}"
-    return str(value)

@@ -3,20 +3,22 @@
 Both are best effort and asynchronous, like kube-scheduler's event recorder: reports go to a bounded
 queue served by a few workers, failures before successes, so reporting never takes apiserver
 capacity away from binding when it is busy (it catches up when idle). Conditions are merged into the
-object's current list (read fresh on a conflict) so the poollet's conditions survive.
+object's current list (read fresh on a conflict) so the poollet's conditions survive; Events are
+written by the shared :class:`~ironpool.client.events.EventRecorder`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import logging
 from collections.abc import Callable
 from typing import Any
 
-from ironpool.api import Event, Machine, Volume
+from ironpool.api import Machine, Volume
 from ironpool.api.errors import ApiError, Conflict, NotFound
+from ironpool.api.meta import now_rfc3339
+from ironpool.client.events import EventRecorder
 from ironpool.client.rest import AsyncClient
 from ironpool.client.wire import resource_for_model
 from ironpool.scheduler.model import Kind
@@ -24,10 +26,6 @@ from ironpool.scheduler.model import Kind
 log = logging.getLogger(__name__)
 COMPONENT = "ironpool-scheduler"
 _MODELS: dict[Kind, Any] = {"machine": Machine, "volume": Volume}
-
-
-def now_rfc3339() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def with_condition(obj: dict[str, Any], status: str, reason: str,
@@ -56,6 +54,7 @@ class Reporter:
     def __init__(self, client: AsyncClient, workers: int = 2, max_pending: int = 10_000,
                  busy: Callable[[], bool] | None = None) -> None:
         self.client = client
+        self.recorder = EventRecorder(client, COMPONENT)
         #: while this says the scheduler is busy binding, success reports wait (failures do not)
         self.busy = busy or (lambda: False)
         self._queue: asyncio.PriorityQueue[tuple[int, int, Job]] = asyncio.PriorityQueue()
@@ -104,7 +103,7 @@ class Reporter:
     async def report(self, kind: Kind, obj: dict[str, Any], scheduled: bool, reason: str,
                      message: str) -> None:
         await asyncio.gather(self._condition(kind, obj, scheduled, reason, message),
-                             self._event(kind, obj, scheduled, reason, message))
+                             self.recorder.record(obj, "Normal" if scheduled else "Warning", reason, message))
 
     async def _condition(self, kind: Kind, obj: dict[str, Any], scheduled: bool, reason: str,
                          message: str) -> None:
@@ -131,24 +130,3 @@ class Reporter:
             except Exception as exc:  # best effort: never let reporting break scheduling
                 log.warning("Scheduled condition on %s %s: %s", kind, meta.get("name"), exc)
                 return
-
-    async def _event(self, kind: Kind, obj: dict[str, Any], scheduled: bool, reason: str,
-                     message: str) -> None:
-        meta = obj.get("metadata") or {}
-        ts = now_rfc3339()
-        event = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"generateName": f"{meta.get('name', 'object')}.",
-                         "namespace": meta.get("namespace")},
-            "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind")
-                               or ("Machine" if kind == "machine" else "Volume"),
-                               "name": meta.get("name"), "namespace": meta.get("namespace"),
-                               "uid": meta.get("uid")},
-            "reason": reason, "message": message, "type": "Normal" if scheduled else "Warning",
-            "count": 1, "firstTimestamp": ts, "lastTimestamp": ts,
-            "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
-        }
-        try:
-            await self.client.create_raw(resource_for_model(Event), event, meta.get("namespace"))
-        except Exception as exc:  # best effort
-            log.warning("event for %s %s: %s", kind, meta.get("name"), exc)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from ironpool.api.meta import tolerates_taints
 from ironpool.scheduler.framework.interface import (
     SUCCESS,
     WAKE_POOL,
@@ -23,7 +24,6 @@ class TaintToleration(FilterPlugin):
     index_covered: ClassVar[bool] = True
 
     def filter(self, state: CycleState, req: Request, pool: PoolInfo) -> Status:
-        for taint in pool.taints:
-            if not any(t.tolerates(taint) for t in req.tolerations):
-                return _TAINTED
+        if pool.taints and not tolerates_taints(req.tolerations, pool.taints):
+            return _TAINTED
         return SUCCESS

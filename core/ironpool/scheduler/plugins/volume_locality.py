@@ -9,6 +9,7 @@ beside it that can take the Volume, and Reserve assumes the Volume onto that Vol
 
 from __future__ import annotations
 
+from ironpool.api.meta import tolerates_taints
 from ironpool.scheduler.framework.interface import (
     SUCCESS,
     WAKE_CAPACITY,
@@ -76,8 +77,7 @@ class VolumeLocality(PreFilterPlugin, FilterPlugin, ReservePlugin):
             if vol.class_name is None or ("volume", vol.class_name) not in cache.classes:
                 return None
             for vp in candidates:
-                if not vp.offers(vol.class_name) or any(
-                        not any(t.tolerates(taint) for t in vol.tolerations) for taint in vp.taints):
+                if not vp.offers(vol.class_name) or not tolerates_taints(vol.tolerations, vp.taints):
                     continue
                 if vp.free("storage") - extra.get(vp.name, 0) >= vol.storage:
                     extra[vp.name] = extra.get(vp.name, 0) + vol.storage
