@@ -6,12 +6,12 @@ import orjson
 import pytest
 from ironpool.api.compute import MachineClass
 from ironpool.api.errors import Conflict, Expired, Invalid, NotFound
+from ironpool.api.meta import object_key
 from ironpool.api.resources import resolve
 from ironpool.client.wire import (
     MERGE_PATCH,
     Operations,
     decode_body,
-    object_key,
     parse_watch_line,
     resource_for_model,
 )

@@ -24,8 +24,9 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from ironpool.api.errors import ApiError, Expired
+from ironpool.api.meta import object_key
 from ironpool.client.rest import AsyncClient
-from ironpool.client.wire import Obj, ServerUnreachable, meta, object_key, resource_for_model
+from ironpool.client.wire import Obj, ServerUnreachable, meta, resource_for_model
 
 M = TypeVar("M", bound=BaseModel)
 log = logging.getLogger(__name__)
@@ -47,14 +48,6 @@ class _Handlers(Generic[M]):
 class _Entry(Generic[M]):
     obj: M
     resource_version: str
-
-
-def key_of(obj: BaseModel) -> str:
-    """The cache key of a typed object: ``namespace/name`` or ``name``."""
-    md: Any = getattr(obj, "metadata", None)
-    ns = getattr(md, "namespace", None)
-    name = getattr(md, "name", "") or ""
-    return f"{ns}/{name}" if ns else str(name)
 
 
 class Informer(Generic[M]):

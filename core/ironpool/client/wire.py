@@ -135,13 +135,6 @@ def meta(obj: Obj) -> Obj:
     return cast(Obj, obj.get("metadata") or {})
 
 
-def object_key(obj: Obj) -> str:
-    """``namespace/name`` for namespaced objects, ``name`` for cluster-scoped ones (client-go style)."""
-    m = meta(obj)
-    ns = m.get("namespace")
-    return f"{ns}/{m.get('name', '')}" if ns else str(m.get("name", ""))
-
-
 def _dry_run(params: dict[str, str], dry_run: bool) -> dict[str, str]:
     if dry_run:
         params["dryRun"] = "All"

@@ -12,7 +12,6 @@ MACHINE_NAMESPACE_LABEL = "machinepoollet.ironcore.dev/machine-namespace"
 MACHINE_NAME_LABEL = "machinepoollet.ironcore.dev/machine-name"
 MACHINE_GENERATION_ANNOTATION = "machinepoollet.ironcore.dev/machine-generation"
 IRI_MACHINE_GENERATION_ANNOTATION = "machinepoollet.ironcore.dev/irimachine-generation"
-NIC_MAPPING_ANNOTATION = "machinepoollet.ironcore.dev/networkinterfacemapping"
 MACHINE_FINALIZER = "machinepoollet.ironcore.dev/machine"
 MACHINE_FIELD_OWNER = "machinepoollet.ironcore.dev/field-owner"
 # ironpool addition: the pool whose poollet created the IRI machine. Garbage collection and

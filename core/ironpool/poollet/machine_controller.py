@@ -21,6 +21,7 @@ from ironpool.api.compute import Machine, MachineClass
 from ironpool.api.core import Secret
 from ironpool.api.errors import NotFound
 from ironpool.api.storage import Volume
+from ironpool.client.controller import DONE, ObjectKey, Result, TerminalError
 from ironpool.client.events import EventRecorder
 from ironpool.client.informer import Informer
 from ironpool.client.rest import AsyncClient
@@ -34,7 +35,6 @@ from ironpool.poollet.machine_iri import (
     build_machine,
     compute_status,
     connection_volume,
-    desired_annotations,
     desired_power,
     device_names,
     failed_status,
@@ -44,6 +44,7 @@ from ironpool.poollet.machine_iri import (
     volume_object_name,
     waiting_status,
 )
+from ironpool.poollet.machine_plan import apply, plan, refetch
 
 log = logging.getLogger(__name__)
 
@@ -108,22 +109,22 @@ class MachineReconciler:
 
     # -- entry point -----------------------------------------------------------------------------
 
-    async def reconcile(self, key: str) -> float | None:
-        machine = self.machines.get(key)
+    async def reconcile(self, key: ObjectKey) -> Result:
+        machine = self.machines.get(str(key))
         if machine is None:
-            return await self._delete_gone(key)
+            return await self._delete_gone(str(key))
         if machine.metadata.deletion_timestamp:
             return await self._delete(machine)
         ref = machine.spec.machine_pool_ref
         if ref is None or ref.name != self.pool:
-            return None
+            return DONE
         if keys.MACHINE_FINALIZER not in (machine.metadata.finalizers or []):
             machine = await self._set_finalizer(machine, add=True)
         return await self._apply(machine)
 
     # -- create / update -------------------------------------------------------------------------
 
-    async def _apply(self, machine: Machine) -> float | None:
+    async def _apply(self, machine: Machine) -> Result:
         uid = machine.metadata.uid or ""
         found = await self.runtime.list_machines(labels={keys.MACHINE_UID_LABEL: uid})
         found = await self._dedupe(found)
@@ -135,7 +136,7 @@ class MachineReconciler:
                 await self._patch_status(machine, waiting_status(machine, deps.waiting, now))
                 await self._event(machine, "Normal", "WaitingForDependencies",
                                   "waiting for " + "; ".join(deps.waiting))
-                return None
+                return DONE
             await self._claim(machine, deps.claims)
             desired = build_machine(machine, deps.runtime_class, deps.ignition,
                                     list(deps.volumes.values()), list(deps.nics.values()))
@@ -143,11 +144,14 @@ class MachineReconciler:
             try:
                 iri = await self.runtime.create_machine(desired)
             except grpc.aio.AioRpcError as exc:
-                # Tell the user why (an unknown image, no room left), then retry with backoff.
+                # Tell the user why (an unknown image, no room left), then retry with backoff; a request
+                # the runtime calls invalid stays invalid until the Machine changes.
                 if exc.code() != grpc.StatusCode.CANCELLED:
                     message = f"runtime refused CreateMachine: {exc.code().name}: {exc.details()}"
                     await self._patch_status(machine, failed_status(machine, message, now))
                     await self._event(machine, "Warning", "FailedCreate", message)
+                if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                    raise TerminalError(message) from exc
                 raise
             log.info("machine %s/%s: created IRI machine %s", machine.metadata.namespace,
                      machine.metadata.name, iri.metadata.id)
@@ -155,14 +159,14 @@ class MachineReconciler:
                               f"created machine {iri.metadata.id} in runtime {self.runtime_name}")
             if desired_power(machine) == mpb.POWER_OFF:
                 await self.runtime.update_machine_power(iri.metadata.id, mpb.POWER_OFF)
-                iri = await self._refetch(iri)
+                iri = await refetch(self.runtime, iri)
         else:
             await self._claim(machine, deps.claims)
             iri = await self._update(machine, found[0], deps)
         status = compute_status(machine, iri, self.runtime_name, now)
         iri_gen_raw = iri.metadata.annotations.get(keys.IRI_MACHINE_GENERATION_ANNOTATION, "0")
         if iri.status.observed_generation < int(iri_gen_raw or 0):
-            return 1.0  # the runtime has not caught up with our last change yet
+            return Result(requeue_after=1.0)  # the runtime has not caught up with our last change yet
         if deps.waiting:
             # A running machine stays Ready; what an added volume waits for goes into VolumesReady.
             for c in status["conditions"]:
@@ -171,7 +175,7 @@ class MachineReconciler:
             await self._event(machine, "Normal", "WaitingForDependencies",
                               "waiting for " + "; ".join(deps.waiting))
         await self._patch_status(machine, status)
-        return None
+        return DONE
 
     async def _dedupe(self, found: Sequence[mpb.Machine]) -> list[mpb.Machine]:
         """Keep the oldest IRI machine for a UID and delete the rest (IronCore panics instead)."""
@@ -185,63 +189,10 @@ class MachineReconciler:
             await self.runtime.delete_machine(extra.metadata.id, missing_ok=True)
         return live[:1]
 
-    async def _refetch(self, iri: mpb.Machine) -> mpb.Machine:
-        again = await self.runtime.list_machines(machine_id=iri.metadata.id)
-        return again[0] if again else iri
-
     async def _update(self, machine: Machine, iri: mpb.Machine, deps: Dependencies) -> mpb.Machine:
-        mid = iri.metadata.id
-        changed = False
-        spec_names = {v.name for v in machine.spec.volumes or []}
-        current = {v.name: v for v in iri.spec.volumes}
-        for name in current:
-            if name not in spec_names:
-                await self.runtime.detach_volume(mid, name, missing_ok=True)
-                changed = True
-        for name, want in deps.volumes.items():
-            cur = current.get(name)
-            if cur is None:
-                await self.runtime.attach_volume(mid, want)
-                changed = True
-            elif want.HasField("connection") and cur.HasField("connection"):
-                if (cur.connection.driver, cur.connection.handle) != (want.connection.driver,
-                                                                      want.connection.handle):
-                    await self.runtime.detach_volume(mid, name, missing_ok=True)
-                    await self.runtime.attach_volume(mid, want)
-                    changed = True
-                elif cur.connection.effective_storage_bytes != want.connection.effective_storage_bytes:
-                    await self.runtime.update_volume(mid, want)  # online resize
-                    changed = True
-            elif want.HasField("connection") != cur.HasField("connection"):
-                await self.runtime.detach_volume(mid, name, missing_ok=True)
-                await self.runtime.attach_volume(mid, want)
-                changed = True
-        current_nics = {n.name: n for n in iri.spec.network_interfaces}
-        for name in current_nics:
-            if name not in deps.nics:
-                await self.runtime.detach_network_interface(mid, name, missing_ok=True)
-                changed = True
-        for name, want_nic in deps.nics.items():
-            cur_nic = current_nics.get(name)
-            if cur_nic is not None and (cur_nic.network_id, list(cur_nic.ips)) == (want_nic.network_id,
-                                                                                  list(want_nic.ips)):
-                continue
-            if cur_nic is not None:
-                await self.runtime.detach_network_interface(mid, name, missing_ok=True)
-            await self.runtime.attach_network_interface(mid, want_nic)
-            changed = True
-        if iri.spec.power != desired_power(machine):
-            await self.runtime.update_machine_power(mid, desired_power(machine))
-            changed = True
-        gen_key = keys.MACHINE_GENERATION_ANNOTATION
-        if changed or iri.metadata.annotations.get(gen_key) != str(machine.metadata.generation or 0):
-            if changed:
-                iri = await self._refetch(iri)
-            annotations = dict(iri.metadata.annotations)
-            annotations.update(desired_annotations(machine, iri.metadata.generation))
-            await self.runtime.update_machine_annotations(mid, annotations)
-            changed = True
-        return await self._refetch(iri) if changed else iri
+        actions = plan(iri, deps.volumes, deps.nics, desired_power(machine), machine.metadata.generation or 0,
+                       {v.name for v in machine.spec.volumes or []})
+        return await apply(self.runtime, iri, actions)
 
     # -- dependencies ----------------------------------------------------------------------------
 
@@ -330,21 +281,21 @@ class MachineReconciler:
 
     # -- deletion --------------------------------------------------------------------------------
 
-    async def _delete(self, machine: Machine) -> float | None:
+    async def _delete(self, machine: Machine) -> Result:
         if keys.MACHINE_FINALIZER not in (machine.metadata.finalizers or []):
-            return None
+            return DONE
         labels = {keys.MACHINE_UID_LABEL: machine.metadata.uid or ""}
         if await self._delete_iri(labels):
             if (machine.status.state if machine.status else None) != "Terminating":
                 await self._patch_status(machine, {"state": "Terminating"})
-            return self.delete_requeue
+            return Result(requeue_after=self.delete_requeue)
         await self._release_unused_claims(machine, all_=True)
         await self._set_finalizer(machine, add=False)
         log.info("machine %s/%s: IRI machine gone, finalizer removed", machine.metadata.namespace,
                  machine.metadata.name)
-        return None
+        return DONE
 
-    async def _delete_gone(self, key: str) -> float | None:
+    async def _delete_gone(self, key: str) -> Result:
         """A Machine we saw deleted without our finalizer running (stripped by someone): delete what
         the runtime still has for its uid, made by this installation's poollet (IronCore's deleteGone).
 
@@ -353,12 +304,12 @@ class MachineReconciler:
         """
         uid = self.deleted.get(key)
         if uid is None:
-            return None
+            return DONE
         if await self._delete_iri({keys.MACHINE_UID_LABEL: uid, **self.owner_labels}):
-            return self.delete_requeue
+            return Result(requeue_after=self.delete_requeue)
         if self.deleted.get(key) == uid:
             del self.deleted[key]
-        return None
+        return DONE
 
     async def _delete_iri(self, labels: Mapping[str, str]) -> bool:
         """Delete every IRI machine with these labels; True while any is still listed."""

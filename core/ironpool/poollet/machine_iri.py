@@ -42,7 +42,6 @@ def desired_annotations(machine: Machine, iri_generation: int) -> dict[str, str]
     return {
         keys.MACHINE_GENERATION_ANNOTATION: str(machine.metadata.generation or 0),
         keys.IRI_MACHINE_GENERATION_ANNOTATION: str(iri_generation),
-        keys.NIC_MAPPING_ANNOTATION: "{}",
     }
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from ironpool.api.compute import Machine, MachineClass, MachinePool
 from ironpool.api.errors import AlreadyExists, NotFound
+from ironpool.client.controller import ObjectKey, Result
 from ironpool.client.informer import Informer
 from ironpool.client.rest import AsyncClient
 from ironpool.iri.client import AsyncMachineRuntimeClient
@@ -161,7 +162,7 @@ class MachinePoolReconciler:
             "allocatable": alloc,
         }
 
-    async def reconcile(self, key: str) -> float | None:
+    async def reconcile(self, key: ObjectKey) -> Result:
         ok, message = await self.refresh_classes()
         try:
             pool = await self.client.get(MachinePool, self.identity.name)
@@ -183,4 +184,4 @@ class MachinePoolReconciler:
         if heartbeat_due or status_differs(cur_cmp, want_cmp):
             await self.client.patch(MachinePool, self.identity.name, {"status": status}, subresource="status")
             self._last_write = time.monotonic()
-        return self.heartbeat_interval
+        return Result(requeue_after=self.heartbeat_interval)

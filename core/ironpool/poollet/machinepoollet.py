@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from ironpool.api.compute import Machine, MachineClass, MachinePool
 from ironpool.api.core import Secret
 from ironpool.api.errors import NotFound
+from ironpool.api.meta import object_key
 from ironpool.api.storage import Volume
+from ironpool.client.controller import Controller, ObjectKey
 from ironpool.client.events import EventRecorder
-from ironpool.client.informer import Informer, key_of
+from ironpool.client.informer import Informer
 from ironpool.client.rest import AsyncClient
 from ironpool.iri.client import AsyncMachineRuntimeClient
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
@@ -25,7 +27,6 @@ from ironpool.poollet import keys
 from ironpool.poollet.capacity import HostResources
 from ironpool.poollet.classes import ClassMapper
 from ironpool.poollet.collector import CollectOptions, OrphanCollector
-from ironpool.poollet.controller import Controller
 from ironpool.poollet.machine_controller import MachineReconciler
 from ironpool.poollet.machine_iri import volume_object_name
 from ironpool.poollet.machinepool import MachinePoolReconciler, PoolIdentity, announce_pool
@@ -125,35 +126,36 @@ class MachinePoollet:
         )
         self._wire_handlers()
 
-    def key_of_own(self, m: mpb.Machine) -> str | None:
+    def key_of_own(self, m: mpb.Machine) -> ObjectKey | None:
         """The Machine key of an IRI machine this poollet made (or adopts); None for others'."""
         if self.ownership is None or self.ownership.classify(m.metadata.labels) is Owner.FOREIGN:
             return None
-        return iri_machine_key(m)
+        key = iri_machine_key(m)
+        return ObjectKey.parse(key) if key else None
 
     # -- event handlers ------------------------------------------------------------------------
 
     def _wire_handlers(self) -> None:
-        mc, pool_key = self.machine_controller, self.options.pool
+        mc, pool_key = self.machine_controller, ObjectKey(None, self.options.pool)
 
         def machine_changed(m: Machine) -> None:
-            mc.enqueue(key_of(m))
+            mc.enqueue(ObjectKey.of(m))
             self.pool_controller.enqueue(pool_key)
 
         def machine_deleted(m: Machine) -> None:
-            self.machine_reconciler.deleted[key_of(m)] = m.metadata.uid or ""
+            self.machine_reconciler.deleted[object_key(m)] = m.metadata.uid or ""
             machine_changed(m)
 
         self.machines.add_event_handler(
             on_add=machine_changed,
-            on_update=lambda old, new: mc.enqueue(key_of(new)),
+            on_update=lambda old, new: mc.enqueue(ObjectKey.of(new)),
             on_delete=machine_deleted,
         )
 
         def dependents(index: str, obj: Volume | Secret) -> None:
             ref = f"{obj.metadata.namespace or 'default'}/{obj.metadata.name}"
             for m in self.machines.by_index(index, ref):
-                mc.enqueue(key_of(m))
+                mc.enqueue(ObjectKey.of(m))
 
         self.volumes.add_event_handler(
             on_add=lambda v: dependents("volume", v),
@@ -169,7 +171,7 @@ class MachinePoollet:
         def class_changed(c: MachineClass) -> None:
             self.pool_controller.enqueue(pool_key)
             for m in self.machines.by_index("class", c.metadata.name or ""):
-                mc.enqueue(key_of(m))
+                mc.enqueue(ObjectKey.of(m))
 
         self.classes.add_event_handler(on_add=class_changed, on_update=lambda o, n: class_changed(n),
                                        on_delete=class_changed)
@@ -177,7 +179,7 @@ class MachinePoollet:
 
     def _enqueue_all(self) -> None:
         for key in list(self.machines.keys()):
-            self.machine_controller.enqueue(key)
+            self.machine_controller.enqueue(ObjectKey.parse(key))
 
     # -- garbage collection ----------------------------------------------------------------------
 
@@ -267,7 +269,7 @@ class MachinePoollet:
             await asyncio.gather(*(inf.wait_for_sync(self.options.sync_timeout) for inf in informers))
             # Like IronCore waiting for its class mapper: no machine is handled before classes are known.
             await self.pool_reconciler.refresh_classes()
-            self.pool_controller.enqueue(self.options.pool)
+            self.pool_controller.enqueue(ObjectKey(None, self.options.pool))
             self._enqueue_all()
             if ready is not None:
                 ready.set()

@@ -13,6 +13,8 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
+from ironpool.client.controller import ObjectKey
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -49,8 +51,8 @@ class Relister(Generic[T]):
     def __init__(
         self,
         list_fn: Callable[[], Awaitable[Sequence[T]]],
-        key_of: Callable[[T], str | None],
-        enqueue: Callable[[str], None],
+        key_of: Callable[[T], ObjectKey | None],
+        enqueue: Callable[[ObjectKey], None],
         period: float,
         after_list: Callable[[Sequence[T]], Awaitable[None]] | None = None,
     ) -> None:
@@ -59,12 +61,12 @@ class Relister(Generic[T]):
         self.enqueue = enqueue
         self.period = period
         self.after_list = after_list
-        self._seen: dict[str, tuple[bytes, str | None]] = {}
+        self._seen: dict[str, tuple[bytes, ObjectKey | None]] = {}
         self.relists = 0
 
     async def relist_once(self) -> None:
         items = await self.list_fn()
-        current: dict[str, tuple[bytes, str | None]] = {}
+        current: dict[str, tuple[bytes, ObjectKey | None]] = {}
         for item in items:
             msg: Any = item
             current[msg.metadata.id] = (msg.SerializeToString(deterministic=True), self.key_of(item))

@@ -18,6 +18,7 @@ from ironpool.api.core import Secret
 from ironpool.api.errors import AlreadyExists, NotFound
 from ironpool.api.quantity import Quantity
 from ironpool.api.storage import Volume, VolumeClass
+from ironpool.client.controller import DONE, ObjectKey, Result
 from ironpool.client.informer import Informer
 from ironpool.client.rest import AsyncClient
 from ironpool.iri.client import AsyncVolumeRuntimeClient
@@ -88,15 +89,15 @@ class VolumeReconciler:
         # Volumes the informer saw deleted, by key: their uid, until the runtime has none left.
         self.deleted: dict[str, str] = {}
 
-    async def reconcile(self, key: str) -> float | None:
-        vol = self.volumes.get(key)
+    async def reconcile(self, key: ObjectKey) -> Result:
+        vol = self.volumes.get(str(key))
         if vol is None:
-            return await self._delete_gone(key)
+            return await self._delete_gone(str(key))
         if vol.metadata.deletion_timestamp:
             return await self._delete(vol)
         ref = vol.spec.volume_pool_ref
         if ref is None or ref.name != self.pool:
-            return None
+            return DONE
         if keys.VOLUME_FINALIZER not in (vol.metadata.finalizers or []):
             vol = await self._set_finalizer(vol, add=True)
         await self._release_stale_claim(vol)
@@ -111,7 +112,7 @@ class VolumeReconciler:
             desired, waiting = self._build(vol)
             if desired is None:
                 await self._patch_status(vol, self._waiting_status(vol, waiting, now))
-                return None
+                return DONE
             iri = await self.runtime.create_volume(desired)
             log.info("volume %s: created IRI volume %s", key, iri.metadata.id)
         else:
@@ -123,7 +124,7 @@ class VolumeReconciler:
                 iri = again[0] if again else iri
         status = await self._status(vol, iri, now)
         await self._patch_status(vol, status)
-        return None if status.get("state") == "Available" else 1.0
+        return DONE if status.get("state") == "Available" else Result(requeue_after=1.0)
 
     def _build(self, vol: Volume) -> tuple[vpb.Volume | None, list[str]]:
         waiting: list[str] = []
@@ -231,26 +232,26 @@ class VolumeReconciler:
         await self.client.patch(Volume, vol.metadata.name or "", {"spec": {"claimRef": None}},
                                 namespace=vol.metadata.namespace)
 
-    async def _delete(self, vol: Volume) -> float | None:
+    async def _delete(self, vol: Volume) -> Result:
         if keys.VOLUME_FINALIZER not in (vol.metadata.finalizers or []):
-            return None
+            return DONE
         if await self._delete_iri({keys.VOLUME_UID_LABEL: vol.metadata.uid or ""}):
-            return self.delete_requeue
+            return Result(requeue_after=self.delete_requeue)
         await self._set_finalizer(vol, add=False)
-        return None
+        return DONE
 
-    async def _delete_gone(self, key: str) -> float | None:
+    async def _delete_gone(self, key: str) -> Result:
         """A Volume we saw deleted without our finalizer running: delete what the runtime still has
         for its uid, made by this installation's poollet. A key merely missing from the cache (a fresh
         or restored database) is left to the orphan collector, which is deliberate about it."""
         uid = self.deleted.get(key)
         if uid is None:
-            return None
+            return DONE
         if await self._delete_iri({keys.VOLUME_UID_LABEL: uid, **self.owner_labels}):
-            return self.delete_requeue
+            return Result(requeue_after=self.delete_requeue)
         if self.deleted.get(key) == uid:
             del self.deleted[key]
-        return None
+        return DONE
 
     async def _delete_iri(self, labels: Mapping[str, str]) -> bool:
         found = await self.runtime.list_volumes(labels=labels)

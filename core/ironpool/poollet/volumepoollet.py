@@ -16,9 +16,11 @@ from typing import Any
 
 from ironpool.api.core import Secret
 from ironpool.api.errors import NotFound
+from ironpool.api.meta import object_key
 from ironpool.api.storage import Volume, VolumeClass, VolumePool
+from ironpool.client.controller import Controller, ObjectKey, Result
 from ironpool.client.events import EventRecorder
-from ironpool.client.informer import Informer, key_of
+from ironpool.client.informer import Informer
 from ironpool.client.rest import AsyncClient
 from ironpool.iri.client import AsyncVolumeRuntimeClient
 from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as vpb
@@ -27,7 +29,6 @@ from ironpool.poollet.capacity import volume_pool_resources
 from ironpool.poollet.classes import ClassMapper, volume_runtime_classes
 from ironpool.poollet.collector import CollectOptions, OrphanCollector
 from ironpool.poollet.conditions import ProbeHealth, condition, now_rfc3339
-from ironpool.poollet.controller import Controller
 from ironpool.poollet.machine_iri import status_differs
 from ironpool.poollet.machinepool import PoolIdentity, announce_pool
 from ironpool.poollet.ownership import Owner, Ownership, cluster_uid
@@ -92,14 +93,15 @@ class VolumePoollet:
         )
         self._last_write = 0.0
         self._iri_bytes = 0
-        vc, pool = self.volume_controller, options.pool
+        self.pool_key = ObjectKey(None, options.pool)
+        vc, pool = self.volume_controller, self.pool_key
 
         def changed(v: Volume) -> None:
-            vc.enqueue(key_of(v))
+            vc.enqueue(ObjectKey.of(v))
             self.pool_controller.enqueue(pool)
 
         def deleted(v: Volume) -> None:
-            self.reconciler.deleted[key_of(v)] = v.metadata.uid or ""
+            self.reconciler.deleted[object_key(v)] = v.metadata.uid or ""
             changed(v)
 
         self.volumes.add_event_handler(on_add=changed, on_update=lambda o, n: changed(n), on_delete=deleted)
@@ -113,13 +115,14 @@ class VolumePoollet:
 
     def _enqueue_all(self) -> None:
         for key in list(self.volumes.keys()):
-            self.volume_controller.enqueue(key)
+            self.volume_controller.enqueue(ObjectKey.parse(key))
 
-    def key_of_own(self, v: vpb.Volume) -> str | None:
+    def key_of_own(self, v: vpb.Volume) -> ObjectKey | None:
         """The Volume key of an IRI volume this poollet made (or adopts); None for others'."""
         if self.ownership is None or self.ownership.classify(v.metadata.labels) is Owner.FOREIGN:
             return None
-        return iri_volume_key(v)
+        key = iri_volume_key(v)
+        return ObjectKey.parse(key) if key else None
 
     async def _after_relist(self, items: Sequence[vpb.Volume]) -> None:
         """Remember what this pool's volumes take; collect orphans."""
@@ -152,7 +155,7 @@ class VolumePoollet:
             self._report_on_pool,
         )
 
-    async def reconcile_pool(self, key: str) -> float | None:
+    async def reconcile_pool(self, key: ObjectKey) -> Result:
         try:
             classes = volume_runtime_classes(await asyncio.wait_for(self.runtime.status(), 5.0))
             ok, message = True, "volume runtime status probe succeeded"
@@ -198,7 +201,7 @@ class VolumePoollet:
         if due or status_differs({**current, "conditions": strip}, {**status, "conditions": want}):
             await self.client.patch(VolumePool, self.options.pool, {"status": status}, subresource="status")
             self._last_write = time.monotonic()
-        return self.options.heartbeat_interval
+        return Result(requeue_after=self.options.heartbeat_interval)
 
     async def _resync(self, stop: asyncio.Event) -> None:
         while not await sleep_or_stop(stop, self.options.resync_period):
@@ -222,8 +225,8 @@ class VolumePoollet:
                 await self.relister.relist_once()
             except Exception as exc:
                 log.warning("listing the volume runtime failed: %s; the relister retries", exc)
-            await self.reconcile_pool(self.options.pool)
-            self.pool_controller.queue.add_after(self.options.pool, self.options.heartbeat_interval)
+            await self.reconcile_pool(self.pool_key)
+            self.pool_controller.queue.add_after(self.pool_key, self.options.heartbeat_interval)
             self._enqueue_all()
             if ready is not None:
                 ready.set()
