@@ -6,11 +6,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from ironpool.api.columns import age
 from ironpool.api.errors import Cause, Invalid
 from ironpool.api.resources import resolve
 from ironpool.cli.config import CommandError, format_api_error, parse_duration
 from ironpool.cli.manifests import load_manifests, parse_documents
-from ironpool.cli.printers import age, describe, qualified_name, table_rows
+from ironpool.cli.printers import describe, qualified_name, table_rows
 from ironpool.cli.resources_cmd import apply_patch, jsonpath_get, parse_condition, parse_targets
 
 DOC = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n"
@@ -127,7 +128,7 @@ def test_api_error_format_lists_causes_not_in_the_message() -> None:
 
 
 def test_pool_tables_show_bytes_with_binary_units() -> None:
-    from ironpool.cli.printers import free_of, human_bytes
+    from ironpool.api.columns import free_of, human_bytes
 
     assert human_bytes("24684092Ki") == "23.5Gi"
     assert human_bytes("16Gi") == "16Gi"

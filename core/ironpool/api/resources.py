@@ -1,85 +1,16 @@
-"""The resource registry: every kind ironpool serves, its REST path, store key and CLI names."""
+"""The resource table: every kind ironpool serves (as registered in :mod:`ironpool.api.strategies`),
+looked up by REST path, by apiVersion and kind, by CLI name, and to its strategy."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from pydantic import BaseModel
+from typing import Any
 
 from ironpool.api import errors
-from ironpool.api.compute import COMPUTE_GROUP, COMPUTE_VERSION, Machine, MachineClass, MachinePool
-from ironpool.api.core import CORE_GROUP, CORE_VERSION, Event, Namespace, Secret
-from ironpool.api.storage import STORAGE_GROUP, STORAGE_VERSION, Volume, VolumeClass, VolumePool
+from ironpool.api.resource_info import ResourceInfo
+from ironpool.api.strategies import STRATEGIES
+from ironpool.api.strategy import Strategy
 
-
-@dataclass(frozen=True)
-class ResourceInfo:
-    """One served resource type."""
-
-    group: str  # "" for the core group
-    version: str
-    kind: str
-    plural: str
-    singular: str
-    short_names: tuple[str, ...]
-    namespaced: bool
-    model: type[BaseModel]
-    has_status: bool
-
-    @property
-    def api_version(self) -> str:
-        """``compute.ironcore.dev/v1alpha1``, or ``v1`` for the core group."""
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def group_resource(self) -> str:
-        """``machines.compute.ironcore.dev`` (``secrets`` for core), as Kubernetes names it."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
-
-    @property
-    def qualified_kind(self) -> str:
-        """``Machine.compute.ironcore.dev`` (``Secret`` for core), used in error messages."""
-        return f"{self.kind}.{self.group}" if self.group else self.kind
-
-    def key(self, namespace: str | None, name: str) -> str:
-        """The store key of one object."""
-        ns = (namespace or "_") if self.namespaced else "_"
-        return f"/registry/{self.group or 'core'}/{self.plural}/{ns}/{name}"
-
-    def prefix(self, namespace: str | None) -> str:
-        """The store key prefix of all objects in ``namespace`` (``None``: every namespace)."""
-        base = f"/registry/{self.group or 'core'}/{self.plural}/"
-        if not self.namespaced:
-            return base + "_/"
-        return base if namespace is None else f"{base}{namespace}/"
-
-    def path(self, namespace: str | None, name: str | None = None) -> str:
-        """The REST path of the collection, or of one object when ``name`` is given."""
-        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced and namespace is not None:
-            root = f"{root}/namespaces/{namespace}"
-        root = f"{root}/{self.plural}"
-        return root if name is None else f"{root}/{name}"
-
-
-RESOURCES: tuple[ResourceInfo, ...] = (
-    ResourceInfo(COMPUTE_GROUP, COMPUTE_VERSION, "MachineClass", "machineclasses", "machineclass",
-                 ("mc",), False, MachineClass, False),
-    ResourceInfo(COMPUTE_GROUP, COMPUTE_VERSION, "MachinePool", "machinepools", "machinepool",
-                 ("mp",), False, MachinePool, True),
-    ResourceInfo(COMPUTE_GROUP, COMPUTE_VERSION, "Machine", "machines", "machine",
-                 ("ma",), True, Machine, True),
-    ResourceInfo(STORAGE_GROUP, STORAGE_VERSION, "VolumeClass", "volumeclasses", "volumeclass",
-                 ("vc",), False, VolumeClass, False),
-    ResourceInfo(STORAGE_GROUP, STORAGE_VERSION, "VolumePool", "volumepools", "volumepool",
-                 ("vp",), False, VolumePool, True),
-    ResourceInfo(STORAGE_GROUP, STORAGE_VERSION, "Volume", "volumes", "volume",
-                 ("vol",), True, Volume, True),
-    ResourceInfo(CORE_GROUP, CORE_VERSION, "Secret", "secrets", "secret", (), True, Secret, False),
-    ResourceInfo(CORE_GROUP, CORE_VERSION, "Namespace", "namespaces", "namespace",
-                 ("ns",), False, Namespace, True),
-    ResourceInfo(CORE_GROUP, CORE_VERSION, "Event", "events", "event", ("ev",), True, Event, False),
-)
+RESOURCES: tuple[ResourceInfo, ...] = tuple(s.info for s in STRATEGIES)
 
 _BY_PATH: dict[tuple[str, str, str], ResourceInfo] = {(r.group, r.version, r.plural): r for r in RESOURCES}
 _BY_KIND: dict[tuple[str, str], ResourceInfo] = {(r.api_version, r.kind): r for r in RESOURCES}
@@ -92,6 +23,16 @@ for _r in RESOURCES:
         if _r.group:
             _BY_NAME[f"{_n}.{_r.group}"] = _r
             _BY_NAME[f"{_n}.{_r.version}.{_r.group}"] = _r
+
+
+_STRATEGY_OF: dict[tuple[str, str], Strategy[Any]] = {
+    (s.info.api_version, s.info.kind): s for s in STRATEGIES
+}
+
+
+def strategy_for(info: ResourceInfo) -> Strategy[Any]:
+    """The strategy of a served resource."""
+    return _STRATEGY_OF[(info.api_version, info.kind)]
 
 
 def by_path(group: str, version: str, plural: str) -> ResourceInfo:

@@ -1,5 +1,5 @@
-"""Output of ``get`` and ``describe``: tables (columns per kind, defined once in :data:`COLUMNS`),
-YAML, JSON and ``kind/name``.
+"""Output of ``get`` and ``describe``: tables (each kind's columns come from its strategy,
+:attr:`ironpool.api.strategy.Strategy.columns`), YAML, JSON and ``kind/name``.
 
 Printers work on the wire form (plain dicts), so they print exactly what the server sent.
 """
@@ -7,199 +7,15 @@ Printers work on the wire form (plain dicts), so they print exactly what the ser
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Iterable
 from typing import Any
 
 import yaml
 
-from ironpool.api.quantity import parse_quantity
-from ironpool.api.resources import ResourceInfo
+from ironpool.api.columns import NONE, dig, last_seen
+from ironpool.api.resources import ResourceInfo, strategy_for
 
 Obj = dict[str, Any]
-NONE = "<none>"
-
-
-def dig(obj: Any, path: str) -> Any:
-    """``obj["a"]["b"]...`` for ``path`` ``"a.b"``; None where a step is missing."""
-    cur = obj
-    for part in path.split("."):
-        if not isinstance(cur, dict):
-            return None
-        cur = cur.get(part)
-    return cur
-
-
-def condition(obj: Obj, ctype: str) -> Obj | None:
-    for cond in dig(obj, "status.conditions") or []:
-        if isinstance(cond, dict) and cond.get("type") == ctype:
-            return cond
-    return None
-
-
-def age(timestamp: str | None, now: datetime | None = None) -> str:
-    """kubectl-style age: ``45s``, ``3m12s``, ``5h``, ``2d3h``."""
-    if not timestamp:
-        return NONE
-    try:
-        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
-        return "?"
-    if then.tzinfo is None:
-        then = then.replace(tzinfo=UTC)
-    seconds = max(0, int(((now or datetime.now(UTC)) - then).total_seconds()))
-    if seconds < 120:
-        return f"{seconds}s"
-    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
-    if minutes < 10:
-        return f"{minutes}m{seconds % 60}s"
-    if hours < 3:
-        return f"{minutes}m"
-    if hours < 8:
-        return f"{hours}h{minutes % 60}m"
-    if days < 2:
-        return f"{hours}h"
-    if days < 8:
-        return f"{days}d{hours % 24}h"
-    return f"{days}d"
-
-
-# -- column getters ----------------------------------------------------------------------------
-
-Getter = Callable[[Obj], Any]
-
-
-def field(path: str) -> Getter:
-    return lambda obj: dig(obj, path)
-
-
-def cond_status(ctype: str, fallback: str | None = None) -> Getter:
-    def get(obj: Obj) -> Any:
-        cond = condition(obj, ctype)
-        if cond is not None:
-            return cond.get("status")
-        return dig(obj, fallback) if fallback else None
-    return get
-
-
-def count(path: str) -> Getter:
-    return lambda obj: len(dig(obj, path) or [])
-
-
-def names(path: str) -> Getter:
-    def get(obj: Obj) -> Any:
-        return ",".join(str(i.get("name")) for i in dig(obj, path) or [] if isinstance(i, dict)) or None
-    return get
-
-
-_BINARY_UNITS = (("Ei", 1 << 60), ("Pi", 1 << 50), ("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20),
-                 ("Ki", 1 << 10))
-
-
-def human_bytes(value: Any) -> str:
-    """A byte quantity for a person: ``24684092Ki`` -> ``23.5Gi`` (tables only; -o yaml stays exact)."""
-    try:
-        n = parse_quantity(value).value()
-    except ValueError:
-        return str(value)
-    for unit, size in _BINARY_UNITS:
-        if n >= size:
-            return f"{n / size:.1f}".removesuffix(".0") + unit
-    return str(n)
-
-
-def free_of(resource: str) -> Getter:
-    """``allocatable/capacity`` of one shared resource of a pool (bytes shown with binary units)."""
-    show = str if resource == "cpu" else human_bytes
-
-    def get(obj: Obj) -> Any:
-        alloc, cap = dig(obj, f"status.allocatable.{resource}"), dig(obj, f"status.capacity.{resource}")
-        if alloc is None and cap is None:
-            return None
-        return f"{show(alloc) if alloc is not None else '?'}/{show(cap) if cap is not None else '?'}"
-    return get
-
-
-def mapping(path: str) -> Getter:
-    return lambda obj: ",".join(f"{k}={v}" for k, v in sorted((dig(obj, path) or {}).items())) or None
-
-
-def involved(obj: Obj) -> Any:
-    ref = obj.get("involvedObject") or {}
-    return f"{str(ref.get('kind', '')).lower()}/{ref.get('name', '')}"
-
-
-def _age(obj: Obj) -> str:
-    return age(dig(obj, "metadata.creationTimestamp"))
-
-
-def _last_seen(obj: Obj) -> str:
-    return age(obj.get("lastTimestamp") or obj.get("eventTime") or dig(obj, "metadata.creationTimestamp"))
-
-
-@dataclass(frozen=True)
-class Column:
-    """One table column; ``wide`` columns only show with ``-o wide``."""
-
-    header: str
-    get: Getter
-    wide: bool = False
-
-
-NAME = Column("NAME", field("metadata.name"))
-AGE = Column("AGE", _age)
-
-COLUMNS: dict[str, list[Column]] = {
-    "Machine": [
-        NAME, Column("MACHINECLASS", field("spec.machineClassRef.name")),
-        Column("POOL", field("spec.machinePoolRef.name")), Column("STATE", field("status.state")),
-        Column("POWER", field("spec.power")), AGE,
-        Column("READY", cond_status("Ready"), wide=True),
-        Column("MACHINEID", field("status.machineID"), wide=True),
-        Column("POOLSELECTOR", mapping("spec.machinePoolSelector"), wide=True),
-    ],
-    "MachineClass": [
-        NAME, Column("CPU", field("capabilities.cpu")), Column("MEMORY", field("capabilities.memory")), AGE,
-        Column("CAPABILITIES", mapping("capabilities"), wide=True),
-    ],
-    "MachinePool": [
-        NAME, Column("READY", cond_status("Ready", "status.state")),
-        Column("CLASSES", count("status.availableMachineClasses")),
-        Column("CPU", free_of("cpu")), Column("MEMORY", free_of("memory")), AGE,
-        Column("PROVIDERID", field("spec.providerID"), wide=True),
-        Column("STATE", field("status.state"), wide=True),
-        Column("TAINTS", count("spec.taints"), wide=True),
-        Column("MACHINECLASSES", names("status.availableMachineClasses"), wide=True),
-    ],
-    "Volume": [
-        NAME, Column("VOLUMECLASS", field("spec.volumeClassRef.name")),
-        Column("POOL", field("spec.volumePoolRef.name")), Column("STATE", field("status.state")),
-        Column("SIZE", field("spec.resources.storage")), AGE,
-        Column("CLAIMER", field("spec.claimRef.name"), wide=True),
-        Column("VOLUMEID", field("status.volumeID"), wide=True),
-        Column("IMAGE", field("spec.dataSource.osImage.image"), wide=True),
-    ],
-    "VolumeClass": [
-        NAME, Column("TPS", field("capabilities.tps")), Column("IOPS", field("capabilities.iops")), AGE,
-        Column("RESIZEPOLICY", field("resizePolicy"), wide=True),
-    ],
-    "VolumePool": [
-        NAME, Column("STATE", field("status.state")),
-        Column("CLASSES", count("status.availableVolumeClasses")),
-        Column("STORAGE", free_of("storage")), AGE,
-        Column("PROVIDERID", field("spec.providerID"), wide=True),
-        Column("VOLUMECLASSES", names("status.availableVolumeClasses"), wide=True),
-    ],
-    "Secret": [NAME, Column("TYPE", field("type")), Column("DATA", count("data")), AGE],
-    "Namespace": [NAME, Column("STATUS", field("status.phase")), AGE],
-    "Event": [
-        Column("LAST SEEN", _last_seen), Column("TYPE", field("type")), Column("REASON", field("reason")),
-        Column("OBJECT", involved), Column("MESSAGE", field("message")),
-        Column("COUNT", field("count"), wide=True), Column("SOURCE", field("source.component"), wide=True),
-    ],
-}
-DEFAULT_COLUMNS: list[Column] = [NAME, AGE]
 
 
 def _cell(value: Any) -> str:
@@ -213,7 +29,7 @@ def _cell(value: Any) -> str:
 def table_rows(info: ResourceInfo, objs: Iterable[Obj], wide: bool = False,
                all_namespaces: bool = False) -> tuple[list[str], list[list[str]]]:
     """Header and cells for ``objs``; a NAMESPACE column leads when listing every namespace."""
-    columns = [c for c in COLUMNS.get(info.kind, DEFAULT_COLUMNS) if wide or not c.wide]
+    columns = [c for c in strategy_for(info).columns if wide or not c.wide]
     header = [c.header for c in columns]
     if all_namespaces and info.namespaced:
         header.insert(0, "NAMESPACE")
@@ -329,7 +145,7 @@ def describe(info: ResourceInfo, obj: Obj, events: list[Obj]) -> str:
     out.append("Events:" if events else f"{'Events:':<20}{NONE}")
     if events:
         header = ["Type", "Reason", "Age", "From", "Message"]
-        rows = [[_cell(e.get("type")), _cell(e.get("reason")), _last_seen(e),
+        rows = [[_cell(e.get("type")), _cell(e.get("reason")), last_seen(e),
                  _cell(dig(e, "source.component") or e.get("reportingComponent")), _cell(e.get("message"))]
                 for e in events]
         out.append(_indent(format_table(header, rows)))

@@ -1,0 +1,67 @@
+"""What identifies one served resource type: its group, version, kind, names, scope and model.
+
+Each kind's strategy (:mod:`ironpool.api.strategies`) declares its :class:`ResourceInfo`;
+:mod:`ironpool.api.resources` collects them into the table every layer looks kinds up in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+
+@dataclass(frozen=True)
+class ResourceInfo:
+    """One served resource type."""
+
+    group: str  # "" for the core group
+    version: str
+    kind: str
+    plural: str
+    singular: str
+    short_names: tuple[str, ...]
+    namespaced: bool
+    model: type[BaseModel]
+    has_status: bool
+
+    @property
+    def api_version(self) -> str:
+        """``compute.ironcore.dev/v1alpha1``, or ``v1`` for the core group."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def group_resource(self) -> str:
+        """``machines.compute.ironcore.dev`` (``secrets`` for core), as Kubernetes names it."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def qualified_kind(self) -> str:
+        """``Machine.compute.ironcore.dev`` (``Secret`` for core), used in error messages."""
+        return f"{self.kind}.{self.group}" if self.group else self.kind
+
+    def key(self, namespace: str | None, name: str) -> str:
+        """The store key of one object."""
+        ns = (namespace or "_") if self.namespaced else "_"
+        return f"/registry/{self.group or 'core'}/{self.plural}/{ns}/{name}"
+
+    def prefix(self, namespace: str | None) -> str:
+        """The store key prefix of all objects in ``namespace`` (``None``: every namespace)."""
+        base = f"/registry/{self.group or 'core'}/{self.plural}/"
+        if not self.namespaced:
+            return base + "_/"
+        return base if namespace is None else f"{base}{namespace}/"
+
+    def namespace_of_key(self, key: str) -> str | None:
+        """The namespace part of one of this resource's store keys (None for cluster-scoped kinds)."""
+        if not self.namespaced:
+            return None
+        return key[len(self.prefix(None)) :].partition("/")[0]
+
+    def path(self, namespace: str | None, name: str | None = None) -> str:
+        """The REST path of the collection, or of one object when ``name`` is given."""
+        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace is not None:
+            root = f"{root}/namespaces/{namespace}"
+        root = f"{root}/{self.plural}"
+        return root if name is None else f"{root}/{name}"

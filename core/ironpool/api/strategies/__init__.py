@@ -1,0 +1,51 @@
+"""Every kind ironpool serves, as one strategy object each (see :mod:`ironpool.api.strategy`).
+
+:data:`STRATEGIES` is the registration: the apiserver serves these kinds, the OpenAPI document and
+discovery list them, clients and the CLI resolve names against them, in this order.
+
+Adding a kind, given its pydantic model (``Network`` in ``api/networking.py``, say), is one module
+and one line::
+
+    # api/strategies/network.py
+    class NetworkStrategy(Strategy[Network]):
+        \"\"\"Networks: ...\"\"\"
+
+        info = ResourceInfo("networking.ironcore.dev", "v1alpha1", "Network", "networks", "network",
+                            ("net",), True, Network, True)
+        columns = (NAME, Column("HANDLE", field("spec.providerID")), AGE)
+
+        def validate(self, obj: Network, errs: FieldErrors) -> None:
+            ...  # the kind's own rules, reported with field paths
+
+    # here
+    STRATEGIES = (..., NetworkStrategy())
+
+Everything a kind does not override is the common behaviour: decoding, metadata checks, the status
+subresource, generations, finalizers, list/watch/patch, and the default ``NAME``/``AGE`` columns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ironpool.api.strategies.event import EventStrategy
+from ironpool.api.strategies.machine import MachineStrategy
+from ironpool.api.strategies.machineclass import MachineClassStrategy
+from ironpool.api.strategies.namespace import NamespaceStrategy
+from ironpool.api.strategies.pools import MachinePoolStrategy, VolumePoolStrategy
+from ironpool.api.strategies.secret import SecretStrategy
+from ironpool.api.strategies.volume import VolumeStrategy
+from ironpool.api.strategies.volumeclass import VolumeClassStrategy
+from ironpool.api.strategy import Strategy
+
+STRATEGIES: tuple[Strategy[Any], ...] = (
+    MachineClassStrategy(),
+    MachinePoolStrategy(),
+    MachineStrategy(),
+    VolumeClassStrategy(),
+    VolumePoolStrategy(),
+    VolumeStrategy(),
+    SecretStrategy(),
+    NamespaceStrategy(),
+    EventStrategy(),
+)

@@ -1,0 +1,193 @@
+"""Machine: a virtual machine of a class, namespaced; IronCore's machine validation and its
+``MachineVolumeDevices`` defaulting."""
+
+from __future__ import annotations
+
+import re
+
+from ironpool.api.columns import AGE, NAME, Column, cond_status, field, mapping
+from ironpool.api.compute import (
+    COMPUTE_GROUP,
+    COMPUTE_VERSION,
+    DEFAULT_IGNITION_KEY,
+    Machine,
+    MachineSpec,
+    MachineVolume,
+)
+from ironpool.api.fieldpath import FieldErrors, child, dns1123_label, index, secret_key, validate_labels
+from ironpool.api.resource_info import ResourceInfo
+from ironpool.api.rules import get, immutable, non_negative, ref_name, set_once, tolerations
+from ironpool.api.strategies.volume import validate_volume_spec
+from ironpool.api.strategy import Obj, Strategy
+
+_DEVICE_RE = re.compile(r"^[a-z]{2}[a-z][a-z]?$")
+_DEVICE_PREFIX = "od"
+_MAX_DEVICE_INDEX = 26 * 26 + 25
+
+
+class MachineStrategy(Strategy[Machine]):
+    """Defaults (ignition key, device names), IronCore's rules, and what may change afterwards."""
+
+    info = ResourceInfo(COMPUTE_GROUP, COMPUTE_VERSION, "Machine", "machines", "machine", ("ma",), True,
+                        Machine, True)
+    name_is_dns_label = True
+    columns = (
+        NAME, Column("MACHINECLASS", field("spec.machineClassRef.name")),
+        Column("POOL", field("spec.machinePoolRef.name")), Column("STATE", field("status.state")),
+        Column("POWER", field("spec.power")), AGE,
+        Column("READY", cond_status("Ready"), wide=True),
+        Column("MACHINEID", field("status.machineID"), wide=True),
+        Column("POOLSELECTOR", mapping("spec.machinePoolSelector"), wide=True),
+    )
+
+    def default(self, obj: Machine, errs: FieldErrors) -> None:
+        spec = obj.spec
+        if spec.ignition_ref is not None and not spec.ignition_ref.key:
+            spec.ignition_ref.key = DEFAULT_IGNITION_KEY
+        _default_devices(spec.volumes or [], errs)
+
+    def validate(self, obj: Machine, errs: FieldErrors) -> None:
+        spec = obj.spec
+        ref_name(spec.machine_class_ref.name, "spec.machineClassRef.name", errs)
+        if spec.machine_pool_ref is not None:
+            ref_name(spec.machine_pool_ref.name, "spec.machinePoolRef.name", errs)
+        if spec.machine_pool_selector:
+            validate_labels(spec.machine_pool_selector, "spec.machinePoolSelector", errs)
+        if spec.ignition_ref is not None:
+            ref_name(spec.ignition_ref.name, "spec.ignitionRef.name", errs)
+            for msg in secret_key(spec.ignition_ref.key or ""):
+                errs.invalid("spec.ignitionRef.key", spec.ignition_ref.key, msg)
+        _volumes(spec.volumes or [], errs)
+        _network_interfaces(spec, errs)
+        efi_names: set[str] = set()
+        for i, var in enumerate(spec.efi_vars or ()):
+            if var.name in efi_names:
+                errs.duplicate(f"{index('spec.efiVars', i)}.name", var.name)
+            efi_names.add(var.name)
+        tolerations(spec.tolerations, "spec.tolerations", errs)
+        if spec.guest_config is not None and spec.guest_config.hostname:
+            for msg in dns1123_label(spec.guest_config.hostname):
+                errs.invalid("spec.guestConfig.hostname", spec.guest_config.hostname, msg)
+
+    def validate_update(self, old: Obj, new: Obj, errs: FieldErrors) -> None:
+        immutable(old, new, ("spec", "machineClassRef"), errs)
+        set_once(old, new, ("spec", "machinePoolRef"), errs)
+        new_vols = {v.get("name"): v for v in get(new, "spec", "volumes") or ()}
+        for ov in get(old, "spec", "volumes") or ():
+            image = get(ov, "localDisk", "image")
+            if not image:
+                continue
+            p = f"spec.volumes[{ov.get('name')}].localDisk.image"
+            nv = new_vols.get(ov.get("name"))
+            if nv is None:
+                errs.invalid(p, None, "volume with an image set must not be removed")
+            elif not get(nv, "localDisk", "image"):
+                errs.invalid(p, None, "volume with an image set must not be cleared")
+            elif get(nv, "localDisk", "image") != image:
+                errs.immutable(p, get(nv, "localDisk", "image"))
+        old_host = get(old, "spec", "guestConfig", "hostname")
+        new_host = get(new, "spec", "guestConfig", "hostname")
+        if not old_host and new_host:
+            errs.invalid("spec.guestConfig.hostname", new_host,
+                         "hostname must not be set if it was not set before")
+        elif old_host and not new_host:
+            errs.invalid("spec.guestConfig.hostname", None, "hostname must not be cleared")
+        elif old_host and new_host != old_host:
+            errs.immutable("spec.guestConfig.hostname", new_host)
+
+
+def _device_name(i: int) -> str:
+    if i < 26:
+        return _DEVICE_PREFIX + chr(97 + i)
+    return _DEVICE_PREFIX + chr(97 + i // 26 - 1) + chr(97 + i % 26)
+
+
+def _default_devices(volumes: list[MachineVolume], errs: FieldErrors) -> None:
+    """IronCore's MachineVolumeDevices admission: fill empty devices with the next free ``od*``."""
+    taken = {v.device for v in volumes if v.device}
+    nxt = 0
+    for i, v in enumerate(volumes):
+        if v.device:
+            continue
+        while nxt <= _MAX_DEVICE_INDEX and _device_name(nxt) in taken:
+            nxt += 1
+        if nxt > _MAX_DEVICE_INDEX:
+            errs.invalid(child(index("spec.volumes", i), "device"), None, "no free device name left")
+            continue
+        v.device = _device_name(nxt)
+        taken.add(v.device)
+
+
+def _volumes(volumes: list[MachineVolume], errs: FieldErrors) -> None:
+    names: set[str] = set()
+    devices: set[str] = set()
+    for i, vol in enumerate(volumes):
+        p = index("spec.volumes", i)
+        ref_name(vol.name, f"{p}.name", errs)
+        if vol.name in names:
+            errs.duplicate(f"{p}.name", vol.name)
+        names.add(vol.name)
+        if vol.device:
+            if not _DEVICE_RE.match(vol.device):
+                errs.invalid(f"{p}.device", vol.device,
+                             "invalid device name: must match regex ^[a-z]{2}[a-z][a-z]?$")
+            elif vol.device in devices:
+                errs.duplicate(f"{p}.device", vol.device)
+            devices.add(vol.device)
+        _volume_source(vol, p, errs)
+
+
+def _volume_source(vol: MachineVolume, p: str, errs: FieldErrors) -> None:
+    sources = 0
+    if vol.volume_ref is not None:
+        sources += 1
+        ref_name(vol.volume_ref.name, f"{p}.volumeRef.name", errs)
+    for field_name, src in (("emptyDisk", vol.empty_disk), ("localDisk", vol.local_disk),
+                            ("ephemeral", vol.ephemeral)):
+        if src is None:
+            continue
+        if sources:
+            errs.forbidden(child(p, field_name), "must only specify one volume source")
+        sources += 1
+    if vol.empty_disk is not None:
+        non_negative(vol.empty_disk.size_limit, f"{p}.emptyDisk.sizeLimit", errs)
+    if vol.local_disk is not None:
+        non_negative(vol.local_disk.size_limit, f"{p}.localDisk.sizeLimit", errs)
+    if vol.ephemeral is not None:
+        tp = f"{p}.ephemeral.volumeTemplate"
+        tmpl = vol.ephemeral.volume_template
+        if tmpl is None:
+            errs.required(tp, "must specify volume template")
+        else:
+            validate_volume_spec(tmpl.spec, f"{tp}.spec", errs)
+            if tmpl.spec.claim_ref is not None:
+                errs.forbidden(f"{tp}.spec.claimRef", "may not specify claimRef")
+            if tmpl.spec.unclaimable:
+                errs.forbidden(f"{tp}.spec.unclaimable", "may not specify unclaimable")
+    if not sources:
+        errs.required(p, "must specify exactly one volume source "
+                         "(volumeRef, emptyDisk, localDisk or ephemeral)")
+
+
+def _network_interfaces(spec: MachineSpec, errs: FieldErrors) -> None:
+    nic_names: set[str] = set()
+    for i, nic in enumerate(spec.network_interfaces or ()):
+        p = index("spec.networkInterfaces", i)
+        ref_name(nic.name, f"{p}.name", errs)
+        if nic.name in nic_names:
+            errs.duplicate(f"{p}.name", nic.name)
+        nic_names.add(nic.name)
+        sources = 0
+        if nic.network_interface_ref is not None:
+            sources += 1
+            ref_name(nic.network_interface_ref.name, f"{p}.networkInterfaceRef.name", errs)
+        if nic.ephemeral is not None:
+            if sources:
+                errs.forbidden(f"{p}.ephemeral", "must only specify one networkInterface source")
+            sources += 1
+            if nic.ephemeral.network_interface_template is None:
+                errs.required(f"{p}.ephemeral.networkInterfaceTemplate",
+                              "must specify networkInterface template")
+        if not sources:
+            errs.required(p, "must specify exactly one networkInterface source "
+                             "(networkInterfaceRef or ephemeral)")
