@@ -80,10 +80,6 @@ def human_bytes(n: int) -> str:
     return str(n)
 
 
-def labels_text(labels: dict[str, str]) -> str:
-    return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or NONE
-
-
 def _enum_name(enum: Any, value: int) -> str:
     try:
         return str(enum.Name(value))
