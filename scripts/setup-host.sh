@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 qemu-utils
-  libvirt-dev pkg-config busybox-static cpio openssh-server etcd-server curl
+  libvirt-dev pkg-config busybox-static dropbear-bin cpio openssh-server etcd-server curl
 )
 
 sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }

@@ -1,7 +1,9 @@
-"""The tiny bootable image in the catalog: found, or built with ``scripts/build-tiny-image.sh``.
+"""The tiny bootable image in the catalog, built (or brought up to date) by the package's
+``images/build-tiny-image.sh``.
 
-The example Machine boots ``image: tiny``; ``ironpool up`` makes sure the catalog holds it so the
-example works with no other step. Building needs the kernel package from Debian once (cached).
+The example Machine boots ``image: tiny``; ``ironpool up`` makes sure the catalog holds the current
+build so the example works with no other step (the script does nothing when the image is current).
+Building needs the kernel package from Debian once (cached).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ class ImageError(Exception):
 
 
 def build_script() -> Path | None:
-    """``scripts/build-tiny-image.sh`` of the source tree this package runs from, if any."""
-    script = Path(ironpool.__file__).resolve().parents[2] / "scripts" / "build-tiny-image.sh"
+    """The build script shipped with the package (a checkout or an installed wheel)."""
+    script = Path(ironpool.__file__).resolve().parent / "images" / "build-tiny-image.sh"
     return script if script.is_file() else None
 
 
@@ -30,15 +32,17 @@ def has_tiny(catalog: Path) -> bool:
 
 
 async def ensure_tiny_image(catalog: Path, log_file: Path) -> bool:
-    """Build the tiny image into ``catalog`` unless it is there; True if it had to be built."""
-    if has_tiny(catalog):
-        return False
+    """Build the tiny image into ``catalog`` unless the current build is there; True if it was built."""
     script = build_script()
     if script is None:
+        if has_tiny(catalog):
+            return False
         raise ImageError(
-            f"the image catalog {catalog} has no '{TINY}' image and scripts/build-tiny-image.sh is not "
-            "available; build it there or pass --no-tiny-image"
+            f"the image catalog {catalog} has no '{TINY}' image and the package has no build script; "
+            "build it there or pass --no-tiny-image"
         )
+    stamp = catalog / TINY / "STAMP"
+    before = stamp.read_text() if stamp.exists() else None
     with open(log_file, "ab") as log:
         proc = await asyncio.create_subprocess_exec(
             "bash", str(script), str(catalog), stdout=log, stderr=log
@@ -51,4 +55,4 @@ async def ensure_tiny_image(catalog: Path, log_file: Path) -> bool:
             raise
     if rc != 0 or not has_tiny(catalog):
         raise ImageError(f"{script} {catalog} failed (exit {rc}); see {log_file}")
-    return True
+    return not stamp.exists() or stamp.read_text() != before
