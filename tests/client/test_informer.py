@@ -11,7 +11,7 @@ import pytest
 from ironpool.api.compute import Machine, MachineClass
 from ironpool.api.errors import Expired
 from ironpool.client.config import ClientConfig
-from ironpool.client.informer import Informer, SharedInformerFactory
+from ironpool.client.informer import Informer, RawInformer, SharedInformerFactory
 from ironpool.client.rest import AsyncClient, Client
 from ironpool.store.sqlite import SQLiteStore
 
@@ -94,6 +94,26 @@ async def test_namespaced_informer_and_late_handler_replay(config: ClientConfig)
         late: list[str] = []
         informer.add_event_handler(on_add=lambda m: late.append(m.metadata.name or ""))
         assert sorted(late) == ["a", "b"]  # a handler added after sync sees the cache first
+        await factory.stop()
+
+
+async def test_raw_informer_hands_out_the_json_documents(config: ClientConfig) -> None:
+    async with AsyncClient(config) as client:
+        await client.create(mc("pre"))
+        factory = SharedInformerFactory(client)
+        raw = factory.raw_informer(MachineClass)
+        assert factory.raw_informer(MachineClass) is raw and isinstance(raw, RawInformer)
+        assert factory.informer(MachineClass) is not raw  # the typed one is another informer
+        seen: list[tuple[str, str]] = []
+        raw.add_event_handler(on_add=lambda d: seen.append(("add", d["capabilities"]["cpu"])),
+                              on_update=lambda _o, n: seen.append(("update", n["metadata"]["labels"]["x"])))
+        factory.start()
+        await factory.wait_for_sync(timeout=10)
+        await client.patch(MachineClass, "pre", {"metadata": {"labels": {"x": "y"}}})
+        await until(lambda: len(seen) == 2, what="the update")
+        assert seen == [("add", "2"), ("update", "y")]
+        doc = raw.get("pre")
+        assert isinstance(doc, dict) and doc["kind"] == "MachineClass"
         await factory.stop()
 
 

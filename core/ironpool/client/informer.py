@@ -5,7 +5,9 @@ dropped stream is resumed from the last resourceVersion it saw (BOOKMARKs includ
 server answers 410 Expired it relists and emits the add/update/delete differences against the cache,
 so handlers always see a picture consistent with the server. Connection failures back off
 exponentially. :class:`SharedInformerFactory` hands the same informer to every controller asking for
-the same type and selectors.
+the same type and selectors. A :class:`RawInformer` does the same but keeps and hands out the JSON
+documents as the server sent them, for controllers that read a few fields of many objects (the
+scheduler) and would otherwise pay for a model validation on every event.
 """
 
 from __future__ import annotations
@@ -29,45 +31,46 @@ from ironpool.client.rest import AsyncClient
 from ironpool.client.wire import Obj, ServerUnreachable, meta, resource_for_model
 
 M = TypeVar("M", bound=BaseModel)
+#: what an informer's cache holds: a typed model, or the JSON document itself
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
-IndexFunc = Callable[[M], list[str]]
-AddHandler = Callable[[M], Awaitable[None] | None]
-UpdateHandler = Callable[[M, M], Awaitable[None] | None]
-DeleteHandler = Callable[[M], Awaitable[None] | None]
+IndexFunc = Callable[[T], list[str]]
+AddHandler = Callable[[T], Awaitable[None] | None]
+UpdateHandler = Callable[[T, T], Awaitable[None] | None]
+DeleteHandler = Callable[[T], Awaitable[None] | None]
 
 
 @dataclass
-class _Handlers(Generic[M]):
-    on_add: AddHandler[M] | None
-    on_update: UpdateHandler[M] | None
-    on_delete: DeleteHandler[M] | None
+class _Handlers(Generic[T]):
+    on_add: AddHandler[T] | None
+    on_update: UpdateHandler[T] | None
+    on_delete: DeleteHandler[T] | None
 
 
 @dataclass
-class _Entry(Generic[M]):
-    obj: M
+class _Entry(Generic[T]):
+    obj: T
     resource_version: str
 
 
-class Informer(Generic[M]):
+class _ListWatch(Generic[T]):
     """List-watch cache of one resource type (optionally one namespace and selectors)."""
 
     def __init__(
         self,
         client: AsyncClient,
-        model: type[M],
+        model: type[BaseModel],
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
-        indexers: dict[str, IndexFunc[M]] | None = None,
+        indexers: dict[str, IndexFunc[T]] | None = None,
         watch_timeout: int = 300,
         backoff_base: float = 0.2,
         backoff_cap: float = 30.0,
         page_size: int = 500,
     ) -> None:
         self.client = client
-        self.model = model
         self.info = resource_for_model(model)
         self.namespace = namespace
         self.label_selector = label_selector
@@ -75,10 +78,10 @@ class Informer(Generic[M]):
         self.watch_timeout = watch_timeout
         self.backoff_base, self.backoff_cap = backoff_base, backoff_cap
         self.page_size = page_size
-        self._indexers: dict[str, IndexFunc[M]] = dict(indexers or {})
+        self._indexers: dict[str, IndexFunc[T]] = dict(indexers or {})
         self._indices: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
-        self._cache: dict[str, _Entry[M]] = {}
-        self._handlers: list[_Handlers[M]] = []
+        self._cache: dict[str, _Entry[T]] = {}
+        self._handlers: list[_Handlers[T]] = []
         self._synced = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._replays: set[asyncio.Future[None]] = set()
@@ -92,9 +95,9 @@ class Informer(Generic[M]):
 
     def add_event_handler(
         self,
-        on_add: AddHandler[M] | None = None,
-        on_update: UpdateHandler[M] | None = None,
-        on_delete: DeleteHandler[M] | None = None,
+        on_add: AddHandler[T] | None = None,
+        on_update: UpdateHandler[T] | None = None,
+        on_delete: DeleteHandler[T] | None = None,
     ) -> None:
         """Register handlers (sync or async). Registered after sync, it first sees every cached object."""
         handlers = _Handlers(on_add, on_update, on_delete)
@@ -103,14 +106,14 @@ class Informer(Generic[M]):
             for entry in list(self._cache.values()):
                 self._spawn_replay(on_add, entry.obj)
 
-    def _spawn_replay(self, handler: AddHandler[M], obj: M) -> None:
+    def _spawn_replay(self, handler: AddHandler[T], obj: T) -> None:
         result = handler(obj)
         if inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
             self._replays.add(task)  # keep a reference until done, or the task may be collected
             task.add_done_callback(self._replays.discard)
 
-    def add_indexer(self, name: str, func: IndexFunc[M]) -> None:
+    def add_indexer(self, name: str, func: IndexFunc[T]) -> None:
         if name in self._indexers:
             raise ValueError(f"indexer {name!r} already exists")
         self._indexers[name] = func
@@ -146,20 +149,20 @@ class Informer(Generic[M]):
 
     # -- reading the cache ---------------------------------------------------------------------
 
-    def get(self, key: str) -> M | None:
+    def get(self, key: str) -> T | None:
         entry = self._cache.get(key)
         return entry.obj if entry else None
 
-    def get_by_name(self, name: str, namespace: str | None = None) -> M | None:
+    def get_by_name(self, name: str, namespace: str | None = None) -> T | None:
         return self.get(f"{namespace}/{name}" if namespace and self.info.namespaced else name)
 
-    def list(self) -> builtins.list[M]:
+    def list(self) -> builtins.list[T]:
         return [entry.obj for entry in self._cache.values()]
 
     def keys(self) -> builtins.list[str]:
         return sorted(self._cache)
 
-    def by_index(self, index: str, value: str) -> builtins.list[M]:
+    def by_index(self, index: str, value: str) -> builtins.list[T]:
         """Objects whose index function returned ``value`` (e.g. machines by pool name)."""
         if index not in self._indices:
             raise KeyError(f"no indexer named {index!r}")
@@ -201,7 +204,7 @@ class Informer(Generic[M]):
         return delay * random.uniform(0.8, 1.2)
 
     async def _relist(self) -> None:
-        items: dict[str, tuple[str, M]] = {}
+        items: dict[str, tuple[str, T]] = {}
         token: str | None = None
         rv = ""
         while True:
@@ -218,7 +221,7 @@ class Informer(Generic[M]):
         self.resource_version = rv
         self._synced.set()
 
-    async def _replace(self, items: dict[str, tuple[str, M]]) -> None:
+    async def _replace(self, items: dict[str, tuple[str, T]]) -> None:
         old = self._cache
         for key, (rv, obj) in items.items():
             prev = old.get(key)
@@ -263,12 +266,12 @@ class Informer(Generic[M]):
         else:
             await self._emit_update(prev.obj, obj)
 
-    def _decode(self, raw: Obj) -> M:
-        return self.model.model_validate(raw)
+    def _decode(self, raw: Obj) -> T:
+        raise NotImplementedError
 
     # -- cache and indices -----------------------------------------------------------------------
 
-    def _store(self, key: str, obj: M, rv: str) -> None:
+    def _store(self, key: str, obj: T, rv: str) -> None:
         prev = self._cache.get(key)
         if prev is not None:
             self._index_remove(key, prev.obj)
@@ -276,18 +279,18 @@ class Informer(Generic[M]):
         for name in self._indexers:
             self._index_add(name, key, obj)
 
-    def _remove(self, key: str) -> M | None:
+    def _remove(self, key: str) -> T | None:
         entry = self._cache.pop(key, None)
         if entry is None:
             return None
         self._index_remove(key, entry.obj)
         return entry.obj
 
-    def _index_add(self, name: str, key: str, obj: M) -> None:
+    def _index_add(self, name: str, key: str, obj: T) -> None:
         for value in self._indexers[name](obj):
             self._indices[name].setdefault(value, set()).add(key)
 
-    def _index_remove(self, key: str, obj: M) -> None:
+    def _index_remove(self, key: str, obj: T) -> None:
         for name, func in self._indexers.items():
             index = self._indices[name]
             for value in func(obj):
@@ -299,7 +302,7 @@ class Informer(Generic[M]):
 
     # -- handlers ------------------------------------------------------------------------------
 
-    async def _call(self, fn: Callable[..., Awaitable[None] | None], *args: M) -> None:
+    async def _call(self, fn: Callable[..., Awaitable[None] | None], *args: T) -> None:
         try:
             result = fn(*args)
             if inspect.isawaitable(result):
@@ -307,20 +310,40 @@ class Informer(Generic[M]):
         except Exception:
             log.exception("%s informer: event handler %r failed", self.info.plural, fn)
 
-    async def _emit_add(self, obj: M) -> None:
+    async def _emit_add(self, obj: T) -> None:
         for h in self._handlers:
             if h.on_add:
                 await self._call(h.on_add, obj)
 
-    async def _emit_update(self, old: M, new: M) -> None:
+    async def _emit_update(self, old: T, new: T) -> None:
         for h in self._handlers:
             if h.on_update:
                 await self._call(h.on_update, old, new)
 
-    async def _emit_delete(self, obj: M) -> None:
+    async def _emit_delete(self, obj: T) -> None:
         for h in self._handlers:
             if h.on_delete:
                 await self._call(h.on_delete, obj)
+
+
+class Informer(_ListWatch[M]):
+    """List-watch cache of one resource type as typed models (optionally one namespace and selectors)."""
+
+    def __init__(self, client: AsyncClient, model: type[M], namespace: str | None = None,
+                 label_selector: str | None = None, field_selector: str | None = None,
+                 indexers: dict[str, IndexFunc[M]] | None = None, **options: Any) -> None:
+        super().__init__(client, model, namespace, label_selector, field_selector, indexers, **options)
+        self.model = model
+
+    def _decode(self, raw: Obj) -> M:
+        return self.model.model_validate(raw)
+
+
+class RawInformer(_ListWatch[Obj]):
+    """List-watch cache of one resource type as the JSON documents the server sent (no validation)."""
+
+    def _decode(self, raw: Obj) -> Obj:
+        return raw
 
 
 class SharedInformerFactory:
@@ -329,14 +352,25 @@ class SharedInformerFactory:
     def __init__(self, client: AsyncClient, **informer_options: Any) -> None:
         self.client = client
         self._options = informer_options
-        self._informers: dict[Hashable, Informer[Any]] = {}
+        self._informers: dict[Hashable, _ListWatch[Any]] = {}
 
     def informer(self, model: type[M], namespace: str | None = None, label_selector: str | None = None,
                  field_selector: str | None = None) -> Informer[M]:
         key = (model, namespace, label_selector, field_selector)
         found = self._informers.get(key)
-        if found is None:
+        if not isinstance(found, Informer):
             found = Informer(self.client, model, namespace, label_selector, field_selector, **self._options)
+            self._informers[key] = found
+        return found
+
+    def raw_informer(self, model: type[BaseModel], namespace: str | None = None,
+                     label_selector: str | None = None, field_selector: str | None = None) -> RawInformer:
+        """Like :meth:`informer`, holding the JSON documents (``model`` names the resource)."""
+        key = ("raw", model, namespace, label_selector, field_selector)
+        found = self._informers.get(key)
+        if not isinstance(found, RawInformer):
+            found = RawInformer(self.client, model, namespace, label_selector, field_selector,
+                                **self._options)
             self._informers[key] = found
         return found
 
