@@ -42,11 +42,12 @@ def test_more_requests_or_hosts_extend_the_same_sequences() -> None:
 def test_summary_counts_placements_bounds_and_overcommit() -> None:
     w = wl.generate(3, 4, 1)
     cls = w["classes"]
-    big = w["hosts"][1]["name"]  # a small host: 32 vCPU
-    assignment = [big, None, big, big]
+    host = w["hosts"][1]  # a small host: 32 vCPU, 128 GiB
+    assignment = [host["name"], None, host["name"], host["name"]]  # m.16 + c.4 + g.2: 144 GiB
     result = wl.summarize(w, assignment, 2.0, [0.001, 0.003, 0.002], note="x")
     assert (result["placed"], result["unschedulable"], result["handled"]) == (3, 1, 4)
     assert result["placements_per_s"] == 1.5 and result["latency_ms"]["p50"] == 2.0
-    demand = sum(cls[r["class"]]["vcpu"] for r, a in zip(w["requests"], assignment, strict=True) if a)
-    assert result["overcommitted_hosts"] == (1 if demand > 32 else 0)
+    memory = sum(cls[r["class"]]["memory_mib"] for r, a in zip(w["requests"], assignment, strict=True) if a)
+    assert memory > host["memory_mib"] and result["overcommitted_hosts"] == 1
+    assert result["utilization_of_used_hosts"]["vcpu"] == round(22 / 32, 4)
     assert result["hosts_used"] == 1 and result["note"] == "x"
