@@ -26,7 +26,7 @@ test: host venv
 	bash scripts/test.sh
 
 lint: venv
-	$(VENV)/bin/ruff check core tests bench
+	$(VENV)/bin/ruff check core pulumi_provider tests bench
 	$(VENV)/bin/mypy
 
 stubs: venv

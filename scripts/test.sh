@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 VENV=.venv
 
 echo "==> ruff"
-"$VENV/bin/ruff" check core tests bench
+"$VENV/bin/ruff" check core pulumi_provider tests bench
 echo "==> mypy (core/)"
 "$VENV/bin/mypy"
 
