@@ -28,7 +28,7 @@ STOP_TIMEOUT = 60.0
 def start(workdir: Path) -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     tag = secrets.token_hex(3)
-    state = {
+    state: dict[str, str | int] = {
         "pool": f"molecule-{tag}",
         "storage_pool": f"ironpool-molecule-{tag}",
         "data_dir": str(workdir / "data"),
@@ -36,20 +36,22 @@ def start(workdir: Path) -> None:
         "config": os.environ["IRONPOOL_CONFIG"],
     }
     images = os.environ.get("IRONPOOL_TEST_IMAGES", "/var/cache/ironpool/test-images")
-    cmd = [sys.executable, "-m", "ironpool.cli.main", "up", "--data-dir", state["data_dir"],
-           "--listen", "127.0.0.1:0", "--pool", state["pool"], "--storage-pool", state["storage_pool"],
-           "--images", images, "--no-tiny-image", "--heartbeat-interval", "2"]
-    with open(state["log"], "wb") as log:
+    cmd = [sys.executable, "-m", "ironpool.cli.main", "up", "--data-dir", str(state["data_dir"]),
+           "--listen", "127.0.0.1:0", "--pool", str(state["pool"]),
+           "--storage-pool", str(state["storage_pool"]), "--images", images, "--no-tiny-image",
+           "--heartbeat-interval", "2"]
+    log_path = Path(str(state["log"]))
+    with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     state["pid"] = proc.pid
     (workdir / "instance.json").write_text(json.dumps(state))
     deadline = time.monotonic() + START_TIMEOUT
-    while "ironpool is up" not in Path(state["log"]).read_text(errors="replace"):
+    while "ironpool is up" not in log_path.read_text(errors="replace"):
         if proc.poll() is not None:
-            sys.exit(f"ironpool up exited with {proc.returncode}:\n{Path(state['log']).read_text()}")
+            sys.exit(f"ironpool up exited with {proc.returncode}:\n{log_path.read_text()}")
         if time.monotonic() > deadline:
-            sys.exit(f"ironpool up was not up after {START_TIMEOUT:g}s:\n{Path(state['log']).read_text()}")
+            sys.exit(f"ironpool up was not up after {START_TIMEOUT:g}s:\n{log_path.read_text()}")
         time.sleep(0.1)
     print(json.dumps(state))
 
