@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
+from tests.helpers.wait import wait_until
+
 if TYPE_CHECKING:
     from tests.conftest import ApiServer
 
@@ -493,6 +495,11 @@ def test_discovery(client: httpx.Client) -> None:
 
 
 def test_deleting_a_namespace_deletes_its_content_first(client: httpx.Client) -> None:
+    """DELETE marks the namespace Terminating; the namespace controller deletes its content, then it."""
+
+    def gone(path: str) -> bool:
+        return client.get(path).status_code == 404
+
     create(client, CLASSES, machine_class())
     create(client, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}})
     ns_machines = f"{COMPUTE}/namespaces/team-b/machines"
@@ -507,10 +514,13 @@ def test_deleting_a_namespace_deletes_its_content_first(client: httpx.Client) ->
     r = client.delete(f"{NAMESPACES}/team-b")
     assert r.status_code == 200, r.text
     assert r.json()["status"]["phase"] == "Terminating" and r.json()["metadata"]["deletionTimestamp"]
+    assert_status(client.post(ns_machines, json=machine("new")), 403, "Forbidden")
+    wait_until(lambda: gone(f"{ns_machines}/free") and gone("/api/v1/namespaces/team-b/secrets/s"),
+               timeout=10, message="the namespace controller deleting team-b's content")
     assert [o["metadata"]["name"] for o in client.get(ns_machines).json()["items"]] == ["held"]
     assert client.get("/api/v1/namespaces/team-b/secrets").json()["items"] == []
     assert client.get(f"{ns_machines}/held").json()["metadata"]["deletionTimestamp"]
-    assert_status(client.post(ns_machines, json=machine("new")), 403, "Forbidden")
+    assert client.get(f"{NAMESPACES}/team-b").json()["status"]["phase"] == "Terminating"
     # The namespace goes once its last object is gone.
     r = client.patch(
         f"{ns_machines}/held",
@@ -518,9 +528,9 @@ def test_deleting_a_namespace_deletes_its_content_first(client: httpx.Client) ->
         headers={"Content-Type": "application/merge-patch+json"},
     )
     assert r.status_code == 200, r.text
-    assert_status(client.get(f"{NAMESPACES}/team-b"), 404, "NotFound")
+    wait_until(lambda: gone(f"{NAMESPACES}/team-b"), timeout=10, message="namespace team-b removed")
     assert client.get(f"{MACHINES}/elsewhere").status_code == 200
-    # An empty namespace goes at once.
+    # An empty namespace goes right away.
     create(client, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-c"}})
     assert client.delete(f"{NAMESPACES}/team-c").status_code == 200
-    assert_status(client.get(f"{NAMESPACES}/team-c"), 404, "NotFound")
+    wait_until(lambda: gone(f"{NAMESPACES}/team-c"), timeout=10, message="namespace team-c removed")

@@ -16,7 +16,7 @@ from ironpool.store.interface import (
     RevisionCompacted,
     RevisionConflict,
     Store,
-    WatchEvent,
+    StoreEvent,
 )
 from ironpool.store.sqlite import SQLiteStore
 
@@ -64,10 +64,10 @@ def rv(obj: Document) -> int:
     return int(obj["metadata"]["resourceVersion"])
 
 
-async def collect(it: Any, n: int, timeout: float = 5.0) -> list[WatchEvent]:
+async def collect(it: Any, n: int, timeout: float = 5.0) -> list[StoreEvent]:
     """The next ``n`` events of a watch iterator (fails the test after ``timeout``)."""
 
-    async def take() -> list[WatchEvent]:
+    async def take() -> list[StoreEvent]:
         return [await anext(it) for _ in range(n)]
 
     return await asyncio.wait_for(take(), timeout)

@@ -29,7 +29,9 @@ from ironpool.api.resources import ResourceInfo, by_path
 from ironpool.apiserver.auth import Authenticator, Authorizer, User
 from ironpool.apiserver.authz import authorize as authorize_identities
 from ironpool.apiserver.bootstrap import Bootstrap
+from ironpool.apiserver.listing import ListOptions
 from ironpool.apiserver.metrics import Metrics
+from ironpool.apiserver.namespace_controller import NamespaceController
 from ironpool.apiserver.openapi import (
     discovery_core,
     discovery_core_v1,
@@ -37,7 +39,7 @@ from ironpool.apiserver.openapi import (
     discovery_groups,
     openapi_document,
 )
-from ironpool.apiserver.registry import ListOptions, Registry
+from ironpool.apiserver.registry import Registry
 from ironpool.store.interface import Store
 
 log = logging.getLogger("ironpool.apiserver")
@@ -67,8 +69,9 @@ def error_response(exc: errors.ApiError) -> Response:
 
 
 @dataclass(frozen=True)
-class Target:
-    """What a request path names: a resource, and optionally a namespace, an object, a subresource."""
+class RequestInfo:
+    """What a request path names: a resource, and optionally a namespace, an object, a subresource
+    (Kubernetes' ``RequestInfo``)."""
 
     info: ResourceInfo
     namespace: str | None
@@ -76,7 +79,7 @@ class Target:
     subresource: str | None
 
 
-def parse_path(path: str) -> Target:
+def parse_path(path: str) -> RequestInfo:
     """Resolve ``/api/v1/...`` or ``/apis/{group}/{version}/...``; 404 for anything else."""
     parts = [p for p in path.split("/") if p]
     if len(parts) >= 3 and parts[0] == "api":
@@ -97,7 +100,7 @@ def parse_path(path: str) -> Target:
     subresource = rest[2] if len(rest) == 3 else None
     if subresource == "status" and not info.has_status:
         raise errors.NotFound(f"{info.plural} have no status subresource")
-    return Target(info, namespace, name, subresource)
+    return RequestInfo(info, namespace, name, subresource)
 
 
 # Paths repeat (clients poll the same objects); resolving one costs a few microseconds.
@@ -172,7 +175,9 @@ class ApiServer:
         self.store = store
         self.authorize = authorize
         self.registry = Registry(store)
+        self.namespaces = NamespaceController(self.registry)
         self.bootstrap = Bootstrap(self.registry)
+        self._resumed = False
         self.authenticator = authenticator
         self.metrics = Metrics(store)
         self._openapi: bytes | None = None
@@ -187,8 +192,8 @@ class ApiServer:
             user = self.authenticate(request)
             target = cached_target(request.url.path)
             resource = target.info.plural
-            if not self.bootstrap.done:
-                await self.bootstrap.ensure()
+            if not self._resumed:
+                await self._start()
             verb, response = await self.dispatch(request, user, target)
         except errors.ApiError as exc:
             response = error_response(exc)
@@ -198,7 +203,14 @@ class ApiServer:
         self.metrics.observe(verb, resource, response.status_code, time.perf_counter() - started)
         return response
 
-    async def dispatch(self, request: Request, user: User, t: Target) -> tuple[str, Response]:
+    async def _start(self) -> None:
+        """Before the first request: the system namespace, and namespaces left terminating."""
+        await self.bootstrap.ensure()
+        if not self._resumed:
+            self._resumed = True
+            await self.namespaces.resume()
+
+    async def dispatch(self, request: Request, user: User, t: RequestInfo) -> tuple[str, Response]:
         method = request.method
         info, ns, name = t.info, t.namespace, t.name
         reg = self.registry
@@ -264,7 +276,7 @@ class ApiServer:
             return "DELETE", json_response(obj)
         raise errors.MethodNotAllowed(f"{method} is not supported on {request.url.path}")
 
-    def watch(self, request: Request, t: Target) -> Response:
+    def watch(self, request: Request, t: RequestInfo) -> Response:
         options = list_options(request)
         q = request.query_params
         timeout_s = q.get("timeoutSeconds")
@@ -281,7 +293,7 @@ class ApiServer:
         )
 
     async def _watch_stream(
-        self, t: Target, options: ListOptions, timeout: float, bookmarks: bool
+        self, t: RequestInfo, options: ListOptions, timeout: float, bookmarks: bool
     ) -> AsyncIterator[bytes]:
         info = t.info
         events = aiter(self.registry.watch(info, t.namespace, options))

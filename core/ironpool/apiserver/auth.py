@@ -8,12 +8,12 @@ The token file has one ``token,user,uid[,"group1,group2"]`` line per identity (K
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ironpool.api import errors
-from ironpool.apiserver.registry import ObjectCheck
+from ironpool.store.interface import Document, Store
 
 ADMIN_GROUP = "system:masters"
 
@@ -60,6 +60,13 @@ class Authenticator:
         return user
 
 
+ObjectCheck = Callable[[Document | None, Document | None, Store], Awaitable[None]]
+"""``check(old, new, store)``: an authorizer's condition on the stored object (``None`` on create)
+and the object about to be written (``None`` on delete); raises Forbidden to refuse. It runs inside
+the write's read-modify-write loop, so it sees the object the write applies to without another read.
+"""
+
+
 @dataclass(frozen=True)
 class Conditions:
     """What an authorizer still has to see before it allows a request it could not decide from the
@@ -78,16 +85,6 @@ Authorizer = Callable[[User, str, str, str | None, str | None], Conditions | Non
 the plural, with ``/status`` for the status subresource. Returning :class:`Conditions` allows the
 request only if they hold; ``None`` allows it outright (the common, free case).
 """
-
-
-def allow_authenticated(
-    user: User, verb: str, resource: str, namespace: str | None, name: str | None
-) -> Conditions | None:
-    """The default policy: administrators (``system:masters``) and every other authenticated user
-    may do everything. The apiserver's default is :func:`ironpool.apiserver.authz.authorize`, which
-    adds the restrictions of pool identities.
-    """
-    return None
 
 
 def parse_token_file(text: str, source: str = "token file") -> dict[str, User]:

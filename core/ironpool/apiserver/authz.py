@@ -30,8 +30,7 @@ from typing import Any
 from ironpool.api import errors
 from ironpool.api.resources import RESOURCES, ResourceInfo
 from ironpool.api.selectors import parse_field_selector
-from ironpool.apiserver.auth import ADMIN_GROUP, Conditions, User
-from ironpool.apiserver.registry import ObjectCheck
+from ironpool.apiserver.auth import ADMIN_GROUP, Conditions, ObjectCheck, User
 from ironpool.store.interface import Document, Store
 
 MACHINE_POOL_USER_PREFIX = "compute.ironcore.dev:system:machinepool:"
@@ -64,16 +63,17 @@ VOLUME = PoolKind("volume", "volumepools", "volumes", "volumeclasses", "volumePo
 
 
 @dataclass(frozen=True)
-class PoolIdentity:
-    """A poollet's identity; ``pool`` is None for a member of the pools group without a pool name."""
+class PoolSubject:
+    """The subject a poollet's user stands for: a pool of one kind (``pool`` is None for a member of
+    the pools group without a pool name)."""
 
     kind: PoolKind
     pool: str | None
 
 
 @functools.lru_cache(maxsize=1024)
-def pool_identity(user: User) -> PoolIdentity | None:
-    """The pool identity ``user`` stands for, or None for administrators and ordinary users."""
+def pool_subject(user: User) -> PoolSubject | None:
+    """The pool ``user`` stands for, or None for administrators and ordinary users."""
     if user.is_admin:
         return None
     for kind, prefix, group in (
@@ -81,9 +81,9 @@ def pool_identity(user: User) -> PoolIdentity | None:
         (VOLUME, VOLUME_POOL_USER_PREFIX, VOLUME_POOLS_GROUP),
     ):
         if user.name.startswith(prefix) and user.name[len(prefix) :]:
-            return PoolIdentity(kind, user.name[len(prefix) :])
+            return PoolSubject(kind, user.name[len(prefix) :])
         if group in user.groups:
-            return PoolIdentity(kind, None)
+            return PoolSubject(kind, None)
     return None
 
 
@@ -113,16 +113,16 @@ def authorize(
     """The apiserver's default authorizer (see the module docstring); O(1), no store reads here."""
     if ADMIN_GROUP in user.groups:
         return None
-    identity = pool_identity(user)
-    if identity is None:
+    subject = pool_subject(user)
+    if subject is None:
         return None
-    return _authorize_pool(identity, user, verb, resource, namespace, name)
+    return _authorize_pool(subject, user, verb, resource, namespace, name)
 
 
 def _authorize_pool(
-    identity: PoolIdentity, user: User, verb: str, resource: str, namespace: str | None, name: str | None
+    subject: PoolSubject, user: User, verb: str, resource: str, namespace: str | None, name: str | None
 ) -> Conditions | None:
-    kind, pool = identity.kind, identity.pool
+    kind, pool = subject.kind, subject.pool
     base, _, sub = resource.partition("/")
 
     def deny(reason: str = "") -> errors.Forbidden:

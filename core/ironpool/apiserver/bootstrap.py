@@ -12,7 +12,8 @@ import asyncio
 import contextlib
 
 from ironpool.api import errors
-from ironpool.apiserver.registry import NAMESPACES, Registry
+from ironpool.apiserver.namespaces import NAMESPACES
+from ironpool.apiserver.registry import Registry
 
 SYSTEM_NAMESPACE = "kube-system"
 

@@ -48,8 +48,11 @@ class RevisionCompacted(StoreError):
 
 
 @dataclass(frozen=True, slots=True)
-class ListResult:
-    """A page of a list: the documents in key order, the revision read at, and whether more follow."""
+class StorePage:
+    """A page of a list: the documents in key order, the revision read at, and whether more follow.
+
+    (What a client receives over HTTP is :class:`ironpool.client.wire.ListResult`; this is the
+    store's own.)"""
 
     items: list[Document]
     revision: int
@@ -57,7 +60,7 @@ class ListResult:
 
 
 @dataclass(frozen=True, slots=True)
-class RawListResult:
+class RawStorePage:
     """A page of a list as JSON bytes per document (for serving without a decode/encode trip)."""
 
     items: list[bytes]
@@ -66,8 +69,8 @@ class RawListResult:
 
 
 @dataclass(frozen=True, slots=True)
-class WatchEvent:
-    """One change. For DELETED, ``object`` is the last state, with the deletion's revision.
+class StoreEvent:
+    """One change of a key. For DELETED, ``object`` is the last state, with the deletion's revision.
 
     ``object`` may be shared by every watcher of the change: treat it as read-only. ``raw``, when a
     backend has it, is the same document as JSON bytes (lets the apiserver stream without re-encoding).
@@ -101,7 +104,7 @@ class Store(ABC):
         start_after: str | None = None,
         revision: int | None = None,
         predicate: Callable[[Document], bool] | None = None,
-    ) -> ListResult:
+    ) -> StorePage:
         """Documents whose key starts with ``prefix``, in key order.
 
         ``limit`` (0 = all) counts matching documents; ``start_after`` continues after that key;
@@ -111,10 +114,10 @@ class Store(ABC):
 
     async def list_raw(
         self, prefix: str, *, limit: int = 0, start_after: str | None = None, revision: int | None = None
-    ) -> RawListResult:
+    ) -> RawStorePage:
         """:meth:`list` without a predicate, as JSON bytes (backends override it to skip decoding)."""
         page = await self.list(prefix, limit=limit, start_after=start_after, revision=revision)
-        return RawListResult([orjson.dumps(doc) for doc in page.items], page.revision, page.more)
+        return RawStorePage([orjson.dumps(doc) for doc in page.items], page.revision, page.more)
 
     @abstractmethod
     async def create(self, key: str, obj: Document) -> Document:
@@ -132,7 +135,7 @@ class Store(ABC):
         """Remove a document; returns its last state. Raises KeyNotFound or RevisionConflict."""
 
     @abstractmethod
-    def watch(self, prefix: str, revision: int) -> AsyncIterator[WatchEvent]:
+    def watch(self, prefix: str, revision: int) -> AsyncIterator[StoreEvent]:
         """Every change under ``prefix`` with a revision > ``revision``, in order, then live ones.
 
         Raises RevisionCompacted (on first iteration) if ``revision`` is older than the history kept.

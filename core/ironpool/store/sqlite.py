@@ -42,13 +42,13 @@ from ironpool.store.interface import (
     EventType,
     KeyExists,
     KeyNotFound,
-    ListResult,
-    RawListResult,
+    RawStorePage,
     RevisionCompacted,
     RevisionConflict,
     Store,
     StoreError,
-    WatchEvent,
+    StoreEvent,
+    StorePage,
 )
 
 _SCHEMA = """
@@ -145,7 +145,7 @@ class SQLiteStore(Store):
         (max_rev,) = self._db.execute("SELECT MAX(rev) FROM events").fetchone()
         self._rev = max(int(max_rev or 0), self._compacted)
         # ring[i] has revision ring_base + i; revisions are contiguous because every write lands here.
-        self._ring: list[WatchEvent] = []
+        self._ring: list[StoreEvent] = []
         self._ring_base = self._rev + 1
         self._changed = asyncio.Event()
         self._closed = False
@@ -174,7 +174,7 @@ class SQLiteStore(Store):
         start_after: str | None = None,
         revision: int | None = None,
         predicate: Callable[[Document], bool] | None = None,
-    ) -> ListResult:
+    ) -> StorePage:
         read_rev = self._read_revision(limit, revision)
         rows = self._rows(prefix, start_after, read_rev)
         items: builtins.list[Document] = []
@@ -187,18 +187,18 @@ class SQLiteStore(Store):
                 more = True
                 break
             items.append(doc)
-        return ListResult(items=items, revision=read_rev, more=more)
+        return StorePage(items=items, revision=read_rev, more=more)
 
     async def list_raw(
         self, prefix: str, *, limit: int = 0, start_after: str | None = None, revision: int | None = None
-    ) -> RawListResult:
+    ) -> RawStorePage:
         read_rev = self._read_revision(limit, revision)
         rows = self._rows(prefix, start_after, read_rev)
         if not limit:
-            return RawListResult([raw for _key, raw in rows], read_rev, False)
+            return RawStorePage([raw for _key, raw in rows], read_rev, False)
         items = [raw for _key, raw in itertools.islice(rows, limit + 1)]
         more = len(items) > limit
-        return RawListResult(items[:limit], read_rev, more)
+        return RawStorePage(items[:limit], read_rev, more)
 
     def _read_revision(self, limit: int, revision: int | None) -> int:
         self._check_open()
@@ -363,7 +363,7 @@ class SQLiteStore(Store):
             self._compacted = self._pending_compacted
 
     def _publish(self, rev: int, type_: EventType, key: str, doc: Document, raw: bytes) -> None:
-        self._ring.append(WatchEvent(type=type_, key=key, object=doc, revision=rev, raw=raw))
+        self._ring.append(StoreEvent(type=type_, key=key, object=doc, revision=rev, raw=raw))
         if len(self._ring) >= 2 * self.ring_size:
             drop = len(self._ring) - self.ring_size
             del self._ring[:drop]
@@ -373,7 +373,7 @@ class SQLiteStore(Store):
 
     # -- watch ---------------------------------------------------------------------------------
 
-    async def watch(self, prefix: str, revision: int) -> AsyncIterator[WatchEvent]:
+    async def watch(self, prefix: str, revision: int) -> AsyncIterator[StoreEvent]:
         self._check_open()
         if revision < self._compacted:
             raise RevisionCompacted(f"revision {revision} has been compacted (oldest kept {self._compacted})")
@@ -392,7 +392,7 @@ class SQLiteStore(Store):
             else:
                 await self._changed.wait()
 
-    def _history(self, prefix: str, after: int, upto: int) -> tuple[builtins.list[WatchEvent], int]:
+    def _history(self, prefix: str, after: int, upto: int) -> tuple[builtins.list[StoreEvent], int]:
         """Logged events under ``prefix`` in (after, upto], at most a batch; and the revision covered."""
         if after < self._compacted:
             raise RevisionCompacted(f"revision {after} has been compacted (oldest kept {self._compacted})")
@@ -404,7 +404,7 @@ class SQLiteStore(Store):
             params.append(end)
         rows = self._db.execute(sql + " ORDER BY rev LIMIT ?", [*params, _HISTORY_BATCH]).fetchall()
         events = [
-            WatchEvent(type=_TYPES[t], key=k, object=orjson.loads(v), revision=r, raw=bytes(v))
+            StoreEvent(type=_TYPES[t], key=k, object=orjson.loads(v), revision=r, raw=bytes(v))
             for r, t, k, v in rows
         ]
         covered = events[-1].revision if len(events) == _HISTORY_BATCH else upto

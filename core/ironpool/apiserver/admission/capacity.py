@@ -1,4 +1,5 @@
-"""Capacity admission: the apiserver refuses a bind that would overcommit a pool.
+"""Capacity admission: the apiserver refuses a bind that would overcommit a pool (a plugin of the
+admission chain, :class:`CapacityAdmission`).
 
 The invariant (DESIGN.md "Capacity accounting"): for every pool and every resource, the sum of the
 demands bound to the pool never exceeds the pool's ``status.allocatable`` (falling back per resource
@@ -8,7 +9,7 @@ MachineClass's ``capabilities``; a Volume demands ``spec.resources.storage``.
 :class:`CapacityIndex` keeps, in memory, pool -> total and pool -> sum of bound demand, and
 object -> (pool, demand), so a check and an update cost O(1) per write. It is built from the store
 on first use (a list of pools, classes, machines and volumes) and then kept exact by
-:meth:`CapacityIndex.committed`, which the registry calls after every committed write or removal.
+:meth:`CapacityIndex.committed`, which the plugin is told of after every committed write or removal.
 
 Decisions:
 
@@ -27,9 +28,10 @@ Decisions:
   (old data) counts nothing until the class appears.
 * Objects being deleted (deletionTimestamp set) count until they are removed: the domain still runs.
 
-Atomicity: the check (:meth:`CapacityIndex.admit`) is synchronous and the registry writes right
-after it without another await; the SQLite store's writes never suspend (no await inside), so no
-other request can commit between check and write. With several apiservers over etcd this would not
+Atomicity: the check (:meth:`CapacityIndex.check`, run in the chain's synchronous ``validate``
+phase) is synchronous and the registry writes right after it without another await; the SQLite
+store's writes never suspend (no await inside), so no other request can commit between check and
+write. With several apiservers over etcd this would not
 hold: the check would have to become an etcd transaction comparing a per-pool usage key (or the
 pool's mod revision) together with the object's write. That is not built here.
 """
@@ -39,11 +41,12 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 from ironpool.api import errors
 from ironpool.api.quantity import Format, Quantity, parse_quantity
 from ironpool.api.resources import RESOURCES, ResourceInfo
+from ironpool.apiserver.admission.plugin import AdmissionPlugin, Attributes
 from ironpool.store.interface import Document, Store
 
 _INDEXES: weakref.WeakKeyDictionary[Store, CapacityIndex] = weakref.WeakKeyDictionary()
@@ -161,7 +164,7 @@ class CapacityIndex:
 
     # -- checking ----------------------------------------------------------------------------
 
-    def admit(self, info: ResourceInfo, old: Document | None, new: Document) -> None:
+    def check(self, info: ResourceInfo, old: Document | None, new: Document) -> None:
         """Raise Conflict if writing ``new`` over ``old`` would overcommit the pool it binds to.
 
         Must be followed by the write without an await in between (see the module docstring).
@@ -343,3 +346,23 @@ def _subtract(used: dict[tuple[str, str], Amounts], pool: tuple[str, str], deman
     if not sums:
         del used[pool]
 
+
+class CapacityAdmission(AdmissionPlugin):
+    """Refuses a write that binds a Machine or Volume past its pool's free capacity, or grows a
+    bound Volume past it; keeps the store's :class:`CapacityIndex` exact from committed writes."""
+
+    name: ClassVar[str] = "CapacityAdmission"
+    kinds: ClassVar[frozenset[str] | None] = INDEXED_KINDS
+
+    def __init__(self, store: Store) -> None:
+        self.index = CapacityIndex.for_store(store)
+
+    async def ready(self) -> None:
+        await self.index.ready()
+
+    def validate(self, attrs: Attributes) -> None:
+        if attrs.new is not None:
+            self.index.check(attrs.info, attrs.old, attrs.new)
+
+    def committed(self, info: ResourceInfo, key: str, doc: Document | None) -> None:
+        self.index.committed(info, key, doc)

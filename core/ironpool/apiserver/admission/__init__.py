@@ -1,0 +1,27 @@
+"""Admission: plugins that may refuse (or complete) a write before it is stored, run as one chain.
+
+As in Kubernetes, each write passes every plugin twice: :meth:`AdmissionPlugin.admit` before the
+object is validated (may await, e.g. read the namespace), and :meth:`AdmissionPlugin.validate` on
+the validated object right before the write. ``validate`` is synchronous on purpose: the registry
+writes right after it without another await, so a check on in-memory state (capacity) and the write
+it guards are atomic with respect to every other request. After the write, the registry tells its
+observers (every plugin is one) what was committed, so plugins that keep state stay exact.
+
+The default chain is :func:`default_chain`: ``NamespaceLifecycle`` then ``CapacityAdmission``.
+Authorization conditions on stored objects (:data:`ironpool.apiserver.auth.ObjectCheck`) are per
+request, not plugins: the registry runs them before validation, as Kubernetes authorizes first.
+"""
+
+from __future__ import annotations
+
+from ironpool.apiserver.admission.capacity import CapacityAdmission
+from ironpool.apiserver.admission.namespace_lifecycle import NamespaceLifecycle
+from ironpool.apiserver.admission.plugin import AdmissionChain, AdmissionPlugin, Attributes, Operation
+from ironpool.store.interface import Store
+
+__all__ = ["AdmissionChain", "AdmissionPlugin", "Attributes", "Operation", "default_chain"]
+
+
+def default_chain(store: Store) -> AdmissionChain:
+    """The apiserver's chain: namespace lifecycle, then pool capacity."""
+    return AdmissionChain([NamespaceLifecycle(store), CapacityAdmission(store)])

@@ -1,0 +1,90 @@
+"""The admission contract: the attributes of a write, a plugin's hooks, and the chain that runs them
+(see :mod:`ironpool.apiserver.admission`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from ironpool.api.resource_info import ResourceInfo
+from ironpool.store.interface import Document
+
+Operation = Literal["CREATE", "UPDATE", "DELETE"]
+
+
+@dataclass(frozen=True, slots=True)
+class Attributes:
+    """What a plugin sees of one write (Kubernetes' ``admission.Attributes``).
+
+    ``old`` is the stored object (None on create, and when a delete is admitted: as in Kubernetes
+    that happens before the object is read; its ``validate`` sees it), ``new`` the object to store
+    (None on delete); ``subresource`` is ``"status"`` for status writes.
+    """
+
+    operation: Operation
+    info: ResourceInfo
+    namespace: str | None
+    name: str
+    old: Document | None
+    new: Document | None
+    subresource: str | None = None
+    dry_run: bool = False
+
+
+class AdmissionPlugin:
+    """One admission plugin; every hook defaults to allowing and recording nothing."""
+
+    #: How errors and logs name the plugin (Kubernetes' plugin names).
+    name: ClassVar[str] = ""
+    #: The kinds whose writes the plugin looks at; None for every kind.
+    kinds: ClassVar[frozenset[str] | None] = None
+
+    async def ready(self) -> None:
+        """Prepare before the first write is admitted (e.g. build an index from the store)."""
+
+    async def admit(self, attrs: Attributes) -> None:
+        """Refuse (raise an ``ApiError``) before validation; may read the store."""
+
+    def validate(self, attrs: Attributes) -> None:
+        """Refuse (raise an ``ApiError``) right before the write; must not await (see the module)."""
+
+    def committed(self, info: ResourceInfo, key: str, doc: Document | None) -> None:
+        """A write of ``key`` was committed (``doc`` as stored, None when the object was removed)."""
+
+
+class AdmissionChain:
+    """The plugins in order; a kind's writes visit only the plugins that declared it."""
+
+    def __init__(self, plugins: Iterable[AdmissionPlugin]) -> None:
+        self.plugins = tuple(plugins)
+        self._by_kind: dict[str, tuple[AdmissionPlugin, ...]] = {}
+        self._ready = False
+        self._lock = asyncio.Lock()
+
+    def _for(self, kind: str) -> tuple[AdmissionPlugin, ...]:
+        plugins = self._by_kind.get(kind)
+        if plugins is None:
+            plugins = self._by_kind[kind] = tuple(
+                p for p in self.plugins if p.kinds is None or kind in p.kinds
+            )
+        return plugins
+
+    async def ready(self) -> None:
+        """Make every plugin ready, once (the first write pays for it)."""
+        if self._ready:
+            return
+        async with self._lock:
+            if not self._ready:
+                for plugin in self.plugins:
+                    await plugin.ready()
+                self._ready = True
+
+    async def admit(self, attrs: Attributes) -> None:
+        for plugin in self._for(attrs.info.kind):
+            await plugin.admit(attrs)
+
+    def validate(self, attrs: Attributes) -> None:
+        for plugin in self._for(attrs.info.kind):
+            plugin.validate(attrs)
