@@ -15,8 +15,6 @@ request from its JSON, the decision, the assume and the confirmation the watch w
 ``api`` starts an apiserver on SQLite, creates the classes and pools over HTTP, then the Machines,
 then starts ``ironpool scheduler`` as a process and watches until every Machine is bound: the time
 runs from the scheduler's start (its list/watch sync included) to the last binding.
-``--ledger`` turns on the opt-in per-pool claim ledger (off by default, like the scheduler's config:
-the apiserver's capacity admission keeps concurrent schedulers from overcommitting).
 """
 
 from __future__ import annotations
@@ -251,8 +249,7 @@ async def run_api(wl: ModuleType, workload: dict[str, Any], args: argparse.Names
         await asyncio.gather(*(limited(make_machine(r)) for r in requests))
         created_s = time.perf_counter() - t_create
         strategy_cfg = tmp / "scheduler.yaml"
-        strategy_cfg.write_text(f"profiles:\n  - name: bench\n    strategy: {STRATEGY[args.strategy]}\n"
-                                f"poolLedger: {str(args.ledger).lower()}\n")
+        strategy_cfg.write_text(f"profiles:\n  - name: bench\n    strategy: {STRATEGY[args.strategy]}\n")
         start = time.perf_counter()
         profile = ["-m", "cProfile", "-o", args.profile_scheduler] if args.profile_scheduler else []
         sched = subprocess.Popen(
@@ -272,7 +269,7 @@ async def run_api(wl: ModuleType, workload: dict[str, Any], args: argparse.Names
         first = min((t for t, _ in bound.values()), default=end)
         out: dict[str, Any] = wl.summarize(
             workload, assignment, seconds, latencies, mode="api", strategy=args.strategy,
-            pool_ledger=args.ledger, pools_setup_seconds=round(pools_s, 3),
+            pools_setup_seconds=round(pools_s, 3),
             machine_create_per_s=round(len(requests) / created_s, 1),
             seconds_to_first_bind=round(first - start, 3),
             binds_per_s_after_first=round((len(bound) - 1) / (end - first), 1) if end > first else None)
@@ -301,8 +298,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="api mode: keep the temp dir (db, logs)")
     ap.add_argument("--profile-scheduler", default=None, help="api mode: cProfile the scheduler into FILE")
     ap.add_argument("--bind-concurrency", type=int, default=8, help="api mode: scheduler binds in flight")
-    ap.add_argument("--ledger", action=argparse.BooleanOptionalAction, default=False,
-                    help="api mode: the opt-in per-pool claim ledger (default off, as in the config)")
     args = ap.parse_args(argv)
     wl = load_workload_module()
     try:

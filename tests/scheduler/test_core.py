@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 from ironpool.scheduler import SchedulerCore, parse_config
+from ironpool.scheduler.cache import Placement
 from ironpool.scheduler.config import ConfigError
-from ironpool.scheduler.framework.interface import WAKE_CAPACITY, WAKE_POOL, wake_class, wake_offer
-from ironpool.scheduler.model import request_from_json
+from ironpool.scheduler.framework.events import ActionType, ClusterEvent, EventResource
+from ironpool.scheduler.framework.profile import Decision
+from ironpool.scheduler.model import class_from_json, pool_from_json, request_from_json
 from ironpool.scheduler.quantity import parse_int_quantity
 
 from tests.scheduler.sched_docs import machine, machine_class, machine_pool, volume, volume_class, volume_pool
@@ -23,6 +25,16 @@ def place(core: SchedulerCore, doc: dict) -> str | None:  # type: ignore[type-ar
             "machine", d.request.key, d.pool, d.request.class_name, labels=d.request.labels
         )
     return d.pool
+
+
+def wakes(decision: Decision, event: ClusterEvent) -> bool:
+    """Whether the queue would move the object refused by ``decision`` back to active on ``event``."""
+    return any(w.wakes(decision.request, event) for w in decision.wakeups)
+
+
+POOL, CLASS, PLACEMENT = EventResource.POOL, EventResource.CLASS, EventResource.PLACEMENT
+#: a Machine left some pool: resources were freed
+MACHINE_FREED = ClusterEvent(PLACEMENT, ActionType.DELETE, Placement("machine", "default/gone", "p", "x", {}))
 
 
 def test_quantities() -> None:
@@ -67,7 +79,16 @@ def test_failure_message_counts_each_reason() -> None:
     d = core.schedule(request_from_json("machine", machine("m", "x")))
     assert d.pool is None
     assert d.message == "0/6 pools: 3 do not offer class x, 2 have too little memory, 1 not ready"
-    assert wake_offer("x") in d.wake and WAKE_CAPACITY in d.wake and WAKE_POOL in d.wake
+    assert d.rejectors == {"ClassAvailable", "ResourcesFit", "PoolReady"}
+    # woken by a pool that starts to offer x, by freed resources, and by a pool becoming ready
+    offers_x = pool_from_json("machine", machine_pool("new", 64, "64Gi", classes=["x"]))
+    assert wakes(d, ClusterEvent(POOL, ActionType.UPDATE_OFFER, offers_x))
+    assert wakes(d, MACHINE_FREED)
+    up = pool_from_json("machine", machine_pool("down", 64, "64Gi", classes=["x"]))
+    assert wakes(d, ClusterEvent(POOL, ActionType.UPDATE_READY, up))
+    assert not wakes(d, ClusterEvent(POOL, ActionType.UPDATE_READY, core.cache.pools[("machine", "down")]))
+    offers_y = pool_from_json("machine", machine_pool("other", 64, "64Gi", classes=["y"]))
+    assert not wakes(d, ClusterEvent(POOL, ActionType.UPDATE_OFFER, offers_y))
     # the scan path (tolerations make the index not enough) explains it the same way
     tol = [{"key": "unrelated", "operator": "Exists"}]
     d2 = core.schedule(request_from_json("machine", machine("m2", "x", tolerations=tol)))
@@ -78,7 +99,11 @@ def test_unknown_class_and_no_pools() -> None:
     core = core_with()
     d = core.schedule(request_from_json("machine", machine("m", "ghost")))
     assert d.pool is None and d.message == "machine class ghost not found"
-    assert d.wake == frozenset({wake_class("ghost")})
+    # only the class appearing can help
+    assert {w.event.resource for w in d.wakeups} == {CLASS} and d.rejectors == {"ClassAvailable"}
+    ghost, other = (class_from_json("machine", machine_class(n, 1, "1Gi")) for n in ("ghost", "other"))
+    assert wakes(d, ClusterEvent(CLASS, ActionType.ADD, ghost))
+    assert not wakes(d, ClusterEvent(CLASS, ActionType.ADD, other))
     core.set_class("machine", machine_class("ghost", 1, "1Gi"))
     d = core.schedule(request_from_json("machine", machine("m", "ghost")))
     assert d.message == "0/0 pools: no machine pools exist"
@@ -153,18 +178,19 @@ def test_bound_machine_seen_before_its_class_is_charged_when_the_class_arrives()
     core.set_class("machine", machine_class("x", 4, "4Gi"))
     assert core.cache.pools[("machine", "p")].used == {"cpu": 4000, "memory": 4 * 2**30}
     assert place(core, machine("late", "x")) is None
-    assert core.delete_object("machine", "default/early") == {WAKE_CAPACITY}
+    assert core.delete_object("machine", "default/early") == [ClusterEvent(PLACEMENT, ActionType.DELETE)]
     assert place(core, machine("late", "x")) == "p"
 
 
 def test_pool_heartbeat_does_not_wake_but_a_real_change_does() -> None:
     core = core_with()
     doc = machine_pool("p", 4, "4Gi", classes=["x"])
-    assert wake_offer("x") in core.set_pool("machine", doc)
+    [added] = core.set_pool("machine", doc)
+    assert added == ClusterEvent(POOL, ActionType.ADD) and added.obj.offers("x")
     doc["status"]["conditions"][0]["lastUpdateTime"] = "later"
-    assert core.set_pool("machine", doc) == set()
+    assert core.set_pool("machine", doc) == []
     doc["status"]["allocatable"]["cpu"] = "8"
-    assert WAKE_POOL in core.set_pool("machine", doc)
+    assert core.set_pool("machine", doc) == [ClusterEvent(POOL, ActionType.UPDATE_ALLOCATABLE)]
 
 
 def test_topology_spread_across_zones() -> None:
@@ -215,29 +241,3 @@ def test_config_errors_name_the_field() -> None:
                 {"profiles": [{"strategy": "MostAllocated", "pluginArgs": {"MostAllocated": {"mode": "x"}}}]}
             )
         )
-
-
-def test_ledger_claims_are_charged_once_with_the_placement() -> None:
-    from ironpool.scheduler.model import CLAIMS_ANNOTATION, encode_claims, parse_claims
-
-    core = core_with()
-    core.set_class("machine", machine_class("x", 2, "2Gi"))
-    doc = machine_pool("p", 8, "8Gi", classes=["x"])
-    claims = {"uid-a": (1.0, {"cpu": 2000, "memory": 2 * 2**30}),
-              "uid-other": (1.0, {"cpu": 2000, "memory": 2 * 2**30})}  # another scheduler's, in flight
-    assert parse_claims(encode_claims(claims)) == claims
-    assert parse_claims("not json") == {} and parse_claims('{"u": [1, "x"]}') == {}
-    doc["metadata"]["annotations"] = {CLAIMS_ANNOTATION: encode_claims(claims)}
-    core.set_pool("machine", doc)
-    pool = core.cache.pools[("machine", "p")]
-    assert pool.used["cpu"] == 4000
-    core.set_object("machine", machine("a", "x", pool="p"))  # uid-a: already charged by its claim
-    assert pool.used["cpu"] == 4000
-    core.set_object("machine", machine("b", "x", pool="p"))  # bound without a claim
-    assert pool.used["cpu"] == 6000
-    assert place(core, machine("c", "x")) == "p"
-    assert place(core, machine("d", "x")) is None
-    # the ledger drops the other scheduler's claim: capacity comes back and parked objects wake
-    doc["metadata"]["annotations"] = {CLAIMS_ANNOTATION: encode_claims({"uid-a": claims["uid-a"]})}
-    assert WAKE_CAPACITY in core.set_pool("machine", doc)
-    assert core.cache.pools[("machine", "p")].used["cpu"] == 6000

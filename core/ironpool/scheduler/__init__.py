@@ -8,7 +8,7 @@ The HTTP-facing parts (runner, preview over a client) build on ``SchedulerCore``
 
 from ironpool.scheduler.config import SchedulerConfig, load_config, parse_config
 from ironpool.scheduler.core import SchedulerCore
-from ironpool.scheduler.framework.runtime import Decision
+from ironpool.scheduler.framework.profile import Decision
 from ironpool.scheduler.queue import SchedulingQueue
 
 __all__ = ["Decision", "SchedulerConfig", "SchedulerCore", "SchedulingQueue", "load_config", "parse_config"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ironpool.scheduler.model import ClassInfo, Kind, PoolInfo, Request
+from ironpool.scheduler.model import ClassInfo, Kind, PoolInfo, SchedulingRequest
 
 PoolListener = Callable[[PoolInfo], None]
 RemovalListener = Callable[[Kind, str], None]
@@ -33,7 +33,6 @@ class Placement:
     deadline: float | None = None
     #: zone the placement counted under for topology spread (the pool's zone when added)
     zone: str = ""
-    uid: str = ""
 
 
 class SchedulerCache:
@@ -52,7 +51,11 @@ class SchedulerCache:
         self.pool_listeners: list[PoolListener] = []
         self.removal_listeners: list[RemovalListener] = []
         #: unbound Volumes by key, so a Machine that uses one can be placed together with it
-        self.volume_requests: dict[str, Request] = {}
+        self.volume_requests: dict[str, SchedulingRequest] = {}
+        #: volume key -> keys of pending Machines that use it: such a Volume waits for its Machine,
+        #: which places both together (like WaitForFirstConsumer)
+        self.consumers: dict[str, set[str]] = {}
+        self._consumes: dict[str, tuple[str, ...]] = {}
 
     # ---- classes -----------------------------------------------------------------------------
     def upsert_class(self, info: ClassInfo) -> None:
@@ -63,7 +66,7 @@ class SchedulerCache:
             if p is not None and p.demand is None:
                 p.demand = dict(info.demand)
                 pool = self.pools.get((info.kind, p.pool))
-                if pool is not None and not (p.uid and p.uid in pool.claims):
+                if pool is not None:
                     self._charge(pool, p.demand, +1)
                     self._changed(pool)
 
@@ -89,11 +92,8 @@ class SchedulerCache:
         info.version = (old.version + 1) if old is not None else 0
         for key in self._by_pool.get(k, ()):
             p = self.placements[(info.kind, key)]
-            # An object claimed in the pool's ledger is charged through its claim, once.
-            if p.demand is not None and p.uid not in info.claims:
+            if p.demand is not None:
                 self._charge(info, p.demand, +1)
-        for _t, demand in info.claims.values():
-            self._charge(info, demand, +1)
         self.pools[k] = info
         self._kind_pools[info.kind][info.name] = info
         self._changed(info)
@@ -114,11 +114,11 @@ class SchedulerCache:
 
     # ---- placements --------------------------------------------------------------------------
     def assume(self, kind: Kind, key: str, pool: str, class_name: str | None, demand: dict[str, int],
-               labels: dict[str, str] | None = None, uid: str = "") -> Placement:
+               labels: dict[str, str] | None = None) -> Placement:
         """Count a decision at once; it stays until confirmed, forgotten or expired."""
         if (kind, key) in self.placements:
             raise ValueError(f"{kind} {key} is already placed on {self.placements[(kind, key)].pool}")
-        p = Placement(kind, key, pool, class_name, dict(demand), dict(labels or {}), assumed=True, uid=uid)
+        p = Placement(kind, key, pool, class_name, dict(demand), dict(labels or {}), assumed=True)
         self._add(p)
         return p
 
@@ -139,7 +139,7 @@ class SchedulerCache:
         return p is not None and p.assumed
 
     def observe_bound(self, kind: Kind, key: str, pool: str, class_name: str | None,
-                      storage: int = 0, labels: dict[str, str] | None = None, uid: str = "") -> None:
+                      storage: int = 0, labels: dict[str, str] | None = None) -> None:
         """The watch shows the object bound to ``pool``: confirm an assumption or record it."""
         existing = self.placements.get((kind, key))
         if existing is not None:
@@ -150,7 +150,7 @@ class SchedulerCache:
             # Someone else bound it elsewhere (another scheduler): the store is the truth.
             self._remove(existing)
         demand = self.demand_of(kind, class_name, storage)
-        p = Placement(kind, key, pool, class_name, demand, dict(labels or {}), uid=uid)
+        p = Placement(kind, key, pool, class_name, demand, dict(labels or {}))
         self._add(p)
 
     def remove_object(self, kind: Kind, key: str) -> Placement | None:
@@ -171,6 +171,25 @@ class SchedulerCache:
     def placements_on(self, kind: Kind, pool: str) -> list[Placement]:
         return [self.placements[(kind, key)] for key in sorted(self._by_pool.get((kind, pool), ()))]
 
+    # ---- pending Machines and the Volumes they use ----------------------------------------------
+    def set_consumer(self, machine_key: str, volume_keys: tuple[str, ...]) -> list[str]:
+        """Record which Volumes a pending Machine uses (none once it is bound or gone); returns the
+        Volumes that no pending Machine uses any more."""
+        old = self._consumes.pop(machine_key, ())
+        if volume_keys:
+            self._consumes[machine_key] = volume_keys
+        freed: list[str] = []
+        for vkey in set(old) - set(volume_keys):
+            users = self.consumers.get(vkey)
+            if users is not None:
+                users.discard(machine_key)
+                if not users:
+                    del self.consumers[vkey]
+                    freed.append(vkey)
+        for vkey in volume_keys:
+            self.consumers.setdefault(vkey, set()).add(machine_key)
+        return sorted(freed)
+
     # ---- internals ---------------------------------------------------------------------------
     def _add(self, p: Placement) -> None:
         self.placements[(p.kind, p.key)] = p
@@ -181,7 +200,7 @@ class SchedulerCache:
         if p.kind == "machine":
             p.zone = pool.zone if pool is not None else ""
             self._count_spread(p, +1)
-        if pool is not None and p.demand is not None and not (p.uid and p.uid in pool.claims):
+        if pool is not None and p.demand is not None:
             self._charge(pool, p.demand, +1)
             self._changed(pool)
 
@@ -197,7 +216,7 @@ class SchedulerCache:
         if p.kind == "machine":
             self._count_spread(p, -1)
         pool = self.pools.get((p.kind, p.pool))
-        if pool is not None and p.demand is not None and not (p.uid and p.uid in pool.claims):
+        if pool is not None and p.demand is not None:
             self._charge(pool, p.demand, -1)
             self._changed(pool)
 

@@ -9,12 +9,12 @@
           TopologySpread: {maxSkew: 1, whenUnsatisfiable: DoNotSchedule}
     queue: {initialBackoffSeconds: 1, maxBackoffSeconds: 10, unschedulableFlushSeconds: 300}
     assumeTTLSeconds: 30
-    poolLedger: false                  # opt-in claim ledger on the pool (the apiserver's capacity
-                                       # admission already keeps several schedulers from overcommitting)
     schedulerName: default             # handle objects annotated scheduler.ironpool.dev/scheduler-name
 
 A Machine/Volume picks a profile with the annotation ``scheduler.ironpool.dev/profile``; without it the
-first profile schedules it.
+first profile schedules it. Several schedulers (or scheduler processes) may run against one apiserver:
+its capacity admission refuses a bind that would overcommit a pool, and the refused scheduler tries
+again with what its watch then shows.
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ironpool.scheduler.cache import SchedulerCache
-from ironpool.scheduler.framework.interface import FilterPlugin, PreFilterPlugin, ReservePlugin, ScorePlugin
-from ironpool.scheduler.framework.runtime import Framework
-from ironpool.scheduler.plugins import DEFAULT_PLUGINS, REGISTRY, STRATEGIES
+from ironpool.scheduler.framework.profile import Framework
+from ironpool.scheduler.plugins import BINDER, DEFAULT_PLUGINS, REGISTRY, STRATEGIES
 
 PROFILE_ANNOTATION = "scheduler.ironpool.dev/profile"
 
@@ -89,13 +88,17 @@ class SchedulerConfig(_Strict):
     profiles: list[ProfileConfig] = Field(default_factory=lambda: [ProfileConfig()])
     queue: QueueConfig = Field(default_factory=lambda: QueueConfig())
     assume_ttl: float = Field(30.0, alias="assumeTTLSeconds", gt=0)
-    #: claim capacity in each pool's ledger annotation before binding (compare-and-swap on the
-    #: pool); costs writes per binding. Off by default: the apiserver refuses (409) a bind that would
-    #: overcommit a pool (apiserver/admission.py), so several schedulers are safe without it
-    pool_ledger: bool = Field(False, alias="poolLedger")
     #: objects name their scheduler with the annotation ``scheduler.ironpool.dev/scheduler-name``;
     #: objects without it belong to ``default``
     scheduler_name: str = Field("default", alias="schedulerName", min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "poolLedger" in data:
+            raise ValueError("poolLedger was removed: the apiserver's capacity admission keeps several "
+                             "schedulers from overcommitting a pool; delete the setting")
+        return data
 
     @field_validator("profiles")
     @classmethod
@@ -128,7 +131,8 @@ def parse_config(data: Any, source: str = "config") -> SchedulerConfig:
     try:
         return SchedulerConfig.model_validate(data)
     except ValidationError as exc:
-        msgs = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        msgs = "; ".join(": ".join(filter(None, (".".join(str(p) for p in e["loc"]), e["msg"])))
+                         for e in exc.errors())
         raise ConfigError(f"{source}: {msgs}") from exc
 
 
@@ -136,18 +140,11 @@ def build_framework(profile: ProfileConfig, cache: SchedulerCache, use_index: bo
     """Instantiate a profile's plugins and wire them into a Framework."""
     names = [n for n in DEFAULT_PLUGINS if n not in profile.disabled_plugins]
     plugins = []
-    for name in [*names, profile.strategy]:
+    for name in [*names, profile.strategy, BINDER]:
         cls = REGISTRY[name]
         args = profile.plugin_args.get(name)
         try:
             plugins.append(cls(args))
         except ValueError as exc:
             raise ConfigError(f"profiles[{profile.name}].pluginArgs.{exc}") from exc
-    return Framework(
-        profile.name, cache,
-        pre_filters=[p for p in plugins if isinstance(p, PreFilterPlugin)],
-        filters=[p for p in plugins if isinstance(p, FilterPlugin)],
-        scorers=[p for p in plugins if isinstance(p, ScorePlugin)],
-        reservers=[p for p in plugins if isinstance(p, ReservePlugin)],
-        use_index=use_index,
-    )
+    return Framework(profile.name, cache, plugins, use_index)

@@ -1,31 +1,32 @@
 """SchedulerCore: the cache plus one framework per profile, fed with API documents.
 
 Independent of HTTP: the networked scheduler (runner.py), the preview and the benchmark all drive it.
-The ``set_*``/``delete_*`` methods return the wake keys of the event, for the scheduling queue.
+The feeding methods return the cluster events their change amounts to (see framework/events.py), for
+the scheduling queue; a change that cannot help any parked object (a pool heartbeat) returns none.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ironpool.api.meta import object_key
 from ironpool.scheduler.cache import SchedulerCache
 from ironpool.scheduler.config import PROFILE_ANNOTATION, SchedulerConfig, build_framework
-from ironpool.scheduler.framework.interface import WAKE_CAPACITY, WAKE_POOL, wake_class, wake_offer
-from ironpool.scheduler.framework.runtime import Decision, Framework
+from ironpool.scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource
+from ironpool.scheduler.framework.interface import Status
+from ironpool.scheduler.framework.profile import Decision, Framework
 from ironpool.scheduler.model import (
     Kind,
     PoolInfo,
-    Request,
+    SchedulingRequest,
     class_from_json,
     class_ref_of,
-    object_key,
     pool_from_json,
     pool_ref_of,
     volume_storage_of,
 )
 
-#: wake key meaning "a pool offering every class changed" (pools without a class list)
-WAKE_OFFER_ANY = "offer:*"
+Events = list[ClusterEvent]
 
 
 class SchedulerCore:
@@ -38,18 +39,27 @@ class SchedulerCore:
             p.name: build_framework(p, self.cache, use_index) for p in self.config.profiles
         }
         self.default_profile = self.config.profiles[0].name
+        registered: set[ClusterEventWithHint] = set()
+        for fw in self.frameworks.values():
+            registered |= fw.events_to_register()
+        #: what some plugin can wake up for; other changes are not worth an event
+        self._interesting = {(w.event.resource, action) for w in registered for action in w.event.action}
 
     def close(self) -> None:
         for fw in self.frameworks.values():
             fw.close()
 
-    def framework_for(self, req: Request) -> Framework:
+    def framework_for(self, req: SchedulingRequest) -> Framework:
         obj = req.obj or {}
         name = ((obj.get("metadata") or {}).get("annotations") or {}).get(PROFILE_ANNOTATION)
         return self.frameworks.get(str(name), self.frameworks[self.default_profile]) if name else \
             self.frameworks[self.default_profile]
 
-    def schedule(self, req: Request) -> Decision:
+    def pre_enqueue(self, req: SchedulingRequest) -> Status:
+        """Whether ``req`` may be tried now; a refusal says what it waits for."""
+        return self.framework_for(req).pre_enqueue(req)
+
+    def schedule(self, req: SchedulingRequest) -> Decision:
         """Decide and reserve (assume) — the caller binds, then confirms or calls ``unreserve``."""
         return self.framework_for(req).schedule(req)
 
@@ -57,57 +67,93 @@ class SchedulerCore:
         self.framework_for(decision.request).unreserve(decision)
 
     # ---- feeding ------------------------------------------------------------------------------
-    def set_class(self, kind: Kind, obj: dict[str, Any]) -> set[str]:
+    def _event(self, resource: EventResource, action: ActionType, obj: Any) -> Events:
+        if not any((resource, a) in self._interesting for a in action):
+            return []
+        return [ClusterEvent(resource, action, obj)]
+
+    def set_class(self, kind: Kind, obj: dict[str, Any]) -> Events:
         info = class_from_json(kind, obj)
+        old = self.cache.classes.get((kind, info.name))
         self.cache.upsert_class(info)
-        return {wake_class(info.name)}
+        if old is None:
+            return self._event(EventResource.CLASS, ActionType.ADD, info)
+        if old.demand != info.demand:
+            return self._event(EventResource.CLASS, ActionType.UPDATE_DEMAND, info)
+        return []
 
     def delete_class(self, kind: Kind, name: str) -> None:
         self.cache.remove_class(kind, name)
 
-    def set_pool(self, kind: Kind, obj: dict[str, Any]) -> set[str]:
+    def set_pool(self, kind: Kind, obj: dict[str, Any]) -> Events:
         info = pool_from_json(kind, obj)
         old = self.cache.pools.get((kind, info.name))
         self.cache.upsert_pool(info)
-        freed = old is not None and bool(set(old.claims) - set(info.claims))
-        if old is not None and not _matters(old, info):
-            return {WAKE_CAPACITY} if freed else set()
-        wake = {WAKE_POOL, WAKE_CAPACITY} if freed else {WAKE_POOL}
-        if info.offered is None:
-            wake.add(WAKE_OFFER_ANY)
-        else:
-            wake.update(wake_offer(c) for c in info.offered)
-        return wake
+        if old is None:
+            return self._event(EventResource.POOL, ActionType.ADD, info)
+        changed = _pool_changes(old, info)
+        return self._event(EventResource.POOL, changed, info) if changed else []
 
     def delete_pool(self, kind: Kind, name: str) -> None:
         self.cache.remove_pool(kind, name)
 
-    def set_object(self, kind: Kind, obj: dict[str, Any]) -> set[str]:
-        """A Machine/Volume event: bound ones are counted; unbinding or deletion frees capacity."""
+    def set_object(self, kind: Kind, obj: dict[str, Any]) -> Events:
+        """A bound (or deleted, unbound) Machine/Volume: counted on its pool, or forgotten."""
         key = object_key(obj)
         pool = pool_ref_of(kind, obj)
         if (obj.get("metadata") or {}).get("deletionTimestamp") and pool is None:
             return self.delete_object(kind, key)
         if pool is None:
-            return set()
+            return []
         labels = (obj.get("metadata") or {}).get("labels") or {}
         storage = volume_storage_of(obj) if kind == "volume" else 0
         before = self.cache.placements.get((kind, key))
-        uid = str((obj.get("metadata") or {}).get("uid", ""))
-        self.cache.observe_bound(kind, key, pool, class_ref_of(kind, obj), storage, labels, uid)
+        self.cache.observe_bound(kind, key, pool, class_ref_of(kind, obj), storage, labels)
+        events = self.forget_pending(kind, key)
         if before is not None and before.pool != pool:
-            return {WAKE_CAPACITY}
+            events += self._event(EventResource.PLACEMENT, ActionType.DELETE, before)
+        return events
+
+    def set_pending(self, req: SchedulingRequest) -> Events:
+        """An unbound Machine/Volume: Volumes are remembered for the Machines that use them, and
+        Machines for the Volumes that wait to be placed with them."""
+        if req.kind == "volume":
+            self.cache.volume_requests[req.key] = req
+            return []
+        return self._consumer_gone(req.key, req.volume_keys)
+
+    def forget_pending(self, kind: Kind, key: str) -> Events:
+        """The object is no longer waiting for a pool (bound, or being deleted)."""
         if kind == "volume":
             self.cache.volume_requests.pop(key, None)
-        return set()
+            return []
+        return self._consumer_gone(key, ())
 
-    def delete_object(self, kind: Kind, key: str) -> set[str]:
-        if kind == "volume":
-            self.cache.volume_requests.pop(key, None)
-        return {WAKE_CAPACITY} if self.cache.remove_object(kind, key) is not None else set()
+    def delete_object(self, kind: Kind, key: str) -> Events:
+        events = self.forget_pending(kind, key)
+        removed = self.cache.remove_object(kind, key)
+        if removed is not None:
+            events += self._event(EventResource.PLACEMENT, ActionType.DELETE, removed)
+        return events
+
+    def _consumer_gone(self, machine_key: str, volume_keys: tuple[str, ...]) -> Events:
+        events: Events = []
+        for vkey in self.cache.set_consumer(machine_key, volume_keys):
+            events += self._event(EventResource.CONSUMER, ActionType.DELETE, vkey)
+        return events
 
 
-def _matters(old: PoolInfo, new: PoolInfo) -> bool:
-    """Whether a pool update could make a parked object fit (heartbeats alone do not)."""
-    return (old.ready != new.ready or old.labels != new.labels or old.taints != new.taints
-            or old.allocatable != new.allocatable or old.offered != new.offered)
+def _pool_changes(old: PoolInfo, new: PoolInfo) -> ActionType:
+    """What changed in a pool that could make a parked object fit (heartbeats alone do not)."""
+    changed = ActionType(0)
+    if old.ready != new.ready:
+        changed |= ActionType.UPDATE_READY
+    if old.labels != new.labels:
+        changed |= ActionType.UPDATE_LABEL
+    if old.taints != new.taints:
+        changed |= ActionType.UPDATE_TAINT
+    if old.allocatable != new.allocatable:
+        changed |= ActionType.UPDATE_ALLOCATABLE
+    if old.offered != new.offered:
+        changed |= ActionType.UPDATE_OFFER
+    return changed

@@ -1,41 +1,53 @@
 """Per-MachineClass candidate index: the pools that can take one more object of the class, best first.
 
-For every class, a sorted list holds ``(-score, pool name)`` for each pool that is ready, untainted,
-offers the class and has room for it, where ``score`` is the profile's class-static strategy
-(LeastAllocated or MostAllocated). The best pool for a plain Machine is then the first entry: a
-decision costs O(log n) instead of filtering and scoring n pools. When a pool's usage or status
-changes the cache calls ``on_pool`` and the pool's entry is replaced in every class list
-(O(classes · log n)). Ties go to the smaller pool name, so results are deterministic.
+For every class, a sorted list holds ``(-score, pool name)`` for each pool that passes every
+index-covered filter for a plain request of the class (ready, untainted, offers the class, has room:
+the filters' own :meth:`~ironpool.scheduler.framework.interface.FilterPlugin.class_filter`), where
+``score`` is the profile's class-static strategy (LeastAllocated or MostAllocated). The best pool
+for a plain Machine is then the first entry: a decision costs O(log n) instead of filtering and
+scoring n pools. When a pool's usage or status changes the cache calls ``on_pool`` and the pool's
+entry is replaced in every class list (O(classes · log n)). Pools outside a list keep the Status
+that refused them, so a failure is explained (message and wake-ups) without scanning every pool.
+Ties go to the smaller pool name, so results are deterministic.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from sortedcontainers import SortedList
 
 from ironpool.scheduler.cache import SchedulerCache
 from ironpool.scheduler.model import Kind, PoolInfo
 
+if TYPE_CHECKING:
+    from ironpool.scheduler.framework.interface import Status
+
 ScoreFn = Callable[[PoolInfo, dict[str, int]], float]
+#: a filter's verdict for a plain request of a class: None when the pool passes
+ClassFilter = Callable[[PoolInfo, str, dict[str, int]], "Status | None"]
 Key = tuple[float, str]
 
 
 class ClassIndex:
     """Candidate lists for one kind of pool and one scoring function, kept current by the cache."""
 
-    def __init__(self, cache: SchedulerCache, kind: Kind, score: ScoreFn) -> None:
+    def __init__(self, cache: SchedulerCache, kind: Kind, score: ScoreFn,
+                 filters: Sequence[ClassFilter]) -> None:
         self.cache = cache
         self.kind = kind
         self.score = score
+        self.filters = tuple(filters)
         self._lists: dict[str, SortedList] = {}
         self._keys: dict[str, dict[str, Key]] = {}
         self._demands: dict[str, dict[str, int]] = {}
-        #: per class: why each pool outside the list cannot take it, and the counts per reason,
-        #: so a failure for a plain Machine is explained without scanning every pool
-        self._why: dict[str, dict[str, str]] = {}
+        #: per class: the Status refusing each pool outside the list, and the counts per reason
+        self._why: dict[str, dict[str, Status]] = {}
         self._why_counts: dict[str, Counter[str]] = {}
+        #: reason -> the Status with that reason (its plugin and wake-ups)
+        self._statuses: dict[str, Status] = {}
         #: ready pools with taints: never in the lists, checked one by one with every filter
         self.tainted: dict[str, PoolInfo] = {}
         for pool in cache.pools_of(kind):
@@ -59,22 +71,25 @@ class ClassIndex:
     def size(self, class_name: str) -> int:
         return len(self._ensure(class_name))
 
-    def reasons(self, class_name: str) -> Counter[str]:
-        """Per reason, how many pools cannot take one more object of the class (plain requests)."""
+    def failures(self, class_name: str) -> tuple[Counter[str], dict[str, Status]]:
+        """Per reason, how many pools cannot take one more object of the class (plain requests),
+        and the Status behind each reason."""
         self._ensure(class_name)
-        return Counter(self._why_counts.get(class_name, {}))
+        counts = Counter(self._why_counts.get(class_name, {}))
+        return counts, {reason: self._statuses[reason] for reason in counts}
 
-    def _set_why(self, class_name: str, pool: str, reason: str | None) -> None:
+    def _set_why(self, class_name: str, pool: str, status: Status | None) -> None:
         why = self._why[class_name]
         counts = self._why_counts[class_name]
         old = why.pop(pool, None)
         if old is not None:
-            counts[old] -= 1
-            if not counts[old]:
-                del counts[old]
-        if reason is not None:
-            why[pool] = reason
-            counts[reason] += 1
+            counts[old.reason] -= 1
+            if not counts[old.reason]:
+                del counts[old.reason]
+        if status is not None:
+            why[pool] = status
+            counts[status.reason] += 1
+            self._statuses[status.reason] = status
 
     # ---- maintenance -------------------------------------------------------------------------
     def _ensure(self, class_name: str) -> SortedList:
@@ -91,10 +106,10 @@ class ClassIndex:
         self._why[class_name] = {}
         self._why_counts[class_name] = Counter()
         for pool in self.cache.pools_of(self.kind):
-            key, reason = self._key(pool, class_name, demand)
+            key, status = self._key(pool, class_name, demand)
             if key is not None:
                 keys[pool.name] = key
-            self._set_why(class_name, pool.name, reason)
+            self._set_why(class_name, pool.name, status)
         self._keys[class_name] = keys
         lst = self._lists[class_name] = SortedList(keys.values())
         return lst
@@ -106,18 +121,12 @@ class ClassIndex:
         self._why.pop(class_name, None)
         self._why_counts.pop(class_name, None)
 
-    def _key(self, pool: PoolInfo, class_name: str, demand: dict[str, int]) -> tuple[Key | None, str | None]:
-        # Reasons use the same words as the filter plugins, in the same order.
-        if not pool.ready:
-            return None, "not ready"
-        if pool.taints:
-            return None, "have taints the object does not tolerate"
-        if not pool.offers(class_name):
-            return None, f"do not offer class {class_name}"
-        alloc, used = pool.allocatable, pool.used
-        for r, d in demand.items():
-            if alloc.get(r, 0) - used.get(r, 0) < d:
-                return None, f"have too little {r}"
+    def _key(self, pool: PoolInfo, class_name: str,
+             demand: dict[str, int]) -> tuple[Key | None, Status | None]:
+        for check in self.filters:
+            status = check(pool, class_name, demand)
+            if status is not None:
+                return None, status
         return (-self.score(pool, demand), pool.name), None
 
     def _track_taints(self, pool: PoolInfo) -> None:
@@ -136,12 +145,12 @@ class ClassIndex:
             old = keys.pop(name, None)
             if old is not None:
                 lst.remove(old)
-            new, reason = self._key(pool, class_name, self._demands[class_name])
+            new, status = self._key(pool, class_name, self._demands[class_name])
             if new is not None:
                 keys[name] = new
                 lst.add(new)
-            if reason is not None or name in self._why[class_name]:
-                self._set_why(class_name, name, reason)
+            if status is not None or name in self._why[class_name]:
+                self._set_why(class_name, name, status)
 
     def on_removed(self, kind: Kind, name: str) -> None:
         if kind != self.kind:

@@ -6,10 +6,10 @@ never touches pydantic models or parses quantities. JSON field names follow Iron
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ironpool.api.meta import object_key
 from ironpool.scheduler.quantity import parse_int_quantity, parse_resource_list
 
 Kind = Literal["machine", "volume"]
@@ -27,8 +27,6 @@ SPREAD_ANNOTATION = "scheduler.ironpool.dev/spread-by"
 
 # Resource names that capacity accounting knows; class-count keys are informational only.
 CLASS_PREFIX = "class/"
-#: the per-pool claim ledger (see ledger.py): {uid: [unix time, {resource: int}]}
-CLAIMS_ANNOTATION = "scheduler.ironpool.dev/claims"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +73,6 @@ class PoolInfo:
     zone: str
     host: str
     used: dict[str, int] = field(default_factory=dict)
-    #: objects claimed on this pool in its ledger annotation: uid -> (unix time, demand)
-    claims: dict[str, tuple[float, dict[str, int]]] = field(default_factory=dict)
     resource_version: str = ""
     #: bumped on every change, so index entries can be checked for staleness
     version: int = 0
@@ -93,7 +89,7 @@ class PoolInfo:
 
 
 @dataclass(slots=True)
-class Request:
+class SchedulingRequest:
     """One Machine or Volume waiting for a pool."""
 
     kind: Kind
@@ -111,6 +107,12 @@ class Request:
     volume_names: tuple[str, ...] = ()
     spread_key: str | None = None
     obj: dict[str, Any] | None = None
+
+    @property
+    def volume_keys(self) -> tuple[str, ...]:
+        """``namespace/name`` of every Volume a Machine references."""
+        ns = self.key.split("/", 1)[0]
+        return tuple(f"{ns}/{v}" for v in self.volume_names)
 
 
 def _conditions_ready(status: dict[str, Any], ready_states: tuple[str, ...]) -> bool:
@@ -164,31 +166,7 @@ def pool_from_json(kind: Kind, obj: dict[str, Any]) -> PoolInfo:
     return PoolInfo(kind=kind, name=name, ready=ready, labels=labels, taints=_taints(spec),
                     allocatable=totals, offered=offered, zone=labels.get(ZONE_LABEL, ""),
                     host=labels.get(HOST_LABEL, name),
-                    claims=parse_claims((meta.get("annotations") or {}).get(CLAIMS_ANNOTATION)),
                     resource_version=str(meta.get("resourceVersion", "")))
-
-
-def parse_claims(raw: object) -> dict[str, tuple[float, dict[str, int]]]:
-    """The ledger annotation; anything malformed counts as no claims (never as free capacity lost)."""
-    if not isinstance(raw, str) or not raw:
-        return {}
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return {}
-    out: dict[str, tuple[float, dict[str, int]]] = {}
-    if isinstance(data, dict):
-        for uid, entry in data.items():
-            if (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int | float)
-                    and isinstance(entry[1], dict)):
-                demand = {str(r): int(v) for r, v in entry[1].items() if isinstance(v, int)}
-                out[str(uid)] = (float(entry[0]), demand)
-    return out
-
-
-def encode_claims(claims: dict[str, tuple[float, dict[str, int]]]) -> str:
-    return json.dumps({uid: [round(t, 3), d] for uid, (t, d) in sorted(claims.items())},
-                      separators=(",", ":"), sort_keys=True)
 
 
 def class_from_json(kind: Kind, obj: dict[str, Any]) -> ClassInfo:
@@ -198,11 +176,6 @@ def class_from_json(kind: Kind, obj: dict[str, Any]) -> ClassInfo:
         caps = parse_resource_list(obj.get("capabilities"), "capabilities")
         return ClassInfo(kind, name, {r: v for r, v in caps.items() if v > 0})
     return ClassInfo(kind, name, {})
-
-
-def object_key(obj: dict[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or ''}/{meta.get('name', '')}"
 
 
 def pool_ref_of(kind: Kind, obj: dict[str, Any]) -> str | None:
@@ -225,8 +198,8 @@ def volume_storage_of(obj: dict[str, Any]) -> int:
     return parse_int_quantity(raw, "storage", "spec.resources.storage") if raw is not None else 0
 
 
-def request_from_json(kind: Kind, obj: dict[str, Any]) -> Request:
-    """Build the Request for an unscheduled Machine/Volume document."""
+def request_from_json(kind: Kind, obj: dict[str, Any]) -> SchedulingRequest:
+    """Build the SchedulingRequest for an unscheduled Machine/Volume document."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     annotations = meta.get("annotations") or {}
@@ -243,7 +216,7 @@ def request_from_json(kind: Kind, obj: dict[str, Any]) -> Request:
             if isinstance(v.get("volumeRef"), dict) and v["volumeRef"].get("name")
         )
     spread = annotations.get(SPREAD_ANNOTATION)
-    return Request(
+    return SchedulingRequest(
         kind=kind, key=object_key(obj), uid=str(meta.get("uid", "")),
         resource_version=str(meta.get("resourceVersion", "")),
         class_name=class_ref_of(kind, obj),

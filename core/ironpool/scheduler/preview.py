@@ -10,12 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ironpool.api.meta import object_key
 from ironpool.client.rest import Client
 from ironpool.client.wire import resource_for_model
 from ironpool.scheduler.config import SchedulerConfig
 from ironpool.scheduler.core import SchedulerCore
-from ironpool.scheduler.framework.runtime import Decision
-from ironpool.scheduler.model import Kind, object_key, pool_ref_of, request_from_json
+from ironpool.scheduler.framework.profile import Decision
+from ironpool.scheduler.model import Kind, pool_ref_of, request_from_json
 
 _KINDS: dict[str, Kind] = {"Machine": "machine", "Volume": "volume"}
 
@@ -45,7 +46,7 @@ def preview(objects: list[dict[str, Any]], snapshot: SchedulerCore,
     docs = [_with_namespace(o, namespace) for o in objects]
     results: list[PreviewResult | None] = [None] * len(docs)
     cache = snapshot.cache
-    # Volumes a Machine of the set uses are placed with that Machine (VolumeLocality).
+    # Volumes a Machine of the set uses are placed with that Machine (VolumeBinding).
     used_by_set = {
         f"{(d.get('metadata') or {}).get('namespace')}/{v['volumeRef']['name']}"
         for d in docs if d.get("kind") == "Machine"
@@ -96,11 +97,13 @@ def preview(objects: list[dict[str, Any]], snapshot: SchedulerCore,
                 continue
             decisions.append(decision)
             results[i] = PreviewResult(d["kind"], key, decision.pool, "fits")
-            colocated = decision.state.data.get("colocated", []) if decision.state else []
-            for vol, vpool in colocated:
-                for j, other in enumerate(docs):
-                    if other.get("kind") == "Volume" and object_key(other) == vol.key:
-                        results[j] = PreviewResult("Volume", vol.key, vpool, f"placed with Machine {key}")
+            # Its new Volumes are assumed in the cache where VolumeBinding reserved them.
+            for j, other in enumerate(docs):
+                vkey = object_key(other)
+                if other.get("kind") == "Volume" and results[j] is None and vkey in req.volume_keys:
+                    vplaced = cache.placements.get(("volume", vkey))
+                    if vplaced is not None and vplaced.assumed:
+                        results[j] = PreviewResult("Volume", vkey, vplaced.pool, f"placed with Machine {key}")
     finally:
         for decision in reversed(decisions):
             snapshot.unreserve(decision)
@@ -123,7 +126,7 @@ def _feed(core: SchedulerCore, kind: Kind, what: str, items: list[dict[str, Any]
             if pool_ref_of(kind, doc) is not None:
                 core.set_object(kind, doc)
             elif kind == "volume":
-                core.cache.volume_requests[object_key(doc)] = request_from_json(kind, doc)
+                core.set_pending(request_from_json(kind, doc))
 
 
 def _listing() -> list[tuple[Kind, str, Any]]:

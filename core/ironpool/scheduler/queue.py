@@ -3,11 +3,12 @@
 * active: a heap ordered by priority (higher first), then by when the object first queued (older first);
 * backoff: objects whose attempt failed for a transient reason (a bind conflict, an API error) wait
   ``initial_backoff · 2^(attempts-1)`` seconds, capped at ``max_backoff``;
-* unschedulable: objects no pool could take, parked under *wake keys* (see framework.interface) that
-  name the events able to change that: ``class:X`` (class X created), ``offer:X`` (a pool offering X
-  added/changed), ``pool`` (any relevant pool change), ``capacity`` (resources freed). An event moves
-  only the objects parked under its keys back to active at once; ``unschedulable_flush`` is the
-  safety net that re-tries everything parked that long (kube's podMaxInUnschedulablePodsDuration).
+* unschedulable: objects no pool could take, parked with the *wake-ups* of the statuses that refused
+  them (see framework/events.py): which cluster events could change that, each with a queueing hint.
+  Parked objects are indexed by (resource, action), so an event looks only at the objects waiting
+  for that kind of change, and moves back to active those whose hint accepts the changed object
+  (kube's QueueingHint); ``unschedulable_flush`` is the safety net that re-tries everything parked
+  that long (kube's podMaxInUnschedulablePodsDuration).
 
 If an event arrives while an object is being scheduled, a failure of that attempt goes to backoff
 rather than being parked, so the event is not lost (kube's moveRequestCycle).
@@ -19,27 +20,28 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from ironpool.scheduler.model import Kind, Request
+from ironpool.scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource
+from ironpool.scheduler.model import Kind, SchedulingRequest
 
 QueueKey = tuple[Kind, str]
-WAKE_OFFER_ANY = "offer:*"
 
 
 @dataclass(slots=True)
 class QueuedItem:
     """One pending object and its scheduling history."""
 
-    request: Request
+    request: SchedulingRequest
     first_queued: float
     attempts: int = 0
     last_failure: float = 0.0
     message: str = ""
     #: the move cycle at the time the item was popped
     popped_cycle: int = -1
-    wake: frozenset[str] = field(default_factory=frozenset)
+    #: while parked: the cluster events that can make it schedulable
+    wakeups: tuple[ClusterEventWithHint, ...] = ()
 
     @property
     def key(self) -> QueueKey:
@@ -47,7 +49,7 @@ class QueuedItem:
 
 
 class SchedulingQueue:
-    """Active heap + backoff heap + unschedulable set with a wake-key index."""
+    """Active heap + backoff heap + unschedulable set indexed by the events that can wake them."""
 
     def __init__(self, initial_backoff: float = 1.0, max_backoff: float = 10.0,
                  unschedulable_flush: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
@@ -62,14 +64,14 @@ class SchedulingQueue:
         self._backoff: list[tuple[float, int, QueueKey]] = []
         self._backoff_seq: dict[QueueKey, int] = {}
         self._parked: dict[QueueKey, float] = {}
-        self._wake_index: dict[str, set[QueueKey]] = {}
+        self._wake_index: dict[tuple[EventResource, ActionType], set[QueueKey]] = {}
         self._in_flight: dict[QueueKey, QueuedItem] = {}
         #: requests that changed while in flight: re-queued when the attempt ends
-        self._dirty: dict[QueueKey, Request] = {}
+        self._dirty: dict[QueueKey, SchedulingRequest] = {}
         self.move_cycle = 0
 
     # ---- producers ----------------------------------------------------------------------------
-    def add(self, req: Request) -> None:
+    def add(self, req: SchedulingRequest) -> None:
         """A new or changed unscheduled object: (re)queue it in active."""
         k = (req.kind, req.key)
         if k in self._in_flight:
@@ -84,7 +86,7 @@ class SchedulingQueue:
             self._backoff_seq.pop(k, None)
         self._push_active(item)
 
-    def refresh(self, req: Request) -> None:
+    def refresh(self, req: SchedulingRequest) -> None:
         """A newer version that does not change the decision (e.g. a status write): keep its place."""
         k = (req.kind, req.key)
         item = self._items.get(k)
@@ -105,19 +107,14 @@ class SchedulingQueue:
         self._dirty.pop(k, None)
         # an in-flight item is dropped when its attempt ends (done/requeue see it is gone)
 
-    def on_event(self, wake: Iterable[str]) -> int:
-        """A cluster event: move objects parked under any of ``wake`` to active. Returns how many."""
-        keys = set(wake)
-        if not keys:
-            return 0
+    def on_event(self, event: ClusterEvent) -> int:
+        """A cluster event: move the parked objects it may help to active. Returns how many."""
         self.move_cycle += 1
-        hit: set[QueueKey] = set()
-        if WAKE_OFFER_ANY in keys:
-            for wk, ks in self._wake_index.items():
-                if wk.startswith("offer:"):
-                    hit |= ks
-        for wk in keys:
-            hit |= self._wake_index.get(wk, set())
+        waiting: set[QueueKey] = set()
+        for action in event.action:
+            waiting |= self._wake_index.get((event.resource, action), set())
+        hit = [k for k in waiting
+               if any(w.wakes(self._items[k].request, event) for w in self._items[k].wakeups)]
         for k in sorted(hit, key=lambda k: self._items[k].first_queued):
             self._unpark(k)
             self._push_active(self._items[k])
@@ -145,7 +142,8 @@ class SchedulingQueue:
         self._items.pop(k, None)
         self._dirty.pop(k, None)
 
-    def unschedulable(self, item: QueuedItem, message: str, wake: frozenset[str]) -> None:
+    def unschedulable(self, item: QueuedItem, message: str,
+                      wakeups: tuple[ClusterEventWithHint, ...]) -> None:
         """No pool fits: park the object under the events that could change that."""
         k = item.key
         if not self._finish(item):
@@ -153,12 +151,12 @@ class SchedulingQueue:
         item.attempts += 1
         item.last_failure = self.clock()
         item.message = message
-        item.wake = wake
+        item.wakeups = wakeups
         if self.move_cycle != item.popped_cycle:
             self._push_backoff(item)  # something moved while we were deciding: try again soon
             return
         self._parked[k] = item.last_failure
-        for wk in wake:
+        for wk in _index_keys(wakeups):
             self._wake_index.setdefault(wk, set()).add(k)
 
     def backoff(self, item: QueuedItem, message: str = "") -> None:
@@ -238,9 +236,13 @@ class SchedulingQueue:
         if self._parked.pop(k, None) is None:
             return
         item = self._items.get(k)
-        for wk in item.wake if item is not None else ():
+        for wk in _index_keys(item.wakeups) if item is not None else ():
             ks = self._wake_index.get(wk)
             if ks is not None:
                 ks.discard(k)
                 if not ks:
                     del self._wake_index[wk]
+
+
+def _index_keys(wakeups: tuple[ClusterEventWithHint, ...]) -> set[tuple[EventResource, ActionType]]:
+    return {(w.event.resource, action) for w in wakeups for action in w.event.action}

@@ -63,6 +63,22 @@ class Reporter:
         self._tasks: list[asyncio.Task[None]] = []
         self._seq = 0
         self.dropped = 0
+        #: the last failure reported per object: the same message is not reported again
+        self._last_failure: dict[tuple[Kind, str], str] = {}
+
+    def failed(self, kind: Kind, key: str, obj: dict[str, Any], message: str) -> None:
+        """Report ``FailedScheduling``, unless that is what the object was last told."""
+        if self._last_failure.get((kind, key)) != message:
+            self._last_failure[(kind, key)] = message
+            self.submit(kind, obj, False, "FailedScheduling", message)
+
+    def scheduled(self, kind: Kind, key: str, obj: dict[str, Any], pool: str) -> None:
+        self._last_failure.pop((kind, key), None)
+        self.submit(kind, obj, True, "Scheduled", f"Successfully assigned {key} to {pool}")
+
+    def forget(self, kind: Kind, key: str) -> None:
+        """The object is bound (by anyone) or gone: a later failure is news again."""
+        self._last_failure.pop((kind, key), None)
 
     def submit(self, kind: Kind, obj: dict[str, Any], scheduled: bool, reason: str, message: str) -> None:
         """Queue a report (never blocks); successes are dropped first when the queue is full."""

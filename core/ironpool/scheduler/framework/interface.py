@@ -1,31 +1,39 @@
-"""Plugin interfaces and the status/state objects that flow between extension points."""
+"""Plugin interfaces, and the status and state objects that flow between extension points.
+
+The extension points are kube-scheduler's, in the order one object meets them:
+
+* PreEnqueue — may the object be tried at all (a Volume waits for the Machine that uses it);
+* PreFilter — per-object preparation; ``SKIP`` means the plugin's Filter has nothing to check;
+* Filter — can this pool take the object; PreScore (``pre_score``, ``SKIP``) and Score rank the rest;
+* Reserve / Unreserve — count the decision in the cache at once (and undo it if binding fails);
+* PreBind, Bind, PostBind — the binding cycle, asynchronous, against the apiserver.
+
+Every rejection is a :class:`Status` naming the plugin that returned it and the cluster events that
+could change its verdict (see :mod:`ironpool.scheduler.framework.events`); each plugin declares all
+of those in :meth:`Plugin.events_to_register` (kube's EnqueueExtensions).
+"""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ironpool.scheduler.cache import SchedulerCache
-from ironpool.scheduler.model import PoolInfo, Request
+from ironpool.scheduler.framework.events import ClusterEventWithHint
+from ironpool.scheduler.model import PoolInfo, SchedulingRequest
 
-# Wake keys: which cluster events could make a parked object schedulable (see queue.py).
-WAKE_POOL = "pool"          # a pool was added, or changed in a way that matters
-WAKE_CAPACITY = "capacity"  # something freed resources on a pool
-
-
-def wake_class(name: str) -> str:
-    return f"class:{name}"
-
-
-def wake_offer(name: str) -> str:
-    return f"offer:{name}"
+if TYPE_CHECKING:
+    from ironpool.client.rest import AsyncClient
 
 
 class Code(enum.Enum):
     SUCCESS = "Success"
     UNSCHEDULABLE = "Unschedulable"
     ERROR = "Error"
+    #: PreFilter: the plugin's Filter is not needed this cycle; PreScore: its Score is not;
+    #: Bind: the plugin does not bind this object
+    SKIP = "Skip"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,28 +42,41 @@ class Status:
 
     code: Code = Code.SUCCESS
     reason: str = ""
-    wake: frozenset[str] = frozenset()
+    #: the plugin that returned it (empty for the framework's own verdicts)
+    plugin: str = ""
+    #: the changes that could make this rejection go away
+    wakeups: tuple[ClusterEventWithHint, ...] = ()
+    #: the exception behind an ERROR (binding: NotFound, Conflict, ...)
+    error: BaseException | None = None
 
     @property
     def ok(self) -> bool:
         return self.code is Code.SUCCESS
 
+    @classmethod
+    def from_error(cls, plugin: str, exc: BaseException) -> Status:
+        return cls(Code.ERROR, str(exc) or type(exc).__name__, plugin, error=exc)
+
 
 SUCCESS = Status()
+SKIP = Status(Code.SKIP)
 
 
-def unschedulable(reason: str, *wake: str) -> Status:
-    return Status(Code.UNSCHEDULABLE, reason, frozenset(wake))
+def unschedulable(plugin: str, reason: str, *wakeups: ClusterEventWithHint) -> Status:
+    return Status(Code.UNSCHEDULABLE, reason, plugin, wakeups)
 
 
 @dataclass(slots=True)
 class CycleState:
-    """Per-decision scratch space shared by the plugins of one scheduling cycle."""
+    """Per-object scratch space shared by the plugins of one scheduling and binding cycle."""
 
     cache: SchedulerCache
     #: resources the object takes (filled by ClassAvailable's PreFilter)
     demand: dict[str, int] = field(default_factory=dict)
+    #: per-plugin data, keyed by plugin name
     data: dict[str, Any] = field(default_factory=dict)
+    #: the object as the Bind plugin wrote it (its new resourceVersion, for the Scheduled condition)
+    bound: dict[str, Any] | None = None
 
 
 class Plugin:
@@ -66,18 +87,32 @@ class Plugin:
     def __init__(self, args: dict[str, Any] | None = None) -> None:
         self.args = dict(args or {})
 
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """Every wake-up a Status of this plugin can carry (kube's ``EnqueueExtensions``)."""
+        return ()
+
+
+class PreEnqueuePlugin(Plugin):
+    def pre_enqueue(self, state: CycleState, req: SchedulingRequest) -> Status:
+        raise NotImplementedError
+
 
 class PreFilterPlugin(Plugin):
-    def pre_filter(self, state: CycleState, req: Request) -> Status:
+    def pre_filter(self, state: CycleState, req: SchedulingRequest) -> Status:
         raise NotImplementedError
 
 
 class FilterPlugin(Plugin):
-    #: True when every pool in the per-class candidate index passes this filter for any request
-    #: (readiness, class offered, resources fit, no taints), so the fast path may skip it.
+    #: True when, for a request without tolerations, the verdict depends only on the pool and the
+    #: class: the per-class candidate index then asks :meth:`class_filter` once per pool and class
+    #: (and the fast path need not run this filter at all).
     index_covered: ClassVar[bool] = False
 
-    def filter(self, state: CycleState, req: Request, pool: PoolInfo) -> Status:
+    def filter(self, state: CycleState, req: SchedulingRequest, pool: PoolInfo) -> Status:
+        raise NotImplementedError
+
+    def class_filter(self, pool: PoolInfo, class_name: str, demand: dict[str, int]) -> Status | None:
+        """The verdict for a plain request of ``class_name``; None when the pool passes."""
         raise NotImplementedError
 
 
@@ -91,11 +126,11 @@ class ScorePlugin(Plugin):
         super().__init__(args)
         self.weight = weight
 
-    def applies(self, state: CycleState, req: Request) -> bool:
-        """PreScore: False means this plugin has nothing to say about ``req`` (skipped)."""
-        return True
+    def pre_score(self, state: CycleState, req: SchedulingRequest) -> Status:
+        """PreScore: SKIP means this plugin has nothing to say about ``req``."""
+        return SUCCESS
 
-    def score(self, state: CycleState, req: Request, pool: PoolInfo) -> float:
+    def score(self, state: CycleState, req: SchedulingRequest, pool: PoolInfo) -> float:
         raise NotImplementedError
 
     def normalize(self, scores: list[float]) -> list[float]:
@@ -107,13 +142,27 @@ class ScorePlugin(Plugin):
 
 
 class ReservePlugin(Plugin):
-    def reserve(self, state: CycleState, req: Request, pool: PoolInfo) -> Status:
+    def reserve(self, state: CycleState, req: SchedulingRequest, pool: PoolInfo) -> Status:
         raise NotImplementedError
 
-    def unreserve(self, state: CycleState, req: Request, pool: PoolInfo) -> None:
+    def unreserve(self, state: CycleState, req: SchedulingRequest, pool: PoolInfo) -> None:
+        """Undo :meth:`reserve`; must be safe to call when reserve did nothing."""
+        raise NotImplementedError
+
+
+class PreBindPlugin(Plugin):
+    async def pre_bind(self, client: AsyncClient, state: CycleState, req: SchedulingRequest,
+                       pool: str) -> Status:
         raise NotImplementedError
 
 
 class BindPlugin(Plugin):
-    async def bind(self, state: CycleState, req: Request, pool: str) -> Status:
+    async def bind(self, client: AsyncClient, state: CycleState, req: SchedulingRequest,
+                   pool: str) -> Status:
+        """Write the binding; SKIP leaves the object to the next Bind plugin."""
+        raise NotImplementedError
+
+
+class PostBindPlugin(Plugin):
+    def post_bind(self, state: CycleState, req: SchedulingRequest, pool: str) -> None:
         raise NotImplementedError

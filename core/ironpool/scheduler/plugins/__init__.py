@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ironpool.scheduler.framework.interface import Plugin
 from ironpool.scheduler.plugins.class_available import ClassAvailable
+from ironpool.scheduler.plugins.default_binder import DefaultBinder
 from ironpool.scheduler.plugins.least_allocated import LeastAllocated
 from ironpool.scheduler.plugins.most_allocated import MostAllocated
 from ironpool.scheduler.plugins.pool_ready import PoolReady
@@ -11,17 +12,20 @@ from ironpool.scheduler.plugins.pool_selector import PoolSelector
 from ironpool.scheduler.plugins.resources_fit import ResourcesFit
 from ironpool.scheduler.plugins.taint_toleration import TaintToleration
 from ironpool.scheduler.plugins.topology_spread import TopologySpread
+from ironpool.scheduler.plugins.volume_binding import VolumeBinding
 from ironpool.scheduler.plugins.volume_locality import VolumeLocality
 
 REGISTRY: dict[str, type[Plugin]] = {
     cls.name: cls
     for cls in (PoolReady, TaintToleration, PoolSelector, ClassAvailable, ResourcesFit, VolumeLocality,
-                TopologySpread, LeastAllocated, MostAllocated)
+                VolumeBinding, TopologySpread, LeastAllocated, MostAllocated, DefaultBinder)
 }
 
 #: plugins every profile runs, in filter order (a profile may disable some)
 DEFAULT_PLUGINS: tuple[str, ...] = ("PoolReady", "TaintToleration", "PoolSelector", "ClassAvailable",
-                                    "ResourcesFit", "VolumeLocality", "TopologySpread")
+                                    "ResourcesFit", "VolumeLocality", "VolumeBinding", "TopologySpread")
 STRATEGIES: tuple[str, ...] = ("LeastAllocated", "MostAllocated")
+#: the Bind plugin every profile ends with (there is no other way to bind)
+BINDER = "DefaultBinder"
 
-__all__ = ["DEFAULT_PLUGINS", "REGISTRY", "STRATEGIES"]
+__all__ = ["BINDER", "DEFAULT_PLUGINS", "REGISTRY", "STRATEGIES"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ironpool.scheduler.framework.interface import CycleState, ScorePlugin
-from ironpool.scheduler.model import PoolInfo, Request
+from ironpool.scheduler.model import PoolInfo, SchedulingRequest
 
 
 def least_allocated_score(pool: PoolInfo, demand: dict[str, int]) -> float:
@@ -32,5 +32,5 @@ class LeastAllocated(ScorePlugin):
     def static_score(pool: PoolInfo, demand: dict[str, int]) -> float:
         return least_allocated_score(pool, demand)
 
-    def score(self, state: CycleState, req: Request, pool: PoolInfo) -> float:
+    def score(self, state: CycleState, req: SchedulingRequest, pool: PoolInfo) -> float:
         return least_allocated_score(pool, state.demand)

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from ironpool.scheduler.framework.interface import CycleState, ScorePlugin
-from ironpool.scheduler.model import PoolInfo, Request
+from ironpool.scheduler.model import PoolInfo, SchedulingRequest
+from ironpool.scheduler.plugins.least_allocated import least_allocated_score
 
 
 def dot_best_fit_score(pool: PoolInfo, demand: dict[str, int]) -> float:
@@ -30,15 +31,8 @@ def dot_best_fit_score(pool: PoolInfo, demand: dict[str, int]) -> float:
 
 
 def kube_most_allocated_score(pool: PoolInfo, demand: dict[str, int]) -> float:
-    alloc, used = pool.allocatable, pool.used
-    total = 0.0
-    n = 0
-    for r, d in demand.items():
-        a = alloc.get(r, 0)
-        if a > 0:
-            total += (used.get(r, 0) + d) / a
-            n += 1
-    return total / n if n else 0.0
+    # mean of (used + demand) / allocatable, i.e. 1 - LeastAllocated's mean share left
+    return 1.0 - least_allocated_score(pool, demand)
 
 
 _MODES: dict[str, Callable[[PoolInfo, dict[str, int]], float]] = {
@@ -58,5 +52,5 @@ class MostAllocated(ScorePlugin):
             raise ValueError(f"MostAllocated.args.mode: must be one of {sorted(_MODES)}, got {mode!r}")
         self.static_score = _MODES[mode]
 
-    def score(self, state: CycleState, req: Request, pool: PoolInfo) -> float:
+    def score(self, state: CycleState, req: SchedulingRequest, pool: PoolInfo) -> float:
         return self.static_score(pool, state.demand)

@@ -2,25 +2,43 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from ironpool.scheduler.framework.events import ActionType, ClusterEventWithHint, EventResource, on
 from ironpool.scheduler.framework.interface import (
+    SKIP,
     SUCCESS,
-    WAKE_POOL,
     CycleState,
     FilterPlugin,
+    PreFilterPlugin,
     Status,
     unschedulable,
 )
-from ironpool.scheduler.model import PoolInfo, Request
+from ironpool.scheduler.model import PoolInfo, SchedulingRequest
 
-_MISMATCH = unschedulable("do not match the pool selector", WAKE_POOL)
+NAME = "PoolSelector"
 
 
-class PoolSelector(FilterPlugin):
-    name = "PoolSelector"
+def _selected(req: SchedulingRequest, labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in req.selector.items())
 
-    def filter(self, state: CycleState, req: Request, pool: PoolInfo) -> Status:
-        labels = pool.labels
-        for k, v in req.selector.items():
-            if labels.get(k) != v:
-                return _MISMATCH
-        return SUCCESS
+
+def _matches_now(req: SchedulingRequest, pool: Any) -> bool:
+    return bool(pool.kind == req.kind and _selected(req, pool.labels))
+
+
+_MATCHES = on(EventResource.POOL, ActionType.ADD | ActionType.UPDATE_LABEL, _matches_now)
+_MISMATCH = unschedulable(NAME, "do not match the pool selector", _MATCHES)
+
+
+class PoolSelector(PreFilterPlugin, FilterPlugin):
+    name = NAME
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (_MATCHES,)
+
+    def pre_filter(self, state: CycleState, req: SchedulingRequest) -> Status:
+        return SUCCESS if req.selector else SKIP
+
+    def filter(self, state: CycleState, req: SchedulingRequest, pool: PoolInfo) -> Status:
+        return SUCCESS if _selected(req, pool.labels) else _MISMATCH

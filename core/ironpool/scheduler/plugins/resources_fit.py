@@ -1,41 +1,48 @@
 """ResourcesFit: the class's resources must fit in what the pool has free.
 
 Free = the pool's total allocatable minus the demand of every object bound or assumed to it; each
-object's class is charged once (never the informational ``class/...`` counts).
+object's class is charged once (never the informational ``class/...`` counts). What frees room: a
+pool added or given more allocatable, and an object of the same kind leaving a pool.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import ClassVar
 
+from ironpool.scheduler.framework.events import ActionType, ClusterEventWithHint, EventResource, on, same_kind
 from ironpool.scheduler.framework.interface import (
     SUCCESS,
-    WAKE_CAPACITY,
-    WAKE_POOL,
     CycleState,
     FilterPlugin,
     Status,
     unschedulable,
 )
-from ironpool.scheduler.model import PoolInfo, Request
+from ironpool.scheduler.model import PoolInfo, SchedulingRequest
 
-_CACHE: dict[str, Status] = {}
+NAME = "ResourcesFit"
+_MORE_POOL = on(EventResource.POOL, ActionType.ADD | ActionType.UPDATE_ALLOCATABLE, same_kind)
+_FREED = on(EventResource.PLACEMENT, ActionType.DELETE, same_kind)
 
 
+@lru_cache(maxsize=256)
 def _too_little(resource: str) -> Status:
-    status = _CACHE.get(resource)
-    if status is None:
-        status = _CACHE[resource] = unschedulable(f"have too little {resource}", WAKE_POOL, WAKE_CAPACITY)
-    return status
+    return unschedulable(NAME, f"have too little {resource}", _MORE_POOL, _FREED)
 
 
 class ResourcesFit(FilterPlugin):
-    name = "ResourcesFit"
+    name = NAME
     index_covered: ClassVar[bool] = True
 
-    def filter(self, state: CycleState, req: Request, pool: PoolInfo) -> Status:
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (_MORE_POOL, _FREED)
+
+    def filter(self, state: CycleState, req: SchedulingRequest, pool: PoolInfo) -> Status:
+        return self.class_filter(pool, req.class_name or "", state.demand) or SUCCESS
+
+    def class_filter(self, pool: PoolInfo, class_name: str, demand: dict[str, int]) -> Status | None:
         alloc, used = pool.allocatable, pool.used
-        for r, d in state.demand.items():
+        for r, d in demand.items():
             if alloc.get(r, 0) - used.get(r, 0) < d:
                 return _too_little(r)
-        return SUCCESS
+        return None

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ironpool.scheduler.framework.events import ActionType, ClusterEventWithHint, EventResource, on
 from ironpool.scheduler.framework.interface import (
+    SKIP,
     SUCCESS,
-    WAKE_CAPACITY,
-    WAKE_POOL,
     CycleState,
     FilterPlugin,
     PreFilterPlugin,
@@ -22,13 +22,17 @@ from ironpool.scheduler.framework.interface import (
     Status,
     unschedulable,
 )
-from ironpool.scheduler.model import PoolInfo, Request
+from ironpool.scheduler.model import PoolInfo, SchedulingRequest
 
-_SKEW = unschedulable("would exceed the zone spread skew", WAKE_POOL, WAKE_CAPACITY)
+NAME = "TopologySpread"
+# A new or relabelled pool (another zone), or a Machine leaving a zone, can even out the spread.
+_ZONES_CHANGE = on(EventResource.POOL, ActionType.ADD | ActionType.UPDATE)
+_MACHINE_LEAVES = on(EventResource.PLACEMENT, ActionType.DELETE)
+_SKEW = unschedulable(NAME, "would exceed the zone spread skew", _ZONES_CHANGE, _MACHINE_LEAVES)
 
 
 class TopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
-    name = "TopologySpread"
+    name = NAME
 
     def __init__(self, args: dict[str, Any] | None = None, weight: int = 2) -> None:
         ScorePlugin.__init__(self, args, weight)
@@ -41,7 +45,10 @@ class TopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
                 f"TopologySpread.args.whenUnsatisfiable: ScheduleAnyway or DoNotSchedule, got {mode!r}")
         self.hard = mode == "DoNotSchedule"
 
-    def _counts(self, state: CycleState, req: Request) -> dict[str, int] | None:
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (_ZONES_CHANGE, _MACHINE_LEAVES)
+
+    def _counts(self, state: CycleState, req: SchedulingRequest) -> dict[str, int] | None:
         if req.kind != "machine" or req.spread_key is None:
             return None
         counts = state.data.get(self.name)
@@ -54,13 +61,11 @@ class TopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
             state.data[self.name] = counts
         return counts
 
-    def pre_filter(self, state: CycleState, req: Request) -> Status:
-        self._counts(state, req)
-        return SUCCESS
+    def pre_filter(self, state: CycleState, req: SchedulingRequest) -> Status:
+        counts = self._counts(state, req)
+        return SUCCESS if self.hard and counts else SKIP
 
-    def filter(self, state: CycleState, req: Request, pool: PoolInfo) -> Status:
-        if not self.hard:
-            return SUCCESS
+    def filter(self, state: CycleState, req: SchedulingRequest, pool: PoolInfo) -> Status:
         counts = self._counts(state, req)
         if not counts:
             return SUCCESS
@@ -68,9 +73,9 @@ class TopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
             return _SKEW
         return SUCCESS
 
-    def applies(self, state: CycleState, req: Request) -> bool:
-        return self._counts(state, req) is not None
+    def pre_score(self, state: CycleState, req: SchedulingRequest) -> Status:
+        return SKIP if self._counts(state, req) is None else SUCCESS
 
-    def score(self, state: CycleState, req: Request, pool: PoolInfo) -> float:
+    def score(self, state: CycleState, req: SchedulingRequest, pool: PoolInfo) -> float:
         counts = self._counts(state, req) or {}
         return -float(counts.get(pool.zone, 0))
