@@ -4,7 +4,7 @@
 * :class:`MachineRuntimeRunner` - the libvirt machine runtime (grpc.aio) on a unix socket;
 * :class:`VolumeRuntimeRunner` - the libvirt volume runtime (grpc.aio) on a unix socket.
 
-They reuse the components' own building blocks (``build_app``, ``MachineRuntimeCore``/``serve``,
+They reuse the components' own building blocks (``build_app``, ``MachineDriver``/``serve``,
 ``VolumeRuntimeCore``/``VolumeRuntimeServicer``) and differ from the components' commands only in
 leaving signal handling to ``ironpool up``: one Ctrl-C stops everything in order.
 """
@@ -156,18 +156,19 @@ class MachineRuntimeRunner:
 
     def _open_core(self) -> Any:
         from ironpool.runtime import libvirt_util
+        from ironpool.runtime.events import EventRing
         from ironpool.runtime.images import ImageCatalog
         from ironpool.runtime.machine.classes import load_classes
-        from ironpool.runtime.machine.core import MachineRuntimeCore
         from ironpool.runtime.machine.domain_xml import DomainOptions
-        from ironpool.runtime.machine.events import EventRing
+        from ironpool.runtime.machine.driver import MachineDriver
+        from ironpool.runtime.machine.host import Host
 
         s = self.settings
         classes = load_classes(s.classes_file)
-        conn = libvirt_util.open_connection(s.libvirt_uri)
-        self.domain_type = libvirt_util.choose_domain_type(conn, s.domain_type)
-        core = MachineRuntimeCore(
-            conn, classes, ImageCatalog(s.images), s.state_dir,
+        host = Host(s.libvirt_uri)
+        self.domain_type = libvirt_util.choose_domain_type(host.conn, s.domain_type)
+        core = MachineDriver(
+            host, classes, ImageCatalog(s.images), s.state_dir,
             options=DomainOptions(domain_type=self.domain_type), shutdown_timeout=s.shutdown_timeout,
             events=EventRing(100, 300.0),
         )

@@ -3,7 +3,7 @@
 libvirt-python calls block; the runtimes run them in threads. One process-wide libvirt event loop
 thread (``virEventRunDefaultImpl``) serves lifecycle callbacks, stream callbacks and keepalives,
 and must be registered before the first connection is opened, so open connections through
-:func:`open_connection`.
+:func:`open_connection` (or a :class:`Connection`, which also re-opens itself).
 """
 
 from __future__ import annotations
@@ -14,11 +14,15 @@ import logging
 import os
 import threading
 import xml.etree.ElementTree as ET
-from typing import Literal
+from collections.abc import Callable
+from typing import Literal, TypeVar
 
 import libvirt
 
+from .errors import Internal, Unavailable
+
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DomainType = Literal["kvm", "qemu"]
 
@@ -69,6 +73,73 @@ def open_connection(uri: str) -> libvirt.virConnect:
     return conn
 
 
+# libvirt error codes meaning "the connection is gone": re-open and let the caller retry.
+_CONNECTION_ERRORS = frozenset(
+    {
+        libvirt.VIR_ERR_SYSTEM_ERROR,
+        libvirt.VIR_ERR_RPC,
+        libvirt.VIR_ERR_NO_CONNECT,
+        libvirt.VIR_ERR_INVALID_CONN,
+    }
+)
+
+
+def _alive(conn: libvirt.virConnect) -> bool:
+    try:
+        return bool(conn.isAlive())
+    except libvirt.libvirtError:
+        return False
+
+
+class Connection:
+    """A libvirt connection that re-opens itself when libvirtd went away (a restart, a dropped
+    client); ``on_reopen`` renews what lived on the old one, such as event subscriptions."""
+
+    def __init__(self, uri: str, on_reopen: Callable[[libvirt.virConnect], None] | None = None) -> None:
+        self.uri = uri
+        self.on_reopen = on_reopen
+        self._conn = open_connection(uri)  # ConnectionError names the URI
+        self._lock = threading.Lock()
+
+    def get(self) -> libvirt.virConnect:
+        """The live connection; Unavailable when libvirtd cannot be reached again."""
+        conn = self._conn
+        if _alive(conn):
+            return conn
+        with self._lock:
+            if self._conn is not conn and _alive(self._conn):
+                return self._conn
+            log.warning("libvirt connection to %s lost; reconnecting", self.uri)
+            try:
+                new = open_connection(self.uri)
+            except ConnectionError as exc:
+                raise Unavailable(str(exc)) from exc
+            if self.on_reopen is not None:
+                self.on_reopen(new)
+            with contextlib.suppress(libvirt.libvirtError):
+                conn.close()
+            self._conn = new
+            log.info("libvirt connection to %s re-established", self.uri)
+            return new
+
+    def call(self, what: str, fn: Callable[[libvirt.virConnect], T]) -> T:
+        """Run ``fn`` on the connection, once more on a new one if the connection broke under it;
+        other libvirt errors become :class:`Internal` starting with ``what``."""
+        for attempt in (1, 2):
+            conn = self.get()
+            try:
+                return fn(conn)
+            except libvirt.libvirtError as exc:
+                if attempt == 1 and exc.get_error_code() in _CONNECTION_ERRORS and not _alive(conn):
+                    continue
+                raise Internal(f"{what}: {exc.get_error_message()}") from exc
+        raise Unavailable(f"{what}: libvirt connection keeps failing")  # pragma: no cover
+
+    def close(self) -> None:
+        with contextlib.suppress(libvirt.libvirtError):
+            self._conn.close()
+
+
 def error_code(exc: BaseException) -> int | None:
     """The libvirt error code of ``exc`` or None when it is not a libvirt error."""
     return exc.get_error_code() if isinstance(exc, libvirt.libvirtError) else None
@@ -77,11 +148,6 @@ def error_code(exc: BaseException) -> int | None:
 def is_no_domain(exc: BaseException) -> bool:
     """Whether ``exc`` says the domain does not exist (any more)."""
     return error_code(exc) == libvirt.VIR_ERR_NO_DOMAIN
-
-
-def is_not_running(exc: BaseException) -> bool:
-    """Whether ``exc`` says the operation needs a running domain (it stopped meanwhile)."""
-    return error_code(exc) == libvirt.VIR_ERR_OPERATION_INVALID
 
 
 def kvm_usable() -> bool:

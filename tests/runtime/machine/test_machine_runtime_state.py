@@ -161,10 +161,12 @@ def test_bad_input_is_rejected_and_leaves_nothing(runtime: RuntimeProc, test_ses
     bad_id.machine.metadata.id = "../../x"
     create_fails(bad_id, grpc.StatusCode.INVALID_ARGUMENT, "metadata.id")
 
+    # An id the runtime never issued is NOT_FOUND whatever its shape: IronCore's poollet takes
+    # NotFound as "gone" and would retry anything else forever. Only a missing id is malformed.
     for machine_id, code in (
         ("", grpc.StatusCode.INVALID_ARGUMENT),
-        ("not-an-id", grpc.StatusCode.INVALID_ARGUMENT),
-        ("<a>&", grpc.StatusCode.INVALID_ARGUMENT),
+        ("not-an-id", grpc.StatusCode.NOT_FOUND),
+        ("<a>&", grpc.StatusCode.NOT_FOUND),
         ("f" * 32, grpc.StatusCode.NOT_FOUND),
     ):
         for method, request in (

@@ -13,6 +13,7 @@ from pathlib import Path
 import libvirt
 import pytest
 from ironpool.runtime.errors import InvalidArgument
+from ironpool.runtime.events import EventRing, RuntimeEvent
 from ironpool.runtime.images import ImageCatalog, ImageNotFound, InvalidImageName, catalog_name
 from ironpool.runtime.libvirt_util import choose_domain_type
 from ironpool.runtime.machine.classes import ClassFileError, parse_classes, quantity
@@ -26,9 +27,9 @@ from ironpool.runtime.machine.domain_xml import (
     to_string,
     volume_alias,
 )
-from ironpool.runtime.machine.events import EventRing, MachineEvent
 from ironpool.runtime.machine.model import METADATA_KEY, METADATA_NS, MachineRecord, NicRecord, VolumeRecord
-from ironpool.runtime.machine.validation import check_id, check_size, check_string_map, device_target
+from ironpool.runtime.machine.records import check_id, check_size, device_target
+from ironpool.runtime.metadata import check_string_map
 
 NASTY = "<x a='1'>&amp;\"]]></metadata><!--"
 
@@ -180,40 +181,40 @@ def test_event_ring_filters_and_expires() -> None:
     now = [1000.0]
     ring = EventRing(max_events=3, ttl=10, clock=lambda: now[0])
 
-    def ev(mid: str, t: int, app: str) -> MachineEvent:
-        return MachineEvent(mid, {"app": app}, {}, 0, "R", "m", "Normal", "A", event_time=t)
+    def ev(mid: str, t: int, app: str) -> RuntimeEvent:
+        return RuntimeEvent(mid, {"app": app}, {}, "R", "m", "Normal", "A", event_time=t)
 
     for i in range(4):
         ring.add(ev(f"m{i}", 995 + i, "x" if i % 2 else "y"))
-    assert [e.machine_id for e in ring.list()] == ["m1", "m2", "m3"]  # bounded
-    assert [e.machine_id for e in ring.list(label_selector={"app": "x"})] == ["m1", "m3"]
-    assert [e.machine_id for e in ring.list(from_time=997, to_time=997)] == ["m2"]
-    assert [e.machine_id for e in ring.list(machine_id="m3")] == ["m3"]
+    assert [e.object_id for e in ring.list()] == ["m1", "m2", "m3"]  # bounded
+    assert [e.object_id for e in ring.list(label_selector={"app": "x"})] == ["m1", "m3"]
+    assert [e.object_id for e in ring.list(from_time=997, to_time=997)] == ["m2"]
+    assert [e.object_id for e in ring.list(object_id="m3")] == ["m3"]
     now[0] = 1007.5
-    assert [e.machine_id for e in ring.list()] == ["m3"]  # older than the TTL are gone
+    assert [e.object_id for e in ring.list()] == ["m3"]  # older than the TTL are gone
 
 
-def test_core_on_test_driver_makes_overlay_disks(tmp_path: Path) -> None:
+def test_driver_on_the_libvirt_test_driver_makes_overlay_disks(tmp_path: Path) -> None:
     """Disk images become qcow2 overlays (grown to size_bytes); empty disks get their size."""
     import json
     import subprocess
 
     from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
-    from ironpool.runtime.libvirt_util import open_connection
     from ironpool.runtime.machine.classes import MachineClassSpec
-    from ironpool.runtime.machine.core import MachineRuntimeCore
+    from ironpool.runtime.machine.driver import MachineDriver
+    from ironpool.runtime.machine.host import Host
 
     images = tmp_path / "images"
     images.mkdir()
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(images / "base.qcow2"), "16M"], check=True)
-    conn = open_connection("test:///default")
-    core = MachineRuntimeCore(
-        conn,
+    host = Host("test:///default")
+    driver = MachineDriver(
+        host,
         {"c": MachineClassSpec("c", {"cpu": 1, "memory": 64 << 20})},
         ImageCatalog(images),
         tmp_path / "st",
     )
-    core.start()
+    driver.start()
     try:
         spec = mpb.MachineSpec(power=mpb.POWER_OFF)
         setattr(spec, "class", "c")
@@ -223,7 +224,7 @@ def test_core_on_test_driver_makes_overlay_disks(tmp_path: Path) -> None:
             local_disk=mpb.LocalDisk(image=mpb.ImageSpec(image="base"), size_bytes=32 << 20),
         )
         spec.volumes.add(name="scratch", device="odb", local_disk=mpb.LocalDisk(size_bytes=8 << 20))
-        view = core.create_machine(mpb.Machine(spec=spec))
+        view = driver.create_machine(mpb.Machine(spec=spec))
         root, scratch = view.rec.volumes
         info = json.loads(
             subprocess.run(
@@ -237,9 +238,55 @@ def test_core_on_test_driver_makes_overlay_disks(tmp_path: Path) -> None:
         assert info["backing-filename"] == str(images / "base.qcow2")
         assert root.size_bytes == 32 << 20 and scratch.size_bytes == 8 << 20
         assert view.state == mpb.MACHINE_SUSPENDED
-        core.update_annotations(view.rec.id, {"x": NASTY})
-        assert core.list_machines(label_selector={})[0].rec.annotations == {"x": NASTY}
-        core.delete_machine(view.rec.id)
+        driver.update_annotations(view.rec.id, {"x": NASTY})
+        assert driver.list_machines(label_selector={})[0].rec.annotations == {"x": NASTY}
+        driver.delete_machine(view.rec.id)
     finally:
-        core.close()
-        conn.close()
+        driver.close()
+        host.conn.close()
+
+
+def test_observed_generation_follows_the_applied_power_on_the_test_driver(tmp_path: Path) -> None:
+    """``status.observed_generation`` is what the runtime has applied, whatever a poollet annotation
+    says: a power change converging in the background keeps it one behind until it is done."""
+    from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
+    from ironpool.runtime.errors import NotFound
+    from ironpool.runtime.machine.classes import MachineClassSpec
+    from ironpool.runtime.machine.driver import MachineDriver
+    from ironpool.runtime.machine.host import Host
+    from ironpool.runtime.machine.records import machine_message
+
+    from tests.helpers.wait import wait_for
+
+    host = Host("test:///default")
+    classes = {"c": MachineClassSpec("c", {"cpu": 1, "memory": 64 << 20})}
+    # The test driver ignores the ACPI button: the grace period ends in a destroy.
+    driver = MachineDriver(host, classes, ImageCatalog(tmp_path), tmp_path / "st", shutdown_timeout=0.2)
+    driver.start()
+    try:
+        spec = mpb.MachineSpec(power=mpb.POWER_ON)
+        setattr(spec, "class", "c")
+        machine = mpb.Machine(spec=spec)
+        machine.metadata.annotations["machinepoollet.ironcore.dev/irimachine-generation"] = "9"
+        view = driver.create_machine(machine)
+        mid = view.rec.id
+        assert view.state == mpb.MACHINE_RUNNING
+        assert machine_message(view).status.observed_generation == 1  # not the annotation's 9
+        entry = driver.index.get(mid)
+        with entry.lock:  # the background convergence waits for this lock
+            driver.update_power(mid, mpb.POWER_OFF)
+            pending = driver.get(mid)
+            assert (pending.rec.generation, pending.observed_generation) == (2, 1)
+        wait_for(lambda: driver.get(mid).observed_generation == 2, 10, "the power change to be applied")
+        assert driver.get(mid).state == mpb.MACHINE_SUSPENDED
+        # ids the runtime never issued are NOT_FOUND whatever their shape
+        for never_issued in ("<a>&", "not-an-id", "f" * 32):
+            with pytest.raises(NotFound, match="not found"):
+                driver.detach_volume(never_issued, "x")
+        with pytest.raises(NotFound, match="volume 'x' not found on machine"):
+            driver.detach_volume(mid, "x")
+        driver.delete_machine(mid)
+        wait_for(lambda: not driver.list_machines(mid), 10, "the machine to be torn down")
+    finally:
+        driver.close()
+        host.conn.close()

@@ -1,8 +1,7 @@
-"""Wiring of the machine runtime: configuration in, a started core plus console and gRPC server out.
+"""Wiring of the machine runtime: configuration in, a started driver plus console endpoint out.
 
-Used by ``ironpool libvirt-runtime`` and by anything that embeds the runtime in its own process
-(e.g. an all-in-one ``ironpool up``): ``core, console = build(cfg)`` then
-``await serve(core, cfg.address, console)``.
+Used by ``ironpool libvirt-runtime`` and by anything that embeds the runtime in its own process:
+``driver, console = build(cfg)`` then ``await serve(driver, cfg.address, console)``.
 """
 
 from __future__ import annotations
@@ -12,13 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ironpool.runtime import libvirt_util
+from ironpool.runtime.events import EventRing
 from ironpool.runtime.images import ImageCatalog
 
 from .classes import load_classes
 from .console_server import ConsoleServer
-from .core import MachineRuntimeCore
 from .domain_xml import DomainOptions
-from .events import EventRing
+from .driver import MachineDriver
+from .host import Host
 
 log = logging.getLogger(__name__)
 
@@ -42,22 +42,21 @@ class MachineRuntimeConfig:
     event_ttl: float = 300.0
 
 
-def build(cfg: MachineRuntimeConfig) -> tuple[MachineRuntimeCore, ConsoleServer]:
+def build(cfg: MachineRuntimeConfig) -> tuple[MachineDriver, ConsoleServer]:
     """Load classes, connect to libvirt, rebuild state from it; raises ClassFileError/ConnectionError."""
     classes = load_classes(cfg.classes_file)
-    conn = libvirt_util.open_connection(cfg.libvirt_uri)
-    dtype = libvirt_util.choose_domain_type(conn, cfg.domain_type)
+    host = Host(cfg.libvirt_uri)
+    dtype = libvirt_util.choose_domain_type(host.conn, cfg.domain_type)
     log.info("domain type %s, %d machine classes", dtype, len(classes))
-    core = MachineRuntimeCore(
-        conn,
+    driver = MachineDriver(
+        host,
         classes,
         ImageCatalog(cfg.images_dir),
         cfg.state_dir,
         options=DomainOptions(domain_type=dtype, machine_type=cfg.machine_type),
         shutdown_timeout=cfg.shutdown_timeout,
         events=EventRing(cfg.event_max, cfg.event_ttl),
-        reconnect=lambda: libvirt_util.open_connection(cfg.libvirt_uri),
     )
-    core.start()
-    console = ConsoleServer(core, cfg.streaming_host, cfg.streaming_port, cfg.base_url)
-    return core, console
+    driver.start()
+    console = ConsoleServer(driver, cfg.streaming_host, cfg.streaming_port, cfg.base_url)
+    return driver, console

@@ -1,23 +1,21 @@
 """Machine classes offered by the runtime, read from IronCore ``MachineClass`` manifests.
 
-The file is a YAML list of manifests, a ``kind: List``, or several YAML documents; documents of
-other kinds are skipped. As over IRI, ``cpu`` is whole cores (rounded up) and ``memory`` bytes.
+The file is read as :mod:`ironpool.runtime.classfile` describes (the volume runtime reads its
+``--classes`` the same way). As over IRI, ``cpu`` is whole cores (rounded up) and ``memory`` bytes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import yaml
+from ironpool.runtime import classfile
+from ironpool.runtime.classfile import ClassFileError
 
-from ironpool.api.quantity import Quantity
+__all__ = ["ClassFileError", "MachineClassSpec", "load_classes", "parse_classes", "quantity"]
 
-
-class ClassFileError(ValueError):
-    """The classes file is unreadable or a manifest in it is invalid."""
+KIND = "MachineClass"
+GROUP = "compute.ironcore.dev"
 
 
 @dataclass(frozen=True)
@@ -36,46 +34,13 @@ class MachineClassSpec:
         return self.resources["memory"]
 
 
-def _documents(raw: Iterable[Any]) -> Iterator[dict[str, Any]]:
-    for doc in raw:
-        if doc is None:
-            continue
-        if isinstance(doc, list):
-            yield from _documents(doc)
-        elif isinstance(doc, dict) and doc.get("kind") == "List":
-            yield from _documents(doc.get("items") or [])
-        elif isinstance(doc, dict):
-            yield doc
-        else:
-            raise ClassFileError(f"expected MachineClass manifests, found {type(doc).__name__}")
-
-
 def parse_classes(text: str, source: str = "<classes>") -> dict[str, MachineClassSpec]:
     """Parse manifests into classes by name; ClassFileError names the bad manifest and field."""
-    try:
-        raw = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as exc:
-        raise ClassFileError(f"{source}: not valid YAML: {exc}") from exc
     classes: dict[str, MachineClassSpec] = {}
-    for i, doc in enumerate(_documents(raw)):
-        if doc.get("kind") != "MachineClass":
-            continue
-        name = (doc.get("metadata") or {}).get("name")
-        where = f"{source}: MachineClass #{i}"
-        if not isinstance(name, str) or not name:
-            raise ClassFileError(f"{where}: metadata.name is required")
-        where = f"{source}: MachineClass {name!r}"
-        if name in classes:
-            raise ClassFileError(f"{where}: duplicate name")
-        caps = doc.get("capabilities")
-        if not isinstance(caps, dict):
-            raise ClassFileError(f"{where}: capabilities must be a map")
+    for where, name, doc in classfile.manifests(text, source, KIND, GROUP):
         resources: dict[str, int] = {}
-        for key, value in caps.items():
-            try:
-                amount = Quantity(str(value)).value()
-            except ValueError as exc:
-                raise ClassFileError(f"{where}: capabilities.{key}: {exc}") from exc
+        for key, value in classfile.capabilities(where, doc).items():
+            amount = classfile.quantity(where, f"capabilities.{key}", value)
             if amount <= 0:
                 raise ClassFileError(f"{where}: capabilities.{key} must be positive, not {value!r}")
             resources[str(key)] = amount
@@ -83,19 +48,12 @@ def parse_classes(text: str, source: str = "<classes>") -> dict[str, MachineClas
             if required not in resources:
                 raise ClassFileError(f"{where}: capabilities.{required} is required")
         classes[name] = MachineClassSpec(name=name, resources=resources)
-    if not classes:
-        raise ClassFileError(f"{source}: no MachineClass manifests found")
     return classes
 
 
 def load_classes(path: str | Path) -> dict[str, MachineClassSpec]:
     """Read and parse a classes file."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise ClassFileError(f"{p}: cannot read machine classes: {exc.strerror}") from exc
-    return parse_classes(text, str(p))
+    return parse_classes(classfile.read_text(path, "machine classes"), str(path))
 
 
 def quantity(cls: MachineClassSpec, free_cpu: int, free_memory: int) -> int:

@@ -24,7 +24,7 @@ from websockets.http11 import Request, Response
 
 from ironpool.runtime.errors import FailedPrecondition
 
-from .core import MachineRuntimeCore
+from .driver import MachineDriver
 
 log = logging.getLogger(__name__)
 
@@ -105,13 +105,13 @@ class ConsoleServer:
 
     def __init__(
         self,
-        core: MachineRuntimeCore,
+        driver: MachineDriver,
         host: str = "127.0.0.1",
         port: int = 0,
         base_url: str = "",
         token_ttl: float = 60.0,
     ) -> None:
-        self.core = core
+        self.driver = driver
         self.host, self.port = host, port
         self._base_url = base_url.rstrip("/")
         self.token_ttl = token_ttl
@@ -143,8 +143,7 @@ class ConsoleServer:
 
     def new_session(self, machine_id: str) -> str:
         """A one-time URL for the serial console of a running machine (blocking: call in a thread)."""
-        dom = self.core.domain_for(machine_id)
-        if not dom.isActive():
+        if not self.driver.guest(machine_id).is_active():
             raise FailedPrecondition(f"machine {machine_id!r} is not running; its console is closed")
         with self._lock:
             if machine_id in self._active:
@@ -180,8 +179,8 @@ class ConsoleServer:
         stream: _ConsoleStream | None = None
         try:
             try:
-                dom = await asyncio.to_thread(self.core.domain_for, machine_id)
-                stream = await asyncio.to_thread(_ConsoleStream, self.core.conn, dom, loop)
+                guest = await asyncio.to_thread(self.driver.guest, machine_id)
+                stream = await asyncio.to_thread(_ConsoleStream, self.driver.host.conn, guest.dom, loop)
             except Exception as exc:
                 await ws.close(1011, f"cannot open console: {exc}"[:120])
                 return

@@ -7,6 +7,9 @@ import subprocess
 from pathlib import Path
 
 from ironpool.runtime.errors import Internal
+from ironpool.runtime.images import Image
+
+from .model import VolumeRecord
 
 DEFAULT_EMPTY_DISK_BYTES = 500 * 1024**2  # IronCore's default for an empty local disk
 
@@ -42,6 +45,18 @@ def create_overlay(path: Path, image: Path, image_format: str, size_bytes: int) 
     return size
 
 
-def resize(path: Path, size_bytes: int) -> None:
-    """Grow an image file that no running QEMU holds open."""
-    _qemu_img("resize", "-q", str(path), str(size_bytes))
+def grow(path: Path, size_bytes: int) -> None:
+    """Grow an image file that no running QEMU holds open (never shrinks it)."""
+    if virtual_size(path) < size_bytes:
+        _qemu_img("resize", "-q", str(path), str(size_bytes))
+
+
+def make_local(vrec: VolumeRecord, image: Image | None) -> None:
+    """The file of a local disk: an overlay on a disk image, or empty; records its size."""
+    if vrec.kind != "local" or not vrec.path:
+        return
+    if image is not None and image.kind == "disk" and image.path is not None:
+        vrec.size_bytes = create_overlay(Path(vrec.path), image.path, image.format, vrec.size_bytes)
+    else:
+        create_empty(Path(vrec.path), vrec.size_bytes)
+        vrec.size_bytes = vrec.size_bytes or DEFAULT_EMPTY_DISK_BYTES

@@ -1,0 +1,478 @@
+"""The machine runtime's driver: IRI machine semantics on a libvirt :class:`~.host.Host`.
+
+Shaped after Nova's ``virt/libvirt/driver.py`` over ``host.py`` and ``guest.py``. Synchronous and
+thread-safe; the gRPC layer calls it from worker threads. libvirt is the source of truth: each
+machine is a persistent domain whose ``<metadata>`` holds its :class:`~.model.MachineRecord`, and
+the index is rebuilt from libvirt in :meth:`MachineDriver.start`. Slow work (ACPI shutdown with
+a grace period, teardown) runs on a small worker pool, never in an RPC.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+import libvirt
+
+from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as machine_pb2
+from ironpool.runtime.errors import Internal, IriError, NotFound
+from ironpool.runtime.events import EventRing, RuntimeEvent
+from ironpool.runtime.images import ImageCatalog
+from ironpool.runtime.metadata import check_string_map
+
+from . import disks, records
+from .classes import MachineClassSpec
+from .domain_xml import (
+    DomainOptions,
+    disk_element,
+    domain_element,
+    interface_element,
+    metadata_xml,
+    nic_alias,
+    parse_metadata,
+    to_string,
+    volume_alias,
+)
+from .guest import Guest
+from .host import Host
+from .index import Entry, MachineIndex
+from .model import DOMAIN_PREFIX, MachineRecord
+from .records import POWER_OFF, POWER_ON, ClassStatus, MachineView
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class MachineDriver:
+    """IRI machine semantics on one libvirt host."""
+
+    def __init__(
+        self,
+        host: Host,
+        classes: Mapping[str, MachineClassSpec],
+        catalog: ImageCatalog,
+        state_dir: str | Path,
+        options: DomainOptions | None = None,
+        shutdown_timeout: float = 10.0,
+        events: EventRing | None = None,
+        workers: int = 4,
+    ) -> None:
+        self.host = host
+        self.classes = dict(classes)
+        self.catalog = catalog
+        self.state_dir = Path(state_dir).absolute()
+        self.options = options or DomainOptions()
+        self.shutdown_timeout = shutdown_timeout
+        self.events = events or EventRing(100, 300.0)
+        self.index = MachineIndex()
+        self.lookups = records.Lookups(catalog.resolve, os.path.isfile, host.network_exists)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="machine-worker")
+
+    # -- lifecycle of the runtime ------------------------------------------------------------
+    def start(self) -> None:
+        """Rebuild the index from libvirt, subscribe to lifecycle events, resume pending work."""
+        (self.state_dir / "machines").mkdir(parents=True, exist_ok=True)
+        self.host.subscribe(self._on_lifecycle)
+        for guest in self.host.guests(DOMAIN_PREFIX):
+            name = guest.name
+            try:
+                rec = parse_metadata(guest.metadata())
+            except (libvirt.libvirtError, ValueError, TypeError, KeyError) as exc:
+                log.warning("skipping domain %s: no usable ironpool metadata (%s)", name, exc)
+                continue
+            if rec.domain_name != name:
+                log.warning("skipping domain %s: metadata names machine %s", name, rec.id)
+                continue
+            if rec.owner != str(self.state_dir):
+                log.debug("skipping domain %s: managed by the runtime of %s", name, rec.owner)
+                continue
+            entry = Entry(rec)
+            if not rec.deleted_at:
+                entry.power_changed()  # not known applied until converged below
+            self.index.add(entry)
+        log.info("loaded %d machines from libvirt", len(self.index))
+        for entry in self.index.entries():
+            if entry.rec.deleted_at:
+                self._start_teardown(entry)
+            else:
+                self._pool.submit(self._converge_power, entry.rec.id)
+
+    def close(self) -> None:
+        self.host.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def machine_dir(self, machine_id: str) -> Path:
+        return self.state_dir / "machines" / machine_id
+
+    def console_log(self, machine_id: str) -> Path:
+        return self.machine_dir(machine_id) / "console.log"
+
+    # -- reads -------------------------------------------------------------------------------
+    def list_machines(
+        self, machine_id: str = "", label_selector: Mapping[str, str] | None = None
+    ) -> list[MachineView]:
+        """Machines by id (0 or 1; ids never issued give none) and exact label match."""
+        entries = self.index.select(machine_id, label_selector)
+        if not entries:
+            return []
+        states = self.host.states([e.rec.domain_name for e in entries])
+        return [self._view(e, states.get(e.rec.domain_name)) for e in entries]
+
+    def get(self, machine_id: str) -> MachineView:
+        entry = self.index.get(machine_id)
+        return self._view(entry, self.host.states([entry.rec.domain_name]).get(entry.rec.domain_name))
+
+    @staticmethod
+    def _view(entry: Entry, state: tuple[int, int] | None) -> MachineView:
+        rec = entry.rec
+        iri_state = records.machine_state(rec, state, entry.error, entry.tearing_down)
+        return MachineView(rec, iri_state, entry.error, entry.observed_generation)
+
+    def status(self) -> list[ClassStatus]:
+        return records.class_statuses(self.classes, *self.host.free_resources())
+
+    def guest(self, machine_id: str) -> Guest:
+        """The libvirt domain of a live machine (NotFound / FailedPrecondition otherwise)."""
+        return self._guest(self.index.get_live(machine_id).rec)
+
+    def _guest(self, rec: MachineRecord) -> Guest:
+        guest = self.host.lookup(rec.domain_name)
+        if guest is None:
+            raise NotFound(f"machine {rec.id!r}: its libvirt domain {rec.domain_name} is gone")
+        return guest
+
+    # -- events ------------------------------------------------------------------------------
+    def record_event(
+        self, rec: MachineRecord, reason: str, message: str, type_: str = "Normal", action: str = ""
+    ) -> None:
+        self.events.add(
+            RuntimeEvent(
+                object_id=rec.id,
+                labels=dict(rec.labels),
+                annotations=dict(rec.annotations),
+                reason=reason,
+                message=message,
+                type=type_,
+                action=action or reason,
+                created_at=rec.created_at,
+            )
+        )
+
+    def _on_lifecycle(self, name: str, event: int, detail: int) -> None:
+        entry = self.index.find(name[len(DOMAIN_PREFIX) :]) if name.startswith(DOMAIN_PREFIX) else None
+        if entry is None:
+            return
+        reason, type_, action = records.lifecycle_event(event, detail)
+        self.record_event(
+            entry.rec, reason, f"domain {name}: {reason.lower()} (detail {detail})", type_, action
+        )
+        with entry.cond:
+            entry.cond.notify_all()
+
+    # -- create ------------------------------------------------------------------------------
+    def create_machine(self, machine: machine_pb2.Machine) -> MachineView:
+        """Check everything, then make disks, define the domain and start it if powered on.
+
+        Bad input raises before anything is made; a failure half-way removes what was made.
+        """
+        cls = records.check_machine(machine, self.classes)
+        machine_id = records.new_machine_id(machine)
+        with self.index.reserve(machine_id):
+            mdir = self.machine_dir(machine_id)
+            plan = records.plan_machine(
+                machine, machine_id, cls, mdir / "disks", self.lookups, str(self.state_dir), time.time_ns()
+            )
+            guest = self._define(plan, machine.spec.ignition_data, mdir)
+            entry = Entry(plan.rec)
+            entry.power_generation = plan.rec.generation
+            self.index.add(entry)
+        rec = plan.rec
+        self.record_event(rec, "Created", f"machine defined as domain {rec.domain_name}", action="Create")
+        if rec.power == POWER_ON:
+            with entry.lock:
+                self._start_domain(entry, guest)
+        return self.get(machine_id)
+
+    def _define(self, plan: records.MachinePlan, ignition: bytes, mdir: Path) -> Guest:
+        """Disks, Ignition file and domain definition; on any failure none of them is left."""
+        rec = plan.rec
+        t_start = time.monotonic()
+        guest: Guest | None = None
+        try:
+            mdir.mkdir(parents=True, exist_ok=False)
+            ignition_file = None
+            if ignition:
+                ignition_file = mdir / "ignition.ign"
+                ignition_file.write_bytes(ignition)
+            for vrec in rec.volumes:
+                disks.make_local(vrec, plan.images.get(vrec.name))
+            xml = to_string(
+                domain_element(rec, self.options, self.console_log(rec.id), plan.boot, ignition_file)
+            )
+            t_define = time.monotonic()
+            guest = self.host.define(xml)
+            log.debug(
+                "machine %s: disks in %.0f ms, defined in %.0f ms",
+                rec.id, (t_define - t_start) * 1000, (time.monotonic() - t_define) * 1000,
+            )  # fmt: skip
+            return guest
+        except BaseException as exc:
+            if guest is not None:
+                try:
+                    guest.undefine()
+                except libvirt.libvirtError as undefine_exc:
+                    log.warning("domain %s: undefine failed: %s", guest.name, undefine_exc)
+            shutil.rmtree(mdir, ignore_errors=True)
+            if isinstance(exc, libvirt.libvirtError):
+                raise Internal(f"libvirt: defining the domain failed: {exc.get_error_message()}") from exc
+            raise
+
+    def _start_domain(self, entry: Entry, guest: Guest) -> None:
+        try:
+            t = time.monotonic()
+            guest.start()
+            log.debug("machine %s: domain started in %.0f ms", entry.rec.id, (time.monotonic() - t) * 1000)
+            entry.error = ""
+        except libvirt.libvirtError as exc:
+            entry.error = exc.get_error_message()
+            self.record_event(
+                entry.rec, "StartFailed", f"starting the domain failed: {entry.error}", "Warning", "Start"
+            )
+            log.warning("machine %s: start failed: %s", entry.rec.id, entry.error)
+
+    @staticmethod
+    def _persist(entry: Entry, guest: Guest, bump: bool = True) -> None:
+        """Store the record in the domain after a change (a new generation unless ``bump`` is
+        False: metadata is no spec). Call with ``entry.lock`` held."""
+        if bump:
+            entry.rec.generation += 1
+        guest.set_metadata(metadata_xml(entry.rec))
+
+    # -- metadata and power ------------------------------------------------------------------
+    def update_annotations(self, machine_id: str, annotations: Mapping[str, str]) -> None:
+        values = check_string_map(annotations, "annotations")
+        entry = self.index.get_live(machine_id)
+        with entry.lock:
+            guest, old = self._guest(entry.rec), entry.rec.annotations
+            entry.rec.annotations = values
+            try:
+                self._persist(entry, guest, bump=False)
+            except BaseException:
+                entry.rec.annotations = old
+                raise
+
+    def update_power(self, machine_id: str, power: int) -> None:
+        records.check_power(power, "power")
+        entry = self.index.get_live(machine_id)
+        with entry.lock:
+            if entry.rec.power != power:
+                guest, old = self._guest(entry.rec), entry.rec.power
+                entry.rec.power = power
+                try:
+                    self._persist(entry, guest)
+                except BaseException:
+                    entry.rec.power = old
+                    entry.rec.generation -= 1
+                    raise
+                entry.power_changed()
+            entry.cond.notify_all()
+        self._pool.submit(self._converge_power, machine_id)
+
+    def _converge_power(self, machine_id: str) -> None:
+        entry = self.index.find(machine_id)
+        if entry is None:
+            return
+        with entry.lock:
+            generation = entry.power_generation
+            try:
+                if entry.rec.deleted_at:
+                    return
+                guest = self._guest(entry.rec)
+                if entry.rec.power == POWER_ON:
+                    self._start_domain(entry, guest)
+                elif guest.is_active():
+                    self._shutdown(entry, guest, lambda: entry.rec.power == POWER_OFF)
+            except (IriError, libvirt.libvirtError) as exc:
+                log.warning("machine %s: power change failed: %s", machine_id, exc)
+                self.record_event(entry.rec, "PowerChangeFailed", str(exc), "Warning", "Power")
+            finally:
+                # A newer power change (made while _shutdown waited) is still converging.
+                if entry.power_generation == generation:
+                    entry.power_pending = 0
+
+    def _shutdown(self, entry: Entry, guest: Guest, still_wanted: Callable[[], bool]) -> bool:
+        """ACPI power button, then destroy after the grace period. Holds entry.lock (waits release it)."""
+        try:
+            guest.press_power_button()
+            self.record_event(
+                entry.rec, "TriggerShutdownSucceeded", "ACPI power button pressed", action="Shutdown"
+            )
+        except libvirt.libvirtError as exc:
+            if not guest.is_active():
+                return True
+            self.record_event(
+                entry.rec, "TriggerShutdownFailed", exc.get_error_message(), "Warning", "Shutdown"
+            )
+        deadline = time.monotonic() + self.shutdown_timeout
+        while guest.is_active():
+            if not still_wanted():
+                return False
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            # Lifecycle events wake us; the timeout bounds a missed one.
+            entry.cond.wait(min(remaining, 0.5))
+        if guest.is_active() and guest.destroy():
+            message = f"guest ignored ACPI shutdown for {self.shutdown_timeout:g}s; destroyed"
+            self.record_event(entry.rec, "DomainDestroySucceeded", message, "Warning", "Destroy")
+        return True
+
+    # -- delete ------------------------------------------------------------------------------
+    def delete_machine(self, machine_id: str) -> None:
+        """Mark deleted (kept listed with deleted_at) and tear down in the background."""
+        entry = self.index.get(machine_id)
+        with entry.lock:
+            if not entry.rec.deleted_at:
+                entry.rec.deleted_at = time.time_ns()
+                try:
+                    self._persist(entry, self._guest(entry.rec), bump=False)
+                except (IriError, libvirt.libvirtError) as exc:
+                    log.warning("machine %s: persisting deletion failed: %s", machine_id, exc)
+                self.record_event(entry.rec, "DeletionRequested", "machine is being deleted", action="Delete")
+                entry.cond.notify_all()
+        self._start_teardown(entry)
+
+    def _start_teardown(self, entry: Entry) -> None:
+        with entry.lock:
+            if entry.tearing_down:
+                return
+            entry.tearing_down = True
+        self._pool.submit(self._teardown, entry)
+
+    def _teardown(self, entry: Entry) -> None:
+        rec = entry.rec
+        try:
+            with entry.lock:
+                guest = self.host.lookup(rec.domain_name)
+                if guest is not None:
+                    if guest.is_active():
+                        self._shutdown(entry, guest, lambda: True)
+                    guest.undefine()
+                for vol in rec.volumes:
+                    if vol.owned and vol.path:
+                        Path(vol.path).unlink(missing_ok=True)
+                shutil.rmtree(self.machine_dir(rec.id), ignore_errors=True)
+                self.index.remove(rec.id)
+            self.record_event(
+                rec, "MachineDeletionSucceeded", "domain undefined and disks removed", action="Delete"
+            )
+        except Exception as exc:
+            log.exception("machine %s: teardown failed", rec.id)
+            self.record_event(rec, "MachineDeletionFailed", str(exc), "Warning", "Delete")
+            with entry.lock:
+                entry.tearing_down = False  # the next DeleteMachine retries
+
+    # -- volumes -----------------------------------------------------------------------------
+    def attach_volume(self, machine_id: str, volume: machine_pb2.Volume) -> None:
+        entry = self.index.get_live(machine_id)
+        with entry.lock:
+            rec = entry.rec
+            vrec, image = records.volume_record(
+                volume, "volume", rec, self.machine_dir(rec.id) / "disks", self.lookups
+            )
+            records.attachable(vrec, image)
+            guest = self._guest(rec)
+            disks.make_local(vrec, image)
+            try:
+                if vrec.path:
+                    guest.attach_device(to_string(disk_element(vrec)))
+            except libvirt.libvirtError as exc:
+                if vrec.owned:
+                    Path(vrec.path).unlink(missing_ok=True)
+                message = exc.get_error_message()
+                self.record_event(rec, "AttachDetachVolumeFailed", message, "Warning", "AttachVolume")
+                raise Internal(f"volume {vrec.name!r}: attaching failed: {message}") from exc
+            rec.volumes.append(vrec)
+            self._persist(entry, guest)
+            message = f"volume {vrec.name!r} attached as {vrec.target}"
+            self.record_event(rec, "AttachVolumeSucceeded", message, action="AttachVolume")
+
+    def detach_volume(self, machine_id: str, name: str) -> None:
+        entry = self.index.get_live(machine_id)
+        with entry.lock:
+            vrec = self._attached(entry, name, entry.rec.volume(name), "volume")
+            guest = self._guest(entry.rec)
+            if vrec.path:
+                guest.detach_device("disk", volume_alias(name))
+            entry.rec.volumes.remove(vrec)
+            self._persist(entry, guest)
+            if vrec.owned and vrec.path:
+                Path(vrec.path).unlink(missing_ok=True)
+            self.record_event(
+                entry.rec, "DetachVolumeSucceeded", f"volume {name!r} detached", action="DetachVolume"
+            )
+
+    @staticmethod
+    def _attached(entry: Entry, name: str, found: T | None, what: str, field: str = "name") -> T:
+        """What ``name`` names on the machine; NotFound (InvalidArgument when empty) otherwise."""
+        if not name:
+            records.check_name(name, field)
+        if found is None:
+            raise NotFound(f"{what} {name[:80]!r} not found on machine {entry.rec.id!r}")
+        return found
+
+    def update_volume(self, machine_id: str, volume: machine_pb2.Volume) -> None:
+        """Resize (grow only) and retune an attached volume; works on a running domain."""
+        entry = self.index.get_live(machine_id)
+        with entry.lock:
+            name = volume.name
+            vrec = self._attached(entry, name, entry.rec.volume(name), "volume", "volume.name")
+            update = records.volume_update(vrec, volume)
+            guest = self._guest(entry.rec)
+            if update.size and vrec.path:
+                what = f"volume {name!r}"
+                if not guest.grow_disk_live(vrec.target, update.size, what):
+                    disks.grow(Path(vrec.path), update.size)
+            if update.retune and update.attributes is not None:
+                params = records.io_tune(update.attributes, "volume.connection.attributes")
+                guest.set_io_tune(vrec.target, params, f"volume {name!r}")
+            update.apply(vrec)
+            self._persist(entry, guest)
+            self.record_event(
+                entry.rec, "UpdateVolumeSucceeded", f"volume {name!r} updated", action="UpdateVolume"
+            )
+
+    # -- network interfaces ------------------------------------------------------------------
+    def attach_nic(self, machine_id: str, nic: machine_pb2.NetworkInterface) -> None:
+        entry = self.index.get_live(machine_id)
+        with entry.lock:
+            rec = entry.rec
+            nrec = records.nic_record(nic, "network_interface", rec, self.lookups)
+            guest = self._guest(rec)
+            try:
+                guest.attach_device(to_string(interface_element(nrec)))
+            except libvirt.libvirtError as exc:
+                message = exc.get_error_message()
+                self.record_event(rec, "AttachDetachNICFailed", message, "Warning", "AttachNIC")
+                raise Internal(f"network interface {nrec.name!r}: attaching failed: {message}") from exc
+            rec.nics.append(nrec)
+            self._persist(entry, guest)
+            message = f"network interface {nrec.name!r} attached"
+            self.record_event(rec, "AttachNICSucceeded", message, action="AttachNIC")
+
+    def detach_nic(self, machine_id: str, name: str) -> None:
+        entry = self.index.get_live(machine_id)
+        with entry.lock:
+            nrec = self._attached(entry, name, entry.rec.nic(name), "network interface")
+            guest = self._guest(entry.rec)
+            guest.detach_device("interface", nic_alias(name))
+            entry.rec.nics.remove(nrec)
+            self._persist(entry, guest)
+            message = f"network interface {name!r} detached"
+            self.record_event(entry.rec, "DetachNICSucceeded", message, action="DetachNIC")
