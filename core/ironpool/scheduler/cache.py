@@ -87,9 +87,7 @@ class SchedulerCache:
     def upsert_pool(self, info: PoolInfo) -> PoolInfo:
         """Insert or replace a pool; its usage is recomputed from the placements on it."""
         k = (info.kind, info.name)
-        old = self.pools.get(k)
         info.used = {}
-        info.version = (old.version + 1) if old is not None else 0
         for key in self._by_pool.get(k, ()):
             p = self.placements[(info.kind, key)]
             if p.demand is not None:
@@ -236,6 +234,5 @@ class SchedulerCache:
             used[r] = used.get(r, 0) + sign * v
 
     def _changed(self, pool: PoolInfo) -> None:
-        pool.version += 1
         for listener in self.pool_listeners:
             listener(pool)

@@ -73,9 +73,6 @@ class PoolInfo:
     zone: str
     host: str
     used: dict[str, int] = field(default_factory=dict)
-    resource_version: str = ""
-    #: bumped on every change, so index entries can be checked for staleness
-    version: int = 0
 
     def free(self, resource: str) -> int:
         return self.allocatable.get(resource, 0) - self.used.get(resource, 0)
@@ -165,8 +162,7 @@ def pool_from_json(kind: Kind, obj: dict[str, Any]) -> PoolInfo:
     ready = _conditions_ready(status, ("Ready",) if kind == "machine" else ("Available", "Ready"))
     return PoolInfo(kind=kind, name=name, ready=ready, labels=labels, taints=_taints(spec),
                     allocatable=totals, offered=offered, zone=labels.get(ZONE_LABEL, ""),
-                    host=labels.get(HOST_LABEL, name),
-                    resource_version=str(meta.get("resourceVersion", "")))
+                    host=labels.get(HOST_LABEL, name))
 
 
 def class_from_json(kind: Kind, obj: dict[str, Any]) -> ClassInfo:
