@@ -99,7 +99,7 @@ def seconds(value: Any, failures: list[CheckFailure]) -> Any:
 def condition_summary(obj: Obj) -> str:
     """The state and every condition that is not True, for error messages."""
     status = obj.get("status") or {}
-    parts = [f"state {status.get('state') or 'unset'}"]
+    parts = [f"state {status.get('state')}" if status.get("state") else "no state reported yet"]
     for c in status.get("conditions") or []:
         if c.get("status") != "True":
             reason = f" ({c['reason']})" if c.get("reason") else ""

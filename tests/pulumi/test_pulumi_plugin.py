@@ -136,6 +136,11 @@ def test_machine_lifecycle_through_the_plugin(plugin: Plugin, apiserver: ApiServ
     d = plugin.diff(rid, urn, read_outs, news, read_inputs)
     assert d.changes == DIFF_SOME and list(d.replaces) == []
 
+    # A read-only get (`opts=ResourceOptions(id=...)`): the engine sends only the program's inputs.
+    given = {"__provider": provider_payload(MachineProvider()), "name": "web"}
+    got_id, got, _ = plugin.read(rid, urn, {}, given)
+    assert got_id == rid and got["uid"] == outs["uid"] and got["power"] == "On"
+
     # Delete: the Machine and its Ignition Secret go; a refresh then drops it.
     plugin.delete(rid, urn, read_outs, read_inputs)
     for info, name in ((MACHINES, "web"), (SECRETS, "web-ignition")):
@@ -329,3 +334,39 @@ def test_configuration_stack_config_then_environment_then_client_config_file(
     with pytest.raises(PluginError) as err:
         check_class_with({**unset, "IRONPOOL_CONFIG": str(nowhere)}, {})
     assert "pulumi config set ironpool:server" in err.value.details
+
+
+def test_lookups_read_pools_classes_and_a_machine(apiserver: ApiServer, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import pulumi
+    from ironpool_pulumi import get_machine, get_machine_classes, get_machine_pools
+
+    client = client_of(apiserver)
+    client.create_raw(resolve("machineclasses"), {"metadata": {"name": "tiny"},
+                                                  "capabilities": {"cpu": "1", "memory": "256Mi"}})
+    pools = resolve("machinepools")
+    client.create_raw(pools, {"metadata": {"name": "host-1", "labels": {"zone": "a"}}})
+    status = {"state": "Ready", "availableMachineClasses": [{"name": "tiny"}], "capacity": {"cpu": "4"},
+              "allocatable": {"cpu": "3"}}
+    client.patch_raw(pools, "host-1", {"status": status}, subresource="status")
+    client.create_raw(MACHINES, {"metadata": {"name": "web", "namespace": "default"},
+                                 "spec": {"machineClassRef": {"name": "tiny"}}}, "default")
+    client.patch_raw(MACHINES, "web", {"status": {"state": "Running"}}, "default", subresource="status")
+    monkeypatch.setenv("IRONPOOL_CONFIG", str(tmp_path / "absent.yaml"))
+    pulumi.runtime.set_all_config({"ironpool:server": apiserver.url, "ironpool:token": apiserver.admin_token},
+                                  ["ironpool:token"])
+    try:
+        (pool,) = get_machine_pools()
+        assert (pool.name, pool.state, pool.machine_classes, pool.labels) == ("host-1", "Ready", ["tiny"],
+                                                                             {"zone": "a"})
+        assert pool.capacity == {"cpu": "4"} and pool.allocatable == {"cpu": "3"}
+        assert [(c.name, c.capabilities) for c in get_machine_classes()] == [
+            ("tiny", {"cpu": "1", "memory": "256Mi"})]
+        web = get_machine("web")
+        assert (web.namespace, web.machine_class, web.state, web.power) == \
+            ("default", "tiny", "Running", "On")
+        assert web.ip_addresses == []  # the API reports no addresses yet
+        with pytest.raises(LookupError, match="Machine default/nope does not exist"):
+            get_machine("nope")
+    finally:
+        pulumi.runtime.set_all_config({}, [])

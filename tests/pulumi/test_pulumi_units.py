@@ -16,7 +16,7 @@ from ironpool_pulumi import AttachedVolume, Machine, MachineClass, Secret, Volum
 from ironpool_pulumi.base import merge_patch, object_id, split_id
 from ironpool_pulumi.classes import MachineClassProvider, VolumeClassProvider
 from ironpool_pulumi.connection import Connection, client_config
-from ironpool_pulumi.machine import MachineProvider
+from ironpool_pulumi.machine import MachineProvider, ip_addresses
 from ironpool_pulumi.secret import SecretProvider
 from ironpool_pulumi.values import digest, is_unknown, plain, without_system_keys
 from ironpool_pulumi.volume import VolumeProvider
@@ -73,6 +73,14 @@ def test_ids_and_values() -> None:
     assert without_system_keys(live, {"x.ironcore.dev/y": "old"}) == {"app": "web", "ironpool.dev": "k",
                                                                      "x.ironcore.dev/y": "z"}
     assert without_system_keys({"machinepoollet.ironpool.dev/pool": "p1"}, None) is None
+
+
+def test_addresses_come_from_the_interfaces_status_once_networking_reports_them() -> None:
+    status = {"networkInterfaces": [{"name": "a", "ips": ["10.0.0.5", {"value": "fd00::5"}]},
+                                    {"name": "b", "state": "Pending"}]}
+    assert ip_addresses({"status": status}) == ["10.0.0.5", "fd00::5"]
+    assert ip_addresses({"status": {"networkInterfaces": [{"name": "a", "state": "Attached"}]}}) == []
+    assert ip_addresses({}) == []
 
 
 def machine_outputs(**extra: Any) -> dict[str, Any]:
