@@ -241,32 +241,16 @@ class ApiServer:
         if method == "GET":
             self.authorize(user, "get", info.plural, ns, name)  # conditions are for lists and writes
             return "GET", Response(await reg.get_raw(info, ns, name), media_type=JSON)
-        if method == "PUT":
-            cond = self.authorize(user, "update", _resource(info, sub), ns, name)
-            body = await read_body(request)
-            obj = await reg.update(
-                info,
-                ns,
-                name,
-                body,
-                subresource=sub,
-                dry_run=dry_run(request),
+        if method in ("PUT", "PATCH"):
+            patch = method == "PATCH"
+            cond = self.authorize(user, "patch" if patch else "update", _resource(info, sub), ns, name)
+            body = await read_body(request, patch=patch)
+            write = reg.patch if patch else reg.update
+            obj = await write(
+                info, ns, name, body, subresource=sub, dry_run=dry_run(request),
                 check=cond.objects if cond else None,
             )
-            return "PUT", json_response(obj)
-        if method == "PATCH":
-            cond = self.authorize(user, "patch", _resource(info, sub), ns, name)
-            body = await read_body(request, patch=True)
-            obj = await reg.patch(
-                info,
-                ns,
-                name,
-                body,
-                subresource=sub,
-                dry_run=dry_run(request),
-                check=cond.objects if cond else None,
-            )
-            return "PATCH", json_response(obj)
+            return method, json_response(obj)
         if method == "DELETE" and sub is None:
             cond = self.authorize(user, "delete", info.plural, ns, name)
             options = await read_body(request, optional=True)

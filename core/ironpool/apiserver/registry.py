@@ -27,7 +27,7 @@ from __future__ import annotations
 import secrets
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
@@ -37,7 +37,7 @@ from ironpool.api.meta import now_rfc3339
 from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.resources import strategy_for
 from ironpool.api.validation import validate_create, validate_status_update, validate_update
-from ironpool.apiserver.admission import AdmissionChain, Attributes, default_chain
+from ironpool.apiserver.admission import AdmissionChain, AdmissionPlugin, Attributes, default_chain
 from ironpool.apiserver.auth import ObjectCheck
 from ironpool.apiserver.listing import (
     ListOptions,
@@ -52,6 +52,7 @@ from ironpool.store.interface import Document, KeyExists, KeyNotFound, RevisionC
 _SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' generateName alphabet
 _CONFLICT_RETRIES = 16
+E = TypeVar("E", bound=errors.ApiError)
 
 
 class CommitObserver(Protocol):
@@ -60,31 +61,28 @@ class CommitObserver(Protocol):
     def committed(self, info: ResourceInfo, key: str, doc: Document | None) -> None: ...
 
 
+def _about(cls: type[E], info: ResourceInfo, name: str, message: str) -> E:
+    """An error about one object, with the details Kubernetes gives (``machines.compute... "x"``)."""
+    return cls(message, kind=info.plural, name=name, group=info.group)
+
+
+def _what(info: ResourceInfo, name: str) -> str:
+    return f'{info.plural}.{info.group or "core"} "{name}"'
+
+
 def not_found(info: ResourceInfo, name: str) -> errors.NotFound:
-    return errors.NotFound(
-        f'{info.plural}.{info.group or "core"} "{name}" not found',
-        kind=info.plural,
-        name=name,
-        group=info.group,
-    )
+    return _about(errors.NotFound, info, name, f"{_what(info, name)} not found")
 
 
 def _already_exists(info: ResourceInfo, name: str) -> errors.AlreadyExists:
-    return errors.AlreadyExists(
-        f'{info.plural}.{info.group or "core"} "{name}" already exists',
-        kind=info.plural,
-        name=name,
-        group=info.group,
-    )
+    return _about(errors.AlreadyExists, info, name, f"{_what(info, name)} already exists")
 
 
 def _conflict(info: ResourceInfo, name: str) -> errors.Conflict:
-    return errors.Conflict(
-        f'Operation cannot be fulfilled on {info.plural}.{info.group or "core"} "{name}": the object has '
-        "been modified; please apply your changes to the latest version and try again",
-        kind=info.plural,
-        name=name,
-        group=info.group,
+    return _about(
+        errors.Conflict, info, name,
+        f"Operation cannot be fulfilled on {_what(info, name)}: the object has been modified; please "
+        "apply your changes to the latest version and try again",
     )
 
 
@@ -222,7 +220,9 @@ class Registry:
     def __init__(self, store: Store, admission: AdmissionChain | None = None) -> None:
         self.store = store
         self.admission = admission if admission is not None else default_chain(store)
-        self.observers: list[CommitObserver] = list(self.admission.plugins)
+        self.observers: list[CommitObserver] = [
+            p for p in self.admission.plugins if type(p).committed is not AdmissionPlugin.committed
+        ]
 
     def _committed(self, info: ResourceInfo, key: str, doc: Document | None) -> None:
         for observer in self.observers:

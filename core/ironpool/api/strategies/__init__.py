@@ -28,14 +28,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ironpool.api.strategies.classes import MachineClassStrategy, VolumeClassStrategy
 from ironpool.api.strategies.event import EventStrategy
 from ironpool.api.strategies.machine import MachineStrategy
-from ironpool.api.strategies.machineclass import MachineClassStrategy
 from ironpool.api.strategies.namespace import NamespaceStrategy
 from ironpool.api.strategies.pools import MachinePoolStrategy, VolumePoolStrategy
 from ironpool.api.strategies.secret import SecretStrategy
 from ironpool.api.strategies.volume import VolumeStrategy
-from ironpool.api.strategies.volumeclass import VolumeClassStrategy
 from ironpool.api.strategy import Strategy
 
 STRATEGIES: tuple[Strategy[Any], ...] = (

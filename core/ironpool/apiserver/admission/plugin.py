@@ -55,19 +55,25 @@ class AdmissionPlugin:
 
 
 class AdmissionChain:
-    """The plugins in order; a kind's writes visit only the plugins that declared it."""
+    """The plugins in order; a kind's writes visit only the plugins that declared the kind and
+    implement the phase."""
 
     def __init__(self, plugins: Iterable[AdmissionPlugin]) -> None:
         self.plugins = tuple(plugins)
-        self._by_kind: dict[str, tuple[AdmissionPlugin, ...]] = {}
+        self._admitters: dict[str, tuple[AdmissionPlugin, ...]] = {}
+        self._validators: dict[str, tuple[AdmissionPlugin, ...]] = {}
         self._ready = False
         self._lock = asyncio.Lock()
 
-    def _for(self, kind: str) -> tuple[AdmissionPlugin, ...]:
-        plugins = self._by_kind.get(kind)
+    def _for(self, kind: str, phase: str) -> tuple[AdmissionPlugin, ...]:
+        """The plugins that look at ``kind`` and override ``phase`` (``admit`` or ``validate``)."""
+        cache = self._admitters if phase == "admit" else self._validators
+        plugins = cache.get(kind)
         if plugins is None:
-            plugins = self._by_kind[kind] = tuple(
-                p for p in self.plugins if p.kinds is None or kind in p.kinds
+            plugins = cache[kind] = tuple(
+                p for p in self.plugins
+                if (p.kinds is None or kind in p.kinds)
+                and getattr(type(p), phase) is not getattr(AdmissionPlugin, phase)
             )
         return plugins
 
@@ -82,9 +88,9 @@ class AdmissionChain:
                 self._ready = True
 
     async def admit(self, attrs: Attributes) -> None:
-        for plugin in self._for(attrs.info.kind):
+        for plugin in self._for(attrs.info.kind, "admit"):
             await plugin.admit(attrs)
 
     def validate(self, attrs: Attributes) -> None:
-        for plugin in self._for(attrs.info.kind):
+        for plugin in self._for(attrs.info.kind, "validate"):
             plugin.validate(attrs)
