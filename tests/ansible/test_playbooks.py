@@ -1,0 +1,168 @@
+"""The collection through real ``ansible-playbook`` and ``ansible-inventory`` runs against one real
+``ironpool up`` on libvirtd: the example playbooks (check mode, converge, idempotence, inventory,
+teardown), bad arguments, a volume grown in place, and manifests."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import libvirt
+import pytest
+from ironpool.api.resources import resolve
+
+from tests.ansible.conftest import REPO, Ansible, write_playbook
+from tests.e2e.up_harness import UpInstance, machine_domain
+
+pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
+
+EXAMPLES = REPO / "examples" / "ansible"
+MACHINES, VOLUMES, SECRETS = resolve("machines"), resolve("volumes"), resolve("secrets")
+
+
+def names(up: UpInstance, info: object) -> list[str]:
+    with up.client() as client:
+        return sorted(o["metadata"]["name"] for o in client.list_raw(info, None).items)
+
+
+def test_example_playbooks_check_converge_idempotence_inventory_teardown(up: UpInstance,
+                                                                         ansible: Ansible) -> None:
+    # Check mode on the fresh state: everything would change, nothing is created, and each machine
+    # is predicted to land on this host's pool.
+    check = ansible.playbook(EXAMPLES / "site.yml", "--check", "--diff").ok()
+    assert check.recap()["changed"] >= 2
+    predicted = re.findall(r"(web-\d): pool (\S+),", check.stdout)
+    assert dict(predicted) == {"web-1": up.pool, "web-2": up.pool}, check.stdout[-3000:]
+    assert names(up, MACHINES) == [] and names(up, VOLUMES) == [] and names(up, SECRETS) == []
+
+    # The real run: both machines Running where check mode said, as real running domains.
+    ansible.playbook(EXAMPLES / "site.yml").ok()
+    with up.client() as client:
+        machines = {m["metadata"]["name"]: m for m in client.list_raw(MACHINES, "default").items}
+    assert sorted(machines) == ["web-1", "web-2"]
+    for m in machines.values():
+        assert m["status"]["state"] == "Running" and m["spec"]["machinePoolRef"]["name"] == up.pool
+        assert up.domains().get(machine_domain(m["status"]["machineID"])[1]) == libvirt.VIR_DOMAIN_RUNNING
+    assert names(up, SECRETS) == ["web-1-ignition", "web-2-ignition"]
+
+    # A second run changes nothing.
+    assert ansible.playbook(EXAMPLES / "site.yml").ok().recap()["changed"] == 0
+
+    # The inventory plugin lists both, grouped by pool and class, with their hostvars.
+    inv = ansible.inventory(EXAMPLES / "machines.ironpool.yml")
+    pool_group = "pool_" + up.pool.replace("-", "_")
+    assert sorted(inv[pool_group]["hosts"]) == ["web-1", "web-2"]
+    assert sorted(inv["running"]["hosts"]) == ["web-1", "web-2"]
+    hostvars = inv["_meta"]["hostvars"]["web-1"]
+    assert hostvars["ironpool_class"] == "x-small" and hostvars["ironpool_pool"] == up.pool
+    assert hostvars["ironpool_state"] == "Running" and hostvars["ironpool_labels"] == {"app": "web"}
+    assert hostvars["ironpool_uid"] == machines["web-1"]["metadata"]["uid"]
+    assert "ansible_host" not in hostvars  # machines have no addresses before networking exists
+
+    # Teardown leaves no object, domain or storage volume behind.
+    ansible.playbook(EXAMPLES / "teardown.yml").ok()
+    assert names(up, MACHINES) == [] and names(up, VOLUMES) == [] and names(up, SECRETS) == []
+    assert up.domains() == {}
+    assert up.storage_volumes() == []
+
+
+def test_bad_arguments_fail_naming_the_argument_and_create_nothing(up: UpInstance, ansible: Ansible,
+                                                                   tmp_path: Path) -> None:
+    tasks = """
+    - name: unknown class
+      ironpool.iaas.machine: {name: bad-1, machine_class: huge, image: tiny}
+      register: unknown_class
+      ignore_errors: true
+    - name: bad size
+      ironpool.iaas.machine: {name: bad-2, machine_class: x-small, image: tiny, disk_size: ten gigs}
+      register: bad_size
+      ignore_errors: true
+    - name: bad volume size
+      ironpool.iaas.volume: {name: bad-3, volume_class: fast, size: 1 gig}
+      register: bad_volume_size
+      ignore_errors: true
+    - name: unknown option
+      ironpool.iaas.machine: {name: bad-4, machine_class: x-small, colour: red}
+      register: unknown_option
+      ignore_errors: true
+    - name: missing server
+      ironpool.iaas.machine: {name: bad-5, machine_class: x-small, config_file: /nonexistent/config.yaml}
+      register: missing_server
+      ignore_errors: true
+    - name: bad manifest document
+      ironpool.iaas.manifest:
+        definition:
+          - {apiVersion: v1, kind: Secret, metadata: {name: bad-6}, stringData: {a: b}}
+          - {apiVersion: compute.ironcore.dev/v1alpha1, kind: Machine, metadata: {name: bad-7},
+             spec: {machineClassRef: {name: x-small}, power: Maybe}}
+      register: bad_manifest
+      ignore_errors: true
+    - name: messages
+      ansible.builtin.copy:
+        dest: "{{ out }}"
+        content: "{{ {'unknown_class': unknown_class.msg, 'bad_size': bad_size.msg,
+                      'bad_volume_size': bad_volume_size.msg, 'unknown_option': unknown_option.msg,
+                      'missing_server': missing_server.msg, 'bad_manifest': bad_manifest.msg} | to_json }}"
+"""
+    out = tmp_path / "messages.json"
+    run = ansible.playbook(write_playbook(tmp_path, tasks), "-e", f"out={out}").ok()
+    assert run.recap()["ignored"] == 6
+    msgs = json.loads(out.read_text())
+    assert msgs["unknown_class"].startswith("machine_class: there is no MachineClass named 'huge'")
+    assert msgs["bad_size"].startswith("disk_size: 'ten gigs' is not a size")
+    assert msgs["bad_volume_size"].startswith("size: '1 gig' is not a size")
+    assert "Unsupported parameters" in msgs["unknown_option"] and "colour" in msgs["unknown_option"]
+    assert msgs["missing_server"].startswith("server: no ironpool apiserver is configured")
+    assert msgs["bad_manifest"].startswith("definition (document 1): Machine default/bad-7: spec.power")
+    assert names(up, MACHINES) == [] and names(up, VOLUMES) == [] and names(up, SECRETS) == []
+
+
+def test_volume_grows_in_place_never_shrinks_and_manifests_apply_and_delete(up: UpInstance, ansible: Ansible,
+                                                                            tmp_path: Path) -> None:
+    tasks = """
+    - ironpool.iaas.volume: {name: grow, volume_class: fast, size: 64Mi, wait: true}
+    - ironpool.iaas.volume: {name: grow, size: 128Mi, wait: true}
+      register: grown
+    - ironpool.iaas.volume: {name: grow, size: 64Mi}
+      register: shrink
+      ignore_errors: true
+    - ironpool.iaas.manifest:
+        definition: |
+          apiVersion: v1
+          kind: Secret
+          metadata: {name: m-secret}
+          stringData: {key: value}
+          ---
+          apiVersion: storage.ironcore.dev/v1alpha1
+          kind: Volume
+          metadata: {name: m-volume}
+          spec: {volumeClassRef: {name: fast}, resources: {storage: 64Mi}}
+        wait: true
+      register: applied
+    - ironpool.iaas.manifest:
+        src: "{{ manifest }}"
+        state: absent
+        wait: true
+      register: deleted
+    - ironpool.iaas.volume: {name: grow, state: absent, wait: true}
+    - ansible.builtin.copy:
+        dest: "{{ out }}"
+        content: "{{ {'grown': grown.size, 'shrink': shrink.msg,
+                      'applied': applied.results | map(attribute='action') | list,
+                      'pools': applied.results | map(attribute='pool', default='') | list,
+                      'deleted': deleted.results | map(attribute='action') | list} | to_json }}"
+"""
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text("apiVersion: v1\nkind: Secret\nmetadata: {name: m-secret}\n---\n"
+                        "apiVersion: storage.ironcore.dev/v1alpha1\nkind: Volume\n"
+                        "metadata: {name: m-volume}\n")
+    out = tmp_path / "out.json"
+    ansible.playbook(write_playbook(tmp_path, tasks), "-e", f"out={out}", "-e", f"manifest={manifest}").ok()
+    got = json.loads(out.read_text())
+    assert got["grown"] == "128Mi"
+    assert got["shrink"].startswith("size: ") and "cannot shrink from 128Mi to 64Mi" in got["shrink"]
+    assert got["applied"] == ["created", "created"] and got["pools"] == ["", up.pool]
+    assert got["deleted"] == ["deleted", "deleted"]
+    assert names(up, VOLUMES) == [] and names(up, SECRETS) == []
+    assert up.storage_volumes() == []
