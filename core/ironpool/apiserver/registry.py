@@ -70,7 +70,7 @@ def _what(info: ResourceInfo, name: str) -> str:
     return f'{info.plural}.{info.group or "core"} "{name}"'
 
 
-def not_found(info: ResourceInfo, name: str) -> errors.NotFound:
+def _not_found(info: ResourceInfo, name: str) -> errors.NotFound:
     return _about(errors.NotFound, info, name, f"{_what(info, name)} not found")
 
 
@@ -231,7 +231,7 @@ class Registry:
     async def _current(self, info: ResourceInfo, namespace: str | None, name: str) -> Document:
         obj = await self.store.get(info.key(namespace, name))
         if obj is None:
-            raise not_found(info, name)
+            raise _not_found(info, name)
         return obj
 
     async def _retrying(self, info: ResourceInfo, name: str, pinned: bool,
@@ -246,7 +246,7 @@ class Registry:
                 if pinned:
                     raise _conflict(info, name) from None
             except KeyNotFound:
-                raise not_found(info, name) from None
+                raise _not_found(info, name) from None
         raise errors.Conflict(
             f"{info.plural} {name!r}: too many concurrent writers, try again",
             kind=info.plural,
@@ -301,7 +301,7 @@ class Registry:
     async def get_raw(self, info: ResourceInfo, namespace: str | None, name: str) -> bytes:
         raw = await self.store.get_raw(info.key(namespace, name))
         if raw is None:
-            raise not_found(info, name)
+            raise _not_found(info, name)
         return raw
 
     async def list(self, info: ResourceInfo, namespace: str | None, options: ListOptions) -> bytes:
