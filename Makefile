@@ -28,6 +28,7 @@ test: host venv
 lint: venv
 	$(VENV)/bin/ruff check core pulumi_provider tests bench
 	$(VENV)/bin/mypy
+	bash scripts/test-ansible.sh lint
 
 stubs: venv
 	$(PY) -m ironpool.iri.regen

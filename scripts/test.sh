@@ -15,5 +15,7 @@ set +e
 "$VENV/bin/pytest" -ra --durations=15 "$@"
 rc=$?
 set -e
+# The Ansible collection (ruff/mypy, ansible-test sanity and units, Molecule), once pytest passed.
+[ "$rc" -ne 0 ] || bash scripts/test-ansible.sh || rc=$?
 # pytest's exit 5 means no test ran: that is a failure of the suite, not a pass.
 exit $rc
