@@ -201,3 +201,28 @@ async def test_namespace_controller_resumes_what_an_earlier_process_left(store: 
 
 async def _absent(store: Store, key: str) -> bool:
     return await store.get(key) is None
+
+
+async def test_the_apiserver_of_ironpool_up_runs_the_namespace_controller(tmp_path: Path) -> None:
+    """``ironpool up`` hosts the apiserver through ApiServerRunner; its namespaces get deleted too."""
+    import httpx
+    from ironpool.allinone.servers import ApiServerRunner
+
+    (tmp_path / "tokens.csv").write_text('t0k3n,admin,1,"system:masters"\n')
+    runner = ApiServerRunner(f"sqlite:///{tmp_path / 'up.db'}", tmp_path / "tokens.csv", "127.0.0.1", 0)
+    await runner.start()
+    try:
+        async with httpx.AsyncClient(base_url=runner.url, headers={"Authorization": "Bearer t0k3n"}) as c:
+            ns = "/api/v1/namespaces"
+            assert (await c.post(ns, json={"metadata": {"name": "team-up"}})).status_code == 201
+            secret = {"metadata": {"name": "s"}, "data": {}}
+            assert (await c.post(f"{ns}/team-up/secrets", json=secret)).status_code == 201
+            assert (await c.delete(f"{ns}/team-up")).status_code == 200
+
+            async def gone() -> bool:
+                return (await c.get(f"{ns}/team-up")).status_code == 404
+
+            await eventually(gone, message="namespace team-up removed by the controller")
+            assert (await c.get(f"{ns}/team-up/secrets/s")).status_code == 404
+    finally:
+        await runner.stop()
