@@ -5,7 +5,7 @@
 * :class:`VolumeRuntimeRunner` - the libvirt volume runtime (grpc.aio) on a unix socket.
 
 They reuse the components' own building blocks (``build_app``, ``MachineDriver``/``serve``,
-``VolumeRuntimeCore``/``VolumeRuntimeServicer``) and differ from the components' commands only in
+``VolumeDriver``/``VolumeRuntimeServicer``) and differ from the components' commands only in
 leaving signal handling to ``ironpool up``: one Ctrl-C stops everything in order.
 """
 
@@ -250,15 +250,21 @@ class VolumeRuntimeRunner:
 
         from ironpool.iri.gen.volume.v1alpha1 import api_pb2_grpc as volume_grpc
         from ironpool.runtime.errors import IriError
+        from ironpool.runtime.service import bind_address
         from ironpool.runtime.volume.classes import load_classes
-        from ironpool.runtime.volume.core import VolumeRuntimeCore
+        from ironpool.runtime.volume.driver import VolumeDriver
+        from ironpool.runtime.volume.host import StorageHost
         from ironpool.runtime.volume.images import ImageCatalog
         from ironpool.runtime.volume.pool import PoolConfigError, StoragePool
-        from ironpool.runtime.volume.server import VolumeRuntimeServicer, grpc_bind_address
+        from ironpool.runtime.volume.server import VolumeRuntimeServicer
 
         s = self.settings
-        core = VolumeRuntimeCore(
-            StoragePool(s.libvirt_uri, s.storage_pool, s.pool_path), load_classes(s.classes_file),
+        try:
+            host = StorageHost(s.libvirt_uri)
+        except ConnectionError as exc:
+            raise StartError(f"volume runtime: {exc}") from exc
+        core = VolumeDriver(
+            StoragePool(host, s.storage_pool, s.pool_path), load_classes(s.classes_file),
             ImageCatalog(s.images), owner=s.owner, share_pool=s.share_pool,
         )
         self._executor = ThreadPoolExecutor(max_workers=s.workers, thread_name_prefix="volume-runtime")
@@ -275,7 +281,7 @@ class VolumeRuntimeRunner:
         self.volumes = len(core.list_volumes())
         server = grpc.aio.server()
         volume_grpc.add_VolumeRuntimeServicer_to_server(VolumeRuntimeServicer(core, self._executor), server)
-        server.add_insecure_port(grpc_bind_address(self.endpoint))
+        bind_address(server, self.endpoint)
         await server.start()
         self._server = server
 
@@ -287,7 +293,7 @@ class VolumeRuntimeRunner:
             self._executor.shutdown(wait=True)
             self._executor = None
         if self._core is not None:
-            self._core.pool.close()
+            self._core.pool.host.close()
             self._core = None
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.settings.socket)

@@ -87,7 +87,8 @@ def volume_runtime(
     # Imported here so `ironpool --help` does not load libvirt and grpc.
     from ironpool.runtime.errors import IriError
     from ironpool.runtime.volume.classes import ClassFileError, load_classes
-    from ironpool.runtime.volume.core import VolumeRuntimeCore
+    from ironpool.runtime.volume.driver import VolumeDriver
+    from ironpool.runtime.volume.host import StorageHost
     from ironpool.runtime.volume.images import ImageCatalog
     from ironpool.runtime.volume.pool import PoolConfigError, StoragePool
     from ironpool.runtime.volume.server import serve
@@ -98,11 +99,11 @@ def volume_runtime(
         raise click.BadParameter(str(exc), param_hint="--classes") from exc
     if not pool_path.is_absolute():
         raise click.BadParameter(f"must be an absolute path, got {pool_path}", param_hint="--pool-path")
-    core = VolumeRuntimeCore(
-        StoragePool(libvirt_uri, storage_pool, pool_path), classes, ImageCatalog(images_dir),
-        owner=owner or f"volume-runtime@{socket.gethostname()}:{pool_path}", share_pool=share_storage_pool,
-    )
+    owner = owner or f"volume-runtime@{socket.gethostname()}:{pool_path}"
     try:
-        asyncio.run(serve(core, address, workers=workers))
-    except (PoolConfigError, IriError) as exc:
+        pool = StoragePool(StorageHost(libvirt_uri), storage_pool, pool_path)
+        images = ImageCatalog(images_dir)
+        driver = VolumeDriver(pool, classes, images, owner=owner, share_pool=share_storage_pool)
+        asyncio.run(serve(driver, address, workers=workers))
+    except (PoolConfigError, IriError, ConnectionError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc

@@ -1,4 +1,4 @@
-"""Fast checks without libvirt: class manifests, request validation, sidecar files, event filters."""
+"""Fast checks without libvirtd: class manifests, request validation, sidecar files, event filters."""
 
 from __future__ import annotations
 
@@ -6,11 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from ironpool.runtime.errors import InvalidArgument
+from ironpool.runtime.events import EventRing, RuntimeEvent
 from ironpool.runtime.volume.classes import ClassFileError, parse_classes
-from ironpool.runtime.volume.events import EventLog, RuntimeEvent
-from ironpool.runtime.volume.sidecar import SidecarStore, SnapshotRecord, VolumeRecord
-from ironpool.runtime.volume.validation import check_annotations, check_id, check_labels, check_size
+from ironpool.runtime.volume.records import SnapshotRecord, VolumeRecord
+from ironpool.runtime.volume.sidecar import SidecarStore
 
 _ONE_CLASS = "kind: VolumeClass\napiVersion: storage.ironcore.dev/v1alpha1\nmetadata: {name: a}\n"
 
@@ -78,22 +77,6 @@ def test_bad_class_files(text: str, words: list[str]) -> None:
     assert all(w in str(err.value) for w in words), str(err.value)
 
 
-def test_validation() -> None:
-    assert check_id("0123abcd", "f") == "0123abcd"
-    for bad in ("", "A", "a/b", "-a", "a" * 64, "<x>"):
-        with pytest.raises(InvalidArgument, match=r"^f: "):
-            check_id(bad, "f")
-    assert check_labels({"volumepoollet.ironcore.dev/volume-uid": "abc-1", "empty": ""}, "l")
-    for labels in ({"k": "<v>"}, {"k": "a" * 64}, {"a&b": "v"}, {"/k": "v"}, {"Bad_Prefix/k": "v"}):
-        with pytest.raises(InvalidArgument, match=r"^l\["):
-            check_labels(labels, "l")
-    assert check_annotations({"k": "<any & all>"}, "a") == {"k": "<any & all>"}
-    with pytest.raises(InvalidArgument, match="total size"):
-        check_annotations({"k": "x" * 300_000}, "a")
-    with pytest.raises(InvalidArgument, match="greater than 0"):
-        check_size(0, "s")
-
-
 def test_sidecar_roundtrip_and_atomic_files(tmp_path: Path) -> None:
     store = SidecarStore(tmp_path / "meta")
     store.ensure()
@@ -124,33 +107,34 @@ def test_sidecar_roundtrip_and_atomic_files(tmp_path: Path) -> None:
 
 
 def test_event_filters() -> None:
-    log = EventLog(capacity=2)
+    log = EventRing(max_events=2)
     for i in range(3):
-        log.record(
+        log.add(
             RuntimeEvent(f"id{i}", {"n": str(i)}, {}, "Created", "m", "Normal", "Create", event_time=100 + i)
         )
     assert [e.object_id for e in log.list()] == ["id1", "id2"]  # bounded
-    assert [e.object_id for e in log.list(selector={"n": "2"})] == ["id2"]
+    assert [e.object_id for e in log.list(label_selector={"n": "2"})] == ["id2"]
     assert [e.object_id for e in log.list(object_id="id1")] == ["id1"]
     assert [e.object_id for e in log.list(from_time=102)] == ["id2"]
     assert [e.object_id for e in log.list(to_time=101)] == ["id1"]
 
 
 def test_pool_reconnects_after_the_connection_drops() -> None:
+    from ironpool.runtime.volume.host import StorageHost
     from ironpool.runtime.volume.pool import StoragePool
 
     # libvirt's built-in test driver: its "default-pool" is a dir pool, enough for this path.
-    pool = StoragePool("test:///default", "default-pool", Path("/default-pool"))
+    pool = StoragePool(StorageHost("test:///default"), "default-pool", Path("/default-pool"))
     pool.ensure()
     before = set(pool.list_volumes())
-    assert pool._conn is not None
-    pool._conn.close()  # what a libvirtd restart does to us
+    pool.host.connection.get().close()  # what a libvirtd restart does to us
     assert set(pool.list_volumes()) == before
-    pool.close()
+    pool.host.close()
 
 
 def test_pool_of_another_type_is_refused_on_the_test_driver() -> None:
     import libvirt
+    from ironpool.runtime.volume.host import StorageHost
     from ironpool.runtime.volume.pool import PoolConfigError, StoragePool
 
     conn = libvirt.open("test:///default")  # each open of test:///default shares one in-process state
@@ -161,7 +145,7 @@ def test_pool_of_another_type_is_refused_on_the_test_driver() -> None:
     )
     try:
         with pytest.raises(PoolConfigError, match="type 'logical'"):
-            StoragePool("test:///default", "vg", Path("/x")).ensure()
+            StoragePool(StorageHost("test:///default"), "vg", Path("/x")).ensure()
     finally:
         conn.storagePoolLookupByName("vg").undefine()
         conn.close()

@@ -1,53 +1,27 @@
-"""libvirt storage-pool operations for the volume runtime (synchronous; call from worker threads).
+"""The volume runtime's storage pool and the volumes in it (synchronous; call from worker threads).
 
-Owns the connection (reopened when libvirtd restarts), makes sure the ``dir`` pool exists and is
-active and autostarted, and creates, resizes, lists and deletes qcow2 volumes in it. XML is built
-with ``xml.etree``; volume names come from runtime-generated IDs only.
+Makes sure the ``dir`` pool exists and is active and autostarted, reports its free space, and
+creates, resizes, lists and deletes qcow2 volumes in it, over the host's connection
+(:class:`~.host.StorageHost`). XML is built with ``xml.etree``; volume names come from
+runtime-generated IDs only.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import subprocess
-import threading
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import libvirt
 
-from ironpool.runtime.errors import FailedPrecondition, Internal, Unavailable
+from ironpool.runtime.errors import Internal
+
+from .host import StorageHost
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-
-# libvirt error codes meaning "the connection is gone": reconnect and let the caller retry.
-_CONNECTION_ERRORS = frozenset(
-    {
-        libvirt.VIR_ERR_SYSTEM_ERROR,
-        libvirt.VIR_ERR_RPC,
-        libvirt.VIR_ERR_NO_CONNECT,
-        libvirt.VIR_ERR_INVALID_CONN,
-    }
-)
-
-
-def _quiet(_ctx: object, _err: object) -> None:
-    """libvirt prints every error to stderr by default; ours are raised and logged instead."""
-
-
-libvirt.registerErrorHandler(_quiet, None)
-
-
-def _alive(conn: libvirt.virConnect) -> bool:
-    try:
-        return bool(conn.isAlive())
-    except libvirt.libvirtError:
-        return False
 
 
 class PoolConfigError(Exception):
@@ -85,52 +59,16 @@ def _volume_xml(name: str, capacity: int) -> str:
 
 
 class StoragePool:
-    """One libvirt ``dir`` storage pool on one connection."""
+    """One libvirt ``dir`` storage pool on the host's connection."""
 
-    def __init__(self, uri: str, name: str, path: Path) -> None:
-        self.uri = uri
+    def __init__(self, host: StorageHost, name: str, path: Path) -> None:
+        self.host = host
         self.name = name
         self.requested_path = path
         self.target_path = path
-        self._conn: libvirt.virConnect | None = None
-        self._lock = threading.Lock()
-
-    # -- connection --------------------------------------------------------------------------
-    def _connection(self) -> libvirt.virConnect:
-        with self._lock:
-            if self._conn is not None:
-                if _alive(self._conn):
-                    return self._conn
-                log.warning("libvirt connection to %s lost; reconnecting", self.uri)
-                self._conn = None
-            try:
-                self._conn = libvirt.open(self.uri)
-            except libvirt.libvirtError as exc:
-                msg = f"cannot connect to libvirt at {self.uri}: {exc.get_error_message()}"
-                raise Unavailable(msg) from exc
-            return self._conn
-
-    def _call(self, what: str, fn: Callable[[libvirt.virConnect], T]) -> T:
-        """Run ``fn`` on the connection; one retry after a reconnect if the connection broke."""
-        for attempt in (1, 2):
-            conn = self._connection()
-            try:
-                return fn(conn)
-            except libvirt.libvirtError as exc:
-                if attempt == 1 and exc.get_error_code() in _CONNECTION_ERRORS and not _alive(conn):
-                    continue
-                raise Internal(f"{what}: {exc.get_error_message()}") from exc
-        raise Unavailable(f"{what}: libvirt connection keeps failing")  # pragma: no cover
 
     def _pool(self, conn: libvirt.virConnect) -> libvirt.virStoragePool:
         return conn.storagePoolLookupByName(self.name)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                with contextlib.suppress(libvirt.libvirtError):
-                    self._conn.close()
-                self._conn = None
 
     # -- the pool ----------------------------------------------------------------------------
     def _find(self, conn: libvirt.virConnect) -> libvirt.virStoragePool | None:
@@ -148,15 +86,16 @@ class StoragePool:
             if root.get("type") == "dir" and root.findtext("target/path") == str(self.requested_path):
                 # Our folder under another name (made before pool names followed the data dir):
                 # libvirt refuses a second pool on one folder, and the volumes in it are these.
-                log.info("using storage pool %s, which already serves %s", candidate.name(),
-                         self.requested_path)
+                log.info(
+                    "using storage pool %s, which already serves %s", candidate.name(), self.requested_path
+                )
                 self.name = candidate.name()
                 return candidate
         return None
 
     def ensure(self) -> None:
         """Create the pool if missing, start it, set autostart; refuse a pool of another type."""
-        conn = self._connection()
+        conn = self.host.connection.get()
         pool = self._find(conn)
         if pool is None:
             try:
@@ -220,7 +159,7 @@ class StoragePool:
             _type, cap, alloc = vol.info()
             return VolumeInfo(name, vol.path(), int(cap), int(alloc))
 
-        return self._call(f"create volume {name}", create)
+        return self.host.connection.call(f"create volume {name}", create)
 
     def info(self, name: str) -> VolumeInfo | None:
         """The volume's sizes, or ``None`` if libvirt has no such volume."""
@@ -246,7 +185,7 @@ class StoragePool:
                     raise
             return VolumeInfo(name, vol.path(), int(cap), int(alloc))
 
-        return self._call(f"look up volume {name}", read)
+        return self.host.connection.call(f"look up volume {name}", read)
 
     def list_volumes(self) -> dict[str, VolumeInfo]:
         def read(conn: libvirt.virConnect) -> dict[str, VolumeInfo]:
@@ -258,7 +197,7 @@ class StoragePool:
                 out[vol.name()] = VolumeInfo(vol.name(), vol.path(), int(cap), int(alloc))
             return out
 
-        return self._call(f"list volumes of pool {self.name!r}", read)
+        return self.host.connection.call(f"list volumes of pool {self.name!r}", read)
 
     def resize(self, name: str, capacity: int) -> VolumeInfo:
         def grow(conn: libvirt.virConnect) -> VolumeInfo:
@@ -267,7 +206,7 @@ class StoragePool:
             _type, cap, alloc = vol.info()
             return VolumeInfo(name, vol.path(), int(cap), int(alloc))
 
-        return self._call(f"resize volume {name}", grow)
+        return self.host.connection.call(f"resize volume {name}", grow)
 
     def delete(self, name: str) -> None:
         def remove(conn: libvirt.virConnect) -> None:
@@ -287,46 +226,15 @@ class StoragePool:
                 if name in pool.listVolumes():
                     raise
 
-        self._call(f"delete volume {name}", remove)
-
-    def disk_users(self, path: str, active_only: bool = False) -> list[tuple[str, str]]:
-        """``(domain, target dev)`` of every disk backed by this volume, by file or pool/volume."""
-        volume = Path(path).name
-        flags = libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE if active_only else 0
-
-        def scan(conn: libvirt.virConnect) -> list[tuple[str, str]]:
-            users = []
-            for dom in conn.listAllDomains(flags):
-                try:
-                    root = ET.fromstring(dom.XMLDesc(0))
-                except libvirt.libvirtError:
-                    continue  # the domain vanished while we looked
-                for disk in root.iterfind("devices/disk"):
-                    source, target = disk.find("source"), disk.find("target")
-                    if source is None:
-                        continue
-                    if source.get("file") == path or (
-                        source.get("pool") == self.name and source.get("volume") == volume
-                    ):
-                        users.append((dom.name(), target.get("dev", "") if target is not None else ""))
-            return users
-
-        return self._call("list domains", scan)
+        self.host.connection.call(f"delete volume {name}", remove)
 
     def ensure_unused(self, path: str, what: str) -> None:
-        users = sorted({dom for dom, _dev in self.disk_users(path)})
-        if users:
-            raise FailedPrecondition(
-                f"{what} is still attached to domain(s) {', '.join(users)}; detach it first"
-            )
+        """FailedPrecondition naming the domains that still use the volume file ``path``."""
+        self.host.ensure_unused(path, self.name, what)
 
-    def block_resize(self, domain: str, dev: str, capacity: int) -> None:
-        """Grow a disk of a running domain (QEMU holds the file locked, so qemu-img cannot)."""
-
-        def resize(conn: libvirt.virConnect) -> None:
-            conn.lookupByName(domain).blockResize(dev, capacity, libvirt.VIR_DOMAIN_BLOCK_RESIZE_BYTES)
-
-        self._call(f"block resize {dev} of domain {domain}", resize)
+    def users(self, path: str) -> list[tuple[str, str]]:
+        """``(domain, target dev)`` of the running domains that hold the volume file ``path``."""
+        return self.host.disk_users(path, self.name, active_only=True)
 
 
 def qemu_img(*args: str, timeout: float = 3600) -> None:

@@ -17,60 +17,14 @@ import contextlib
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
 
-Phase = Literal["creating", "ready", "deleting"]
+from .records import SnapshotRecord, VolumeRecord
+
 SCHEMA_VERSION = 1
 META_DIR_NAME = ".ironpool-meta"
-
-
-@dataclass
-class VolumeRecord:
-    """What the runtime remembers about one volume besides what libvirt knows."""
-
-    id: str
-    phase: Phase
-    created_at: int  # Unix ns
-    class_name: str
-    storage_bytes: int  # requested (spec) size
-    tps: int = 0
-    iops: int = 0
-    labels: dict[str, str] = field(default_factory=dict)
-    annotations: dict[str, str] = field(default_factory=dict)
-    image: str = ""
-    snapshot_id: str = ""
-
-    @property
-    def libvirt_name(self) -> str:
-        return volume_name(self.id)
-
-
-@dataclass
-class SnapshotRecord:
-    """A volume snapshot: a flattened qcow2 copy of the source volume, kept in the same pool."""
-
-    id: str
-    phase: Phase
-    created_at: int
-    volume_id: str
-    size: int = 0  # virtual size of the source volume at snapshot time
-    labels: dict[str, str] = field(default_factory=dict)
-    annotations: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def libvirt_name(self) -> str:
-        return snapshot_name(self.id)
-
-
-def volume_name(volume_id: str) -> str:
-    """libvirt volume name of an IRI volume: derived from the runtime's own ID only."""
-    return f"{volume_id}.qcow2"
-
-
-def snapshot_name(snapshot_id: str) -> str:
-    return f"snapshot-{snapshot_id}.qcow2"
 
 
 class SidecarError(Exception):

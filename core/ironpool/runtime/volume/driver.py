@@ -1,8 +1,11 @@
-"""The volume runtime's logic: validation, ordering, crash recovery and the in-memory index.
+"""The volume runtime's driver: ordering, crash recovery and the in-memory index of volumes.
 
-Synchronous and thread-safe; the gRPC layer calls it from worker threads. State is rebuilt on
-:meth:`VolumeRuntimeCore.start` from the libvirt pool plus the sidecar files (see
-:mod:`.sidecar`), after which reads (List, Status) are served from memory and libvirt's pool info.
+Split as the machine runtime is: the libvirt host (:mod:`.host`), the storage pool and its
+volumes (:mod:`.pool`), records and their checks and IRI messages (:mod:`.records`), and this
+driver over them. Synchronous and thread-safe; the gRPC layer calls it from worker threads. State
+is rebuilt on :meth:`VolumeDriver.start` from the libvirt pool plus the sidecar files (see
+:mod:`.sidecar`), after which reads (List, Status) are served from memory and the pool's
+filesystem.
 """
 
 from __future__ import annotations
@@ -15,79 +18,35 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
-from ironpool.runtime.errors import (
-    FailedPrecondition,
-    InvalidArgument,
-    NotFound,
-    ResourceExhausted,
-    Unimplemented,
-)
+from ironpool.runtime.errors import FailedPrecondition, InvalidArgument, ResourceExhausted
+from ironpool.runtime.events import EventRing, RuntimeEvent
+from ironpool.runtime.metadata import check_string_map, select
 
 from .classes import VolumeClassSpec
 from .images import ImageCatalog
 from .owner import claim_pool
 from .pool import PoolConfigError, StoragePool, qemu_img
-from .sidecar import META_DIR_NAME, SidecarStore, SnapshotRecord, VolumeRecord
-from .validation import check_annotations, check_id, check_labels, check_size
+from .records import (
+    CreateVolumeArgs,
+    SnapshotRecord,
+    SnapshotView,
+    VolumeRecord,
+    VolumeView,
+    check_size,
+    lookup,
+    volume_class,
+)
+from .sidecar import META_DIR_NAME, SidecarStore
 
 log = logging.getLogger(__name__)
 
-DRIVER = "ironpool-local"
 _OWN_NAME_RE = re.compile(r"^(?:snapshot-)?[0-9a-f]{32}\.qcow2$")
 
 
-@dataclass(frozen=True)
-class VolumeView:
-    """A volume as the runtime reports it."""
-
-    record: VolumeRecord
-    path: str
-    effective_bytes: int
-    error: str = ""  # non-empty: the backing libvirt volume is missing or unusable
-
-    @property
-    def available(self) -> bool:
-        return not self.error
-
-    def access_attributes(self, pool_name: str) -> dict[str, str]:
-        """The ``VolumeAccess.attributes`` a machine runtime on this host attaches the disk with."""
-        attrs = {"path": self.path, "format": "qcow2", "pool": pool_name, "volume": self.record.libvirt_name}
-        if self.record.iops:
-            attrs["iops"] = str(self.record.iops)
-        if self.record.tps:
-            attrs["tps"] = str(self.record.tps)
-        return attrs
-
-
-@dataclass(frozen=True)
-class SnapshotView:
-    """A snapshot as the runtime reports it."""
-
-    record: SnapshotRecord
-    path: str
-
-
-@dataclass(frozen=True)
-class CreateVolumeArgs:
-    """The fields of a CreateVolume request the runtime uses."""
-
-    class_name: str
-    storage_bytes: int
-    labels: Mapping[str, str]
-    annotations: Mapping[str, str]
-    image: str = ""
-    snapshot_id: str = ""
-    encrypted: bool = False
-
-
-def _matches(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
-    return all(labels.get(k) == v for k, v in selector.items())
-
-
-class VolumeRuntimeCore:
+class VolumeDriver:
     """Volumes and snapshots in one libvirt ``dir`` pool."""
 
     def __init__(
@@ -112,6 +71,7 @@ class VolumeRuntimeCore:
         self._sidecars: SidecarStore | None = None
         self._lock_fd: int | None = None
         self.problems: list[str] = []  # what reconciliation found and could not fix
+        self.events = EventRing(max_events=1000)
 
     # -- start-up ----------------------------------------------------------------------------
     @property
@@ -187,14 +147,7 @@ class VolumeRuntimeCore:
     def list_volumes(
         self, volume_id: str = "", selector: Mapping[str, str] | None = None
     ) -> list[VolumeView]:
-        if volume_id:
-            check_id(volume_id, "filter.id")
-            view = self._volumes.get(volume_id)
-            candidates = [view] if view is not None else []
-        else:
-            candidates = list(self._volumes.values())
-        if selector:
-            candidates = [v for v in candidates if _matches(v.record.labels, selector)]
+        candidates = select(self._volumes, volume_id, selector, lambda v: v.record.labels)
         return sorted(
             (self._checked(v) for v in candidates), key=lambda v: (v.record.created_at, v.record.id)
         )
@@ -209,14 +162,7 @@ class VolumeRuntimeCore:
     def list_snapshots(
         self, snapshot_id: str = "", selector: Mapping[str, str] | None = None
     ) -> list[SnapshotView]:
-        if snapshot_id:
-            check_id(snapshot_id, "filter.id")
-            view = self._snapshots.get(snapshot_id)
-            candidates = [view] if view is not None else []
-        else:
-            candidates = list(self._snapshots.values())
-        if selector:
-            candidates = [s for s in candidates if _matches(s.record.labels, selector)]
+        candidates = select(self._snapshots, snapshot_id, selector, lambda s: s.record.labels)
         return sorted(candidates, key=lambda s: (s.record.created_at, s.record.id))
 
     def free_bytes(self) -> int:
@@ -225,26 +171,7 @@ class VolumeRuntimeCore:
     # -- create ------------------------------------------------------------------------------
     def _validate_create(self, args: CreateVolumeArgs) -> tuple[VolumeClassSpec, Path | None, str, int]:
         """Check everything that needs no lock; return class, source file, its format, min size."""
-        if not args.class_name:
-            raise InvalidArgument("volume.spec.class: required")
-        vclass = self.classes.get(args.class_name)
-        if vclass is None:
-            known = ", ".join(sorted(self.classes)) or "none"
-            raise InvalidArgument(
-                f"volume.spec.class: unknown volume class {args.class_name[:80]!r} (known: {known})"
-            )
-        check_size(args.storage_bytes, "volume.spec.resources.storage_bytes")
-        check_labels(args.labels, "volume.metadata.labels")
-        check_annotations(args.annotations, "volume.metadata.annotations")
-        if args.encrypted:
-            raise Unimplemented(
-                "volume.spec.encryption: encrypted volumes are not supported by the "
-                "ironpool-local volume runtime"
-            )
-        if args.image and args.snapshot_id:
-            raise InvalidArgument(
-                "volume.spec.volume_data_source: set either an image or a snapshot, not both"
-            )
+        vclass = volume_class(args, self.classes)
         source: Path | None = None
         source_format = ""
         min_size = 0
@@ -253,10 +180,7 @@ class VolumeRuntimeCore:
             source, source_format, min_size = image.path, image.format, image.virtual_size
         elif args.snapshot_id:
             field = "volume.spec.volume_data_source.snapshot_data_source.snapshot_id"
-            check_id(args.snapshot_id, field)
-            snap = self._snapshots.get(args.snapshot_id)
-            if snap is None:
-                raise NotFound(f"{field}: snapshot {args.snapshot_id!r} not found")
+            snap = lookup(self._snapshots, args.snapshot_id, field, "snapshot")
             source, source_format, min_size = Path(snap.path), "qcow2", snap.record.size
         if args.storage_bytes < min_size:
             raise InvalidArgument(
@@ -273,7 +197,30 @@ class VolumeRuntimeCore:
                 f"{free} bytes free"
             )
 
+    def _event(self, about: VolumeRecord | CreateVolumeArgs, reason: str, message: str, action: str) -> None:
+        """Record an event about a volume, or about a request that made none (a Warning)."""
+        if isinstance(about, VolumeRecord):
+            event = RuntimeEvent(
+                about.id, dict(about.labels), dict(about.annotations), reason, message, "Normal", action,
+                about.created_at,
+            )  # fmt: skip
+        else:
+            event = RuntimeEvent(
+                "", dict(about.labels), dict(about.annotations), reason, message, "Warning", action
+            )
+        self.events.add(event)
+
     def create_volume(self, args: CreateVolumeArgs) -> VolumeView:
+        """Check everything, then make the volume (from its source); nothing is left on failure."""
+        try:
+            view = self._create_volume(args)
+        except Exception as exc:
+            self._event(args, "CreateFailed", str(getattr(exc, "message", exc)), "Create")
+            raise
+        self._event(view.record, "Created", f"created {view.effective_bytes} bytes", "Create")
+        return view
+
+    def _create_volume(self, args: CreateVolumeArgs) -> VolumeView:
         vclass, source, source_format, _ = self._validate_create(args)
         record = VolumeRecord(
             id=uuid.uuid4().hex,
@@ -315,11 +262,7 @@ class VolumeRuntimeCore:
 
     # -- expand ------------------------------------------------------------------------------
     def _get(self, volume_id: str, field: str) -> VolumeView:
-        check_id(volume_id, field)
-        view = self._volumes.get(volume_id)
-        if view is None:
-            raise NotFound(f"{field}: volume {volume_id!r} not found")
-        return view
+        return lookup(self._volumes, volume_id, field, "volume")
 
     def expand_volume(self, volume_id: str, storage_bytes: int) -> VolumeView:
         field = "resources.storage_bytes"
@@ -343,13 +286,14 @@ class VolumeRuntimeCore:
                 self.sidecars.write(record)
             view = replace(view, record=record, effective_bytes=capacity)
             self._volumes[volume_id] = view
-            return view
+        self._event(record, "Expanded", f"size is {view.effective_bytes} bytes", "Expand")
+        return view
 
     def _grow(self, view: VolumeView, capacity: int) -> int:
         """Resize offline with libvirt, or through the running domain that holds the file open."""
-        for dom_name, dev in self.pool.disk_users(view.path, active_only=True):
+        for dom_name, dev in self.pool.users(view.path):
             log.info("expanding volume %s online through domain %s (%s)", view.record.id, dom_name, dev)
-            self.pool.block_resize(dom_name, dev, capacity)
+            self.pool.host.block_resize(dom_name, dev, capacity)
             info = self.pool.info(view.record.libvirt_name)
             return info.capacity if info else capacity
         return self.pool.resize(view.record.libvirt_name, capacity).capacity
@@ -376,8 +320,8 @@ class VolumeRuntimeCore:
         self, volume_id: str, labels: Mapping[str, str], annotations: Mapping[str, str]
     ) -> SnapshotView:
         field = "volume_snapshot.spec.volume_id"
-        check_labels(labels, "volume_snapshot.metadata.labels")
-        check_annotations(annotations, "volume_snapshot.metadata.annotations")
+        check_string_map(labels, "volume_snapshot.metadata.labels")
+        check_string_map(annotations, "volume_snapshot.metadata.annotations")
         source = self._get(volume_id, field)
         if source.error:
             raise FailedPrecondition(f"{field}: volume {volume_id}: {source.error}")
@@ -418,10 +362,7 @@ class VolumeRuntimeCore:
     def delete_snapshot(self, snapshot_id: str) -> None:
         field = "volume_snapshot_id"
         with self._lock:
-            check_id(snapshot_id, field)
-            view = self._snapshots.get(snapshot_id)
-            if view is None:
-                raise NotFound(f"{field}: snapshot {snapshot_id!r} not found")
+            view = lookup(self._snapshots, snapshot_id, field, "snapshot")
             self.sidecars.write(replace(view.record, phase="deleting"))
             del self._snapshots[snapshot_id]
             self.pool.delete(view.record.libvirt_name)
