@@ -22,7 +22,7 @@ fast = ironpool.VolumeClass("demo-fast", capabilities={"tps": "100Mi", "iops": 1
                             resize_policy="ExpandOnly")
 classes = {"demo-x-small": x_small, "demo-small": small}
 
-data = ironpool.Volume("demo-data", volume_class=fast, size="1Gi")
+data = ironpool.Volume("demo-data", volume_class=fast, size=config.get("dataSize") or "1Gi")
 web_ignition = ironpool.Secret("demo-web-ignition",
                                data={"ignition.yaml": '{"ignition": {"version": "3.4.0"}}'})
 

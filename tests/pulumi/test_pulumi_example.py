@@ -21,6 +21,7 @@ from ironpool.api.resources import resolve
 from pulumi_stack import EXAMPLE, stack_for
 
 from tests.e2e.up_harness import UpInstance, machine_domain, wait_for
+from tests.helpers.runtimes import LIBVIRT_URI
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 
@@ -42,6 +43,19 @@ def existing(client: Any) -> dict[str, str]:
         with contextlib.suppress(NotFound):
             out[name] = client.get_raw(info, name, ns)["metadata"]["resourceVersion"]
     return out
+
+
+def storage_capacity(up: UpInstance, client: Any) -> int:
+    """The libvirt capacity of the example's data Volume, in bytes."""
+    volume_id = client.get_raw(VOLUMES, "demo-data", "default")["status"]["volumeID"]
+    conn = libvirt.open(LIBVIRT_URI)
+    try:
+        pool = conn.storagePoolLookupByName(up.storage_pool)
+        pool.refresh(0)
+        name = next(v for v in pool.listVolumes() if volume_id.rsplit("/", 1)[-1] in v)
+        return int(pool.storageVolLookupByName(name).info()[1])
+    finally:
+        conn.close()
 
 
 def domain_of(client: Any, name: str) -> str:
@@ -106,8 +120,14 @@ def test_example_program_lifecycle(up_instance: UpInstance, tmp_path: Path) -> N
     assert client.get_raw(MACHINES, "demo-web", "default")["metadata"]["uid"] == web_uid
     assert up.domains().get(web_domain) == libvirt.VIR_DOMAIN_SHUTOFF
 
+    # The data Volume grows in place, on disk too.
+    grown = stack.up(webPower="Off", dataSize="2Gi")
+    assert grown.error is None, grown.error
+    assert grown.ops()["demo-data"] == "update" and grown.ops()["demo-web"] == "same"
+    assert storage_capacity(up, client) == 2 << 30
+
     # A new class replaces the Machine (deleted first: the name stays); the old domain is gone.
-    bigger = stack.up(webPower="Off", webClass="demo-small")
+    bigger = stack.up(webPower="Off", webClass="demo-small", dataSize="2Gi")
     assert bigger.error is None, bigger.error
     assert bigger.ops()["demo-web"] == "replace", bigger.log
     web = client.get_raw(MACHINES, "demo-web", "default")
@@ -117,7 +137,7 @@ def test_example_program_lifecycle(up_instance: UpInstance, tmp_path: Path) -> N
     assert up.domains().get(web_domain) == libvirt.VIR_DOMAIN_SHUTOFF
 
     # Dropping app from the program deletes it, its domain and its Ignition Secret.
-    fewer = stack.up(webPower="Off", webClass="demo-small", withApp=False)
+    fewer = stack.up(webPower="Off", webClass="demo-small", dataSize="2Gi", withApp=False)
     assert fewer.error is None, fewer.error
     assert fewer.ops()["demo-app"] == "delete"
     assert "demo-app" not in existing(client) and "demo-app-ignition" not in existing(client)
@@ -130,7 +150,7 @@ def test_example_program_lifecycle(up_instance: UpInstance, tmp_path: Path) -> N
     refreshed = stack.refresh()
     assert refreshed.ops()["demo-web"] == "deleted"
     assert stack.resource("demo-web") is None and stack.resource("demo-data") is not None
-    again = stack.up(webPower="Off", webClass="demo-small", withApp=False)
+    again = stack.up(webPower="Off", webClass="demo-small", dataSize="2Gi", withApp=False)
     assert again.error is None, again.error
     assert again.ops()["demo-web"] == "create"
 
