@@ -1,8 +1,8 @@
 """``Secret``: opaque data, such as Ignition, that Machines reference.
 
 ``data`` is always a Pulumi secret and never an output: the outputs carry the key names and a
-SHA-256 of the data, which is how a change (in the program or out of band) shows up. ``data``,
-``type`` and ``labels`` update in place; ``name`` and ``namespace`` replace.
+SHA-256 of the data, which is how a change (in the program or out of band) shows up. ``data`` and
+``labels`` update in place; ``name``, ``namespace`` and ``type`` (immutable in the API) replace.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class SecretArgs:
     namespace: pulumi.Input[str] | None = None
     """The namespace (default: ``ironpool:namespace``, else the client config's, else ``default``)."""
     type: pulumi.Input[str] = "Opaque"
-    """The Secret's type."""
+    """The Secret's type; changing it replaces the Secret."""
     labels: pulumi.Input[dict[str, str]] | None = None
     """Labels of the Secret; updated in place."""
 
@@ -52,7 +52,8 @@ class SecretProvider(ApiResourceProvider):
     """The dynamic provider behind :class:`Secret`."""
 
     info = resolve("secrets")
-    update_on = ("data", "type", "labels")
+    replace_on = ("name", "namespace", "type")
+    update_on = ("data", "labels")
     secret_inputs = ("data",)
     field_properties: ClassVar[tuple[tuple[str, str], ...]] = (
         ("metadata.name", "name"), ("metadata.namespace", "namespace"), ("metadata.labels", "labels"),

@@ -193,3 +193,17 @@ def test_what_a_program_registers() -> None:
     assert isinstance(web["__provider"], str) and not rpc.is_rpc_secret(web["__provider"])
     assert reg["db"][1]["ignition_secret"] == "ign"
     assert reg["data"][1]["volume_class"] == "fast"
+
+
+def test_secret_diff_compares_data_by_digest_and_replaces_on_type() -> None:
+    data = {"k": "v"}
+    outs = {"name": "s", "namespace": "default", "type": "Opaque", "data_sha256": digest(data), "keys": ["k"]}
+    ins = {"name": "s", "namespace": "default", "type": "Opaque", "data": data}
+    provider = SecretProvider()
+    assert provider.diff("default/s", outs, ins).changes is False
+    changed = provider.diff("default/s", outs, {**ins, "data": {"k": "w"}})
+    assert changed.changes is True and changed.replaces == []
+    retyped = provider.diff("default/s", outs, {**ins, "type": "kubernetes.io/tls"})
+    assert retyped.replaces == ["type"] and retyped.delete_before_replace is True
+    assert provider.update_patch(outs, {**ins, "data": {"n": "x"}}) == {
+        "data": {"k": None, "n": base64.b64encode(b"x").decode()}}
