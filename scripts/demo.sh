@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's main job (`make demo`, after scripts/setup-host.sh and the venv): build the tiny
-# image, start `ironpool up` in the background, apply examples/manifests/ and show the Machine
-# Running on this host's pool, with what its guest printed on the serial console.
+# image, start `ironpool up` in the background, declare the example machines with
+# `ansible-playbook examples/ansible/site.yml` (the ironpool.iaas collection from this repository)
+# and show them Running on this host's pool, with what a guest printed on its serial console.
 #   IRONPOOL_DATA_DIR  data directory (default: /var/lib/ironpool as root, ~/.local/share/ironpool else)
 #   IRONPOOL_LISTEN    apiserver address (default 127.0.0.1:6443)
 set -euo pipefail
@@ -44,11 +45,11 @@ else
   cat "$OUT"
 fi
 
-step "ironpool apply -f examples/manifests/"
-"$IRONPOOL" apply -f examples/manifests/
-
-step "ironpool wait machine/web --for=jsonpath={.status.state}=Running --timeout=120s"
-"$IRONPOOL" wait machine/web --for=jsonpath='{.status.state}=Running' --timeout=120s
+# The collection straight from the repository; the modules find the apiserver in the client
+# configuration `ironpool up` wrote.
+export ANSIBLE_COLLECTIONS_PATH="$ROOT/ansible_collection" ANSIBLE_LOCALHOST_WARNING=false ANSIBLE_INVENTORY_UNPARSED_WARNING=false
+step "ansible-playbook examples/ansible/site.yml   (classes, a volume, two machines; waits until they run)"
+"$ROOT/.venv/bin/ansible-playbook" examples/ansible/site.yml
 
 step "ironpool get machines -o wide"
 "$IRONPOOL" get machines -o wide
@@ -57,10 +58,10 @@ step "ironpool get machinepools -o wide"
 step "ironpool get volumes -o wide"
 "$IRONPOOL" get volumes -o wide
 
-machine_id=$("$IRONPOOL" get machine web -o json | "$ROOT/.venv/bin/python" -c \
+machine_id=$("$IRONPOOL" get machine web-1 -o json | "$ROOT/.venv/bin/python" -c \
   'import json,sys; print(json.load(sys.stdin)["status"]["machineID"].split("://")[-1])')
 console="$DATA_DIR/machine-runtime/machines/$machine_id/console.log"
-step "the guest's serial console ($console)"
+step "web-1's serial console ($console)"
 for _ in $(seq 1 600); do
   grep -q "$INIT_LINE" "$console" 2>/dev/null && break
   sleep 0.1
@@ -70,9 +71,12 @@ tail -n 5 "$console"
 
 cat <<EOF
 
-Done: Machine web runs as libvirt domain ironpool-$machine_id (virsh -c qemu:///system list).
+Done: Machines web-1 and web-2 run as libvirt domains (virsh -c qemu:///system list); web-1 is
+ironpool-$machine_id.
 ironpool up is still running with PID $up_pid (output: $OUT, log: $DATA_DIR/logs/ironpool.log).
-  Try:   .venv/bin/ironpool describe machine web
-         .venv/bin/ironpool delete -f examples/manifests/web.yaml
-  Stop:  kill $up_pid      (running 'ironpool up' again resumes with the same state)
+  Again:     ANSIBLE_COLLECTIONS_PATH=ansible_collection .venv/bin/ansible-playbook examples/ansible/site.yml   (0 changed)
+  Preview:   ... examples/ansible/site.yml --check --diff
+  Inventory: ANSIBLE_COLLECTIONS_PATH=ansible_collection .venv/bin/ansible-inventory -i examples/ansible/machines.ironpool.yml --graph
+  Tear down: ANSIBLE_COLLECTIONS_PATH=ansible_collection .venv/bin/ansible-playbook examples/ansible/teardown.yml
+  Stop:      kill $up_pid      (running 'ironpool up' again resumes with the same state)
 EOF
