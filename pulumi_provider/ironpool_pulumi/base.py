@@ -250,13 +250,17 @@ class ApiResourceProvider(ResourceProvider):
         inputs = plain(props)
         namespace, name = inputs.get("namespace") if self.info.namespaced else None, inputs["name"]
         deadline = time.monotonic() + self.wait_timeout(inputs)
+        taken = ProviderError(f"{self.describe(inputs)} already exists and is not managed by this stack: "
+                              f"choose another name, or delete it first")
+        # Asked first, so nothing of the existing object (its Ignition Secret) is touched.
+        with contextlib.suppress(NotFound):
+            client.get_raw(self.info, name, namespace)
+            raise taken
         self.before_create(client, inputs)
         try:
             obj = client.create_raw(self.info, self.manifest(inputs), namespace)
         except AlreadyExists:
-            self.after_delete(client, inputs)
-            raise ProviderError(f"{self.describe(inputs)} already exists and is not managed by this stack: "
-                                f"choose another name, or delete it first") from None
+            raise taken from None  # created meanwhile by someone else: leave everything to them
         except BaseException:
             self.after_delete(client, inputs)
             raise
@@ -293,7 +297,8 @@ class ApiResourceProvider(ResourceProvider):
         previous = plain(props)
         live = self.properties(obj, previous)
         inputs = {**{k: previous[k] for k in self.kept if k in previous}, **live}
-        outs = {**self.public(previous), **live, **self.status_outputs(client, obj, previous)}
+        kept_outputs = {k: v for k, v in previous.items() if k != PROVIDER_KEY}
+        outs = {**kept_outputs, **live, **self.status_outputs(client, obj, previous)}
         return ReadResult(resource_id, outs, inputs)
 
     def update_patch(self, olds: Props, news: Props) -> Obj | None:

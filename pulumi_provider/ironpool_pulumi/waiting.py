@@ -73,19 +73,7 @@ def wait_until(client: Client, info: ResourceInfo, namespace: str | None, name: 
 
 def wait_gone(client: Client, info: ResourceInfo, namespace: str | None, name: str, deadline: float) -> None:
     """Return once the object no longer exists (finalizers done); raises :class:`WaitTimeout`."""
-    while True:
-        try:
-            obj = client.get_raw(info, name, namespace)
-        except NotFound:
-            return
-        if time.monotonic() >= deadline:
-            raise WaitTimeout(obj)
-        rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-        try:
-            for event in _watch(client, info, namespace, name, rv, deadline):
-                if event.type == "DELETED":
-                    return
-                if time.monotonic() >= deadline:
-                    break
-        except Expired:
-            continue
+    try:
+        wait_until(client, info, namespace, name, lambda _obj: False, deadline)
+    except Gone:
+        return

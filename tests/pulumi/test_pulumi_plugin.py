@@ -370,3 +370,22 @@ def test_lookups_read_pools_classes_and_a_machine(apiserver: ApiServer, tmp_path
             get_machine("nope")
     finally:
         pulumi.runtime.set_all_config({}, [])
+
+
+def test_a_machine_that_exists_already_is_refused_and_left_alone(plugin: Plugin,
+                                                                 apiserver: ApiServer) -> None:
+    res, client = Resources(plugin), client_of(apiserver)
+    res.classes()
+    theirs = {"metadata": {"name": "web", "namespace": "default"},
+              "spec": {"machineClassRef": {"name": "tiny"}}}
+    client.create_raw(MACHINES, theirs, "default")
+    client.create_raw(SECRETS, {"metadata": {"name": "web-ignition", "namespace": "default",
+                                             "labels": {"pulumi.ironpool.dev/ignition-of": "web"}},
+                                "stringData": {"ignition.yaml": "theirs"}}, "default")
+    urn = res.urn("Machine", "web")
+    inputs, _ = plugin.check(urn, {}, machine_props())
+    with pytest.raises(PluginError) as err:
+        plugin.create(urn, inputs)
+    assert "Machine default/web already exists and is not managed by this stack" in err.value.details
+    secret = client.get_raw(SECRETS, "web-ignition", "default")
+    assert base64.b64decode(secret["data"]["ignition.yaml"]) == b"theirs"
