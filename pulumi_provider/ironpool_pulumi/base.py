@@ -151,7 +151,8 @@ class ApiResourceProvider(ResourceProvider):
         return {}
 
     def before_create(self, client: Client, inputs: Props) -> None:
-        """Objects the main object needs before it is created (an Ignition Secret)."""
+        """Objects the main object needs before it is created (an Ignition Secret); raise
+        :meth:`taken` rather than touch anything of an object that exists already."""
 
     def after_delete(self, client: Client, props: Props) -> None:
         """Remove what :meth:`before_create` made, once the main object is gone."""
@@ -182,6 +183,10 @@ class ApiResourceProvider(ResourceProvider):
             if field == prefix or field.startswith((prefix + ".", prefix + "[")):
                 return prop
         return field
+
+    def taken(self, inputs: Props) -> ProviderError:
+        return ProviderError(f"{self.describe(inputs)} already exists and is not managed by this stack: "
+                             f"choose another name, or delete it first")
 
     def wait_timeout(self, props: Props) -> float:
         value = props.get("wait_timeout")
@@ -250,17 +255,11 @@ class ApiResourceProvider(ResourceProvider):
         inputs = plain(props)
         namespace, name = inputs.get("namespace") if self.info.namespaced else None, inputs["name"]
         deadline = time.monotonic() + self.wait_timeout(inputs)
-        taken = ProviderError(f"{self.describe(inputs)} already exists and is not managed by this stack: "
-                              f"choose another name, or delete it first")
-        # Asked first, so nothing of the existing object (its Ignition Secret) is touched.
-        with contextlib.suppress(NotFound):
-            client.get_raw(self.info, name, namespace)
-            raise taken
         self.before_create(client, inputs)
         try:
             obj = client.create_raw(self.info, self.manifest(inputs), namespace)
         except AlreadyExists:
-            raise taken from None  # created meanwhile by someone else: leave everything to them
+            raise self.taken(inputs) from None  # leave everything of the existing object alone
         except BaseException:
             self.after_delete(client, inputs)
             raise

@@ -314,8 +314,13 @@ class MachineProvider(ApiResourceProvider):
             client.delete_raw(SECRETS, ignition_secret_name(props["name"]), props.get("namespace"))
 
     def before_create(self, client: Client, inputs: Props) -> None:
-        if inputs.get("ignition") is not None:
-            self._put_ignition(client, inputs)
+        if inputs.get("ignition") is None:
+            return
+        # The Secret is named after the Machine: an existing Machine of that name keeps its own.
+        with contextlib.suppress(NotFound):
+            client.get_raw(self.info, inputs["name"], inputs.get("namespace"))
+            raise self.taken(inputs)
+        self._put_ignition(client, inputs)
 
     def after_delete(self, client: Client, props: Props) -> None:
         if _manages_ignition(props):
