@@ -104,7 +104,7 @@ def parse_path(path: str) -> RequestInfo:
 
 
 # Paths repeat (clients poll the same objects); resolving one costs a few microseconds.
-cached_target = functools.lru_cache(maxsize=8192)(parse_path)
+cached_request_info = functools.lru_cache(maxsize=8192)(parse_path)
 
 
 async def read_body(request: Request, *, patch: bool = False, optional: bool = False) -> Any:
@@ -177,7 +177,7 @@ class ApiServer:
         self.registry = Registry(store)
         self.namespaces = NamespaceController(self.registry)
         self.bootstrap = Bootstrap(self.registry)
-        self._resumed = False
+        self._started = False
         self.authenticator = authenticator
         self.metrics = Metrics(store)
         self._openapi: bytes | None = None
@@ -190,11 +190,11 @@ class ApiServer:
         verb, resource = request.method, "unknown"
         try:
             user = self.authenticate(request)
-            target = cached_target(request.url.path)
-            resource = target.info.plural
-            if not self._resumed:
+            request_info = cached_request_info(request.url.path)
+            resource = request_info.info.plural
+            if not self._started:
                 await self._start()
-            verb, response = await self.dispatch(request, user, target)
+            verb, response = await self.dispatch(request, user, request_info)
         except errors.ApiError as exc:
             response = error_response(exc)
         except Exception as exc:  # a bug must become a 500 Status, not a dropped connection
@@ -206,8 +206,8 @@ class ApiServer:
     async def _start(self) -> None:
         """Before the first request: the system namespace, and namespaces left terminating."""
         await self.bootstrap.ensure()
-        if not self._resumed:
-            self._resumed = True
+        if not self._started:
+            self._started = True
             await self.namespaces.resume()
 
     async def dispatch(self, request: Request, user: User, t: RequestInfo) -> tuple[str, Response]:
