@@ -11,7 +11,7 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 from iri_fakes import FakeServers, Sshd
-from ironpool.cli.iri_cmd import parse_size
+from ironpool.cli.iri_common import parse_size
 from ironpool.cli.main import cli
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as machine_pb2
 
