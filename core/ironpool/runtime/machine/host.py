@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 import libvirt
 
 from ironpool.runtime import libvirt_util
+from ironpool.runtime.errors import Unavailable
 
 from .guest import Guest
 
@@ -80,7 +81,8 @@ class Host:
         """End the event subscription; the connection stays open (libvirt warns when a connection
         closes under its event thread, and the process is usually ending)."""
         if self._callback_id is not None:
-            with contextlib.suppress(libvirt.libvirtError):
+            # A connection libvirtd dropped has no subscription left to end.
+            with contextlib.suppress(libvirt.libvirtError, Unavailable):
                 self.conn.domainEventDeregisterAny(self._callback_id)
             self._callback_id = None
         self._queue.put(None)

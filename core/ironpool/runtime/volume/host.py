@@ -21,7 +21,9 @@ class StorageHost:
 
     def __init__(self, uri: str) -> None:
         self.uri = uri
-        self.connection = libvirt_util.Connection(uri)  # ConnectionError names the URI
+        # Calls only: no event loop (it would slow every call), no keepalive; a connection that
+        # broke is re-opened by the next call.
+        self.connection = libvirt_util.Connection(uri, events=False)  # ConnectionError names the URI
 
     def close(self) -> None:
         self.connection.close()
