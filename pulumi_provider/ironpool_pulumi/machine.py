@@ -457,6 +457,12 @@ class Machine(Resource, module="ironpool", name="Machine"):
         })
         super().__init__(MachineProvider(), resource_name, props, opts)
 
+    @staticmethod
+    def get(resource_name: str, id: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None) -> Machine:
+        """The existing Machine ``id`` (``namespace/name``), read into this program, not managed by it."""
+        read = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(id=id))
+        return Machine(resource_name, MachineArgs(machine_class=""), read)
+
 
 def _attachment(item: Any) -> dict[str, Any]:
     attached = item if isinstance(item, AttachedVolume) else AttachedVolume(item)

@@ -190,3 +190,9 @@ class Volume(Resource, module="ironpool", name="Volume"):
             "wait_for": a.wait_for, "wait_timeout": a.wait_timeout,
         })
         super().__init__(VolumeProvider(), resource_name, props, opts)
+
+    @staticmethod
+    def get(resource_name: str, id: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None) -> Volume:
+        """The existing Volume ``id`` (``namespace/name``), read into this program, not managed by it."""
+        read = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(id=id))
+        return Volume(resource_name, VolumeArgs(volume_class="", size=""), read)

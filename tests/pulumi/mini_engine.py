@@ -14,6 +14,7 @@ reproduced against the real ``python -m pulumi.dynamic`` plugin (:mod:`pulumi_pl
 * after a successful program, every URN in state the program no longer declares is deleted,
   dependents first (dependencies come from the registration requests); a failed program deletes
   nothing, like the engine;
+* a resource given ``opts=ResourceOptions(id=...)`` is only read, and stays out of the state;
 * :meth:`refresh` reads every resource and drops the gone ones; :meth:`destroy` deletes everything.
 
 Not reproduced (engine features the provider cannot influence): protect, retain_on_delete, aliases,
@@ -111,11 +112,21 @@ class MiniEngine(pulumi.runtime.Mocks):
     def new_resource(self, args: Any) -> tuple[str, Props]:
         urn = self.urn(args.typ, args.name)
         try:
+            if args.resource_id:
+                return self._read(urn, args.resource_id, strip_secrets(dict(args.inputs)))
             return self._step(urn, strip_secrets(dict(args.inputs)))
         except Exception as exc:
             with self._lock:
                 self.errors.append(f"{args.name}: {exc}")
             raise StepFailed(f"{args.typ} {args.name}: {exc}") from exc
+
+    def _read(self, urn: str, resource_id: str, inputs: Props) -> tuple[str, Props]:
+        """``Resource(..., opts=ResourceOptions(id=...))``: read, never managed (not in the state)."""
+        self._note("read", urn)
+        rid, outs, _ = self.plugin.read(resource_id, urn, {}, inputs)
+        if not rid:
+            raise StepFailed(f"{resource_id} does not exist")
+        return rid, outs
 
     def _step(self, urn: str, news: Props) -> tuple[str, Props]:
         with self._lock:
