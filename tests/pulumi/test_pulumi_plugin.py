@@ -268,18 +268,32 @@ def test_a_create_that_times_out_is_rolled_back(plugin: Plugin, apiserver: ApiSe
     assert client.list_raw(SECRETS, "default").items == []
 
 
-def test_an_existing_object_is_not_taken_over(plugin: Plugin, apiserver: ApiServer) -> None:
+def test_existing_objects_are_never_taken_over(plugin: Plugin, apiserver: ApiServer) -> None:
     res, client = Resources(plugin), client_of(apiserver)
     res.classes()
-    client.create_raw(SECRETS, {"metadata": {"name": "web-ignition", "namespace": "default"},
-                                "stringData": {"k": "theirs"}}, "default")
     urn = res.urn("Machine", "web")
     inputs, _ = plugin.check(urn, {}, machine_props())
-    with pytest.raises(PluginError) as err:
-        plugin.create(urn, inputs)
-    assert "Secret default/web-ignition exists and does not hold this Machine's Ignition" in err.value.details
+
+    def create_fails(message: str) -> None:
+        with pytest.raises(PluginError) as err:
+            plugin.create(urn, inputs)
+        assert message in err.value.details
+        secret = client.get_raw(SECRETS, "web-ignition", "default")
+        assert base64.b64decode(secret["data"]["ignition.yaml"]) == b"theirs"
+
+    # Someone else's Secret under the name of this Machine's Ignition Secret.
+    theirs = {"metadata": {"name": "web-ignition", "namespace": "default"},
+              "stringData": {"ignition.yaml": "theirs"}}
+    client.create_raw(SECRETS, theirs, "default")
+    create_fails("Secret default/web-ignition exists and does not hold this Machine's Ignition")
     assert client.list_raw(MACHINES, "default").items == []
-    assert base64.b64decode(client.get_raw(SECRETS, "web-ignition", "default")["data"]["k"]) == b"theirs"
+    # A Machine of that name (from another stack, say) with its own Ignition Secret.
+    client.delete_raw(SECRETS, "web-ignition", "default")
+    theirs["metadata"]["labels"] = {"pulumi.ironpool.dev/ignition-of": "web"}
+    client.create_raw(SECRETS, theirs, "default")
+    client.create_raw(MACHINES, {"metadata": {"name": "web", "namespace": "default"},
+                                 "spec": {"machineClassRef": {"name": "tiny"}}}, "default")
+    create_fails("Machine default/web already exists and is not managed by this stack")
 
 
 def test_concurrent_creates_share_one_client(plugin: Plugin, apiserver: ApiServer) -> None:
@@ -370,22 +384,3 @@ def test_lookups_read_pools_classes_and_a_machine(apiserver: ApiServer, tmp_path
             get_machine("nope")
     finally:
         pulumi.runtime.set_all_config({}, [])
-
-
-def test_a_machine_that_exists_already_is_refused_and_left_alone(plugin: Plugin,
-                                                                 apiserver: ApiServer) -> None:
-    res, client = Resources(plugin), client_of(apiserver)
-    res.classes()
-    theirs = {"metadata": {"name": "web", "namespace": "default"},
-              "spec": {"machineClassRef": {"name": "tiny"}}}
-    client.create_raw(MACHINES, theirs, "default")
-    client.create_raw(SECRETS, {"metadata": {"name": "web-ignition", "namespace": "default",
-                                             "labels": {"pulumi.ironpool.dev/ignition-of": "web"}},
-                                "stringData": {"ignition.yaml": "theirs"}}, "default")
-    urn = res.urn("Machine", "web")
-    inputs, _ = plugin.check(urn, {}, machine_props())
-    with pytest.raises(PluginError) as err:
-        plugin.create(urn, inputs)
-    assert "Machine default/web already exists and is not managed by this stack" in err.value.details
-    secret = client.get_raw(SECRETS, "web-ignition", "default")
-    assert base64.b64decode(secret["data"]["ignition.yaml"]) == b"theirs"
