@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from ironpool.scheduler.model import ClassInfo, Kind, PoolInfo, SchedulingRequest
 
-PoolListener = Callable[[PoolInfo], None]
+#: told of every change of a pool: (pool, whether only its usage changed)
+PoolListener = Callable[[PoolInfo, bool], None]
 RemovalListener = Callable[[Kind, str], None]
 
 
@@ -68,7 +69,7 @@ class SchedulerCache:
                 pool = self.pools.get((info.kind, p.pool))
                 if pool is not None:
                     self._charge(pool, p.demand, +1)
-                    self._changed(pool)
+                    self._changed(pool, usage_only=True)
 
     def remove_class(self, kind: Kind, name: str) -> None:
         # Placements already charged keep their demand: the resources stay in use.
@@ -94,7 +95,7 @@ class SchedulerCache:
                 self._charge(info, p.demand, +1)
         self.pools[k] = info
         self._kind_pools[info.kind][info.name] = info
-        self._changed(info)
+        self._changed(info, usage_only=False)
         return info
 
     def remove_pool(self, kind: Kind, name: str) -> None:
@@ -200,7 +201,7 @@ class SchedulerCache:
             self._count_spread(p, +1)
         if pool is not None and p.demand is not None:
             self._charge(pool, p.demand, +1)
-            self._changed(pool)
+            self._changed(pool, usage_only=True)
 
     def _remove(self, p: Placement) -> None:
         del self.placements[(p.kind, p.key)]
@@ -216,7 +217,7 @@ class SchedulerCache:
         pool = self.pools.get((p.kind, p.pool))
         if pool is not None and p.demand is not None:
             self._charge(pool, p.demand, -1)
-            self._changed(pool)
+            self._changed(pool, usage_only=True)
 
     def _count_spread(self, p: Placement, sign: int) -> None:
         for item in p.labels.items():
@@ -233,6 +234,6 @@ class SchedulerCache:
         for r, v in demand.items():
             used[r] = used.get(r, 0) + sign * v
 
-    def _changed(self, pool: PoolInfo) -> None:
+    def _changed(self, pool: PoolInfo, usage_only: bool) -> None:
         for listener in self.pool_listeners:
-            listener(pool)
+            listener(pool, usage_only)

@@ -6,9 +6,11 @@ the filters' own :meth:`~ironpool.scheduler.framework.interface.FilterPlugin.cla
 ``score`` is the profile's class-static strategy (LeastAllocated or MostAllocated). The best pool
 for a plain Machine is then the first entry: a decision costs O(log n) instead of filtering and
 scoring n pools. When a pool's usage or status changes the cache calls ``on_pool`` and the pool's
-entry is replaced in every class list (O(classes · log n)). Pools outside a list keep the Status
-that refused them, so a failure is explained (message and wake-ups) without scanning every pool.
-Ties go to the smaller pool name, so results are deterministic.
+entry is replaced in every class list (O(classes · log n)); when only its usage changed (an object
+placed or removed), only the filters that read usage run again, and a pool refused for a reason
+usage cannot change is left alone. Pools outside a list keep the Status that refused them, so a
+failure is explained (message and wake-ups) without scanning every pool. Ties go to the smaller
+pool name, so results are deterministic.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from ironpool.scheduler.cache import SchedulerCache
 from ironpool.scheduler.model import Kind, PoolInfo
 
 if TYPE_CHECKING:
-    from ironpool.scheduler.framework.interface import Status
+    from ironpool.scheduler.framework.interface import FilterPlugin, Status
 
 ScoreFn = Callable[[PoolInfo, dict[str, int]], float]
 #: a filter's verdict for a plain request of a class: None when the pool passes
@@ -35,11 +37,13 @@ class ClassIndex:
     """Candidate lists for one kind of pool and one scoring function, kept current by the cache."""
 
     def __init__(self, cache: SchedulerCache, kind: Kind, score: ScoreFn,
-                 filters: Sequence[ClassFilter]) -> None:
+                 filters: Sequence[FilterPlugin]) -> None:
         self.cache = cache
         self.kind = kind
         self.score = score
-        self.filters = tuple(filters)
+        self._checks: tuple[ClassFilter, ...] = tuple(f.class_filter for f in filters)
+        self._usage_checks: tuple[ClassFilter, ...] = tuple(f.class_filter for f in filters if f.reads_usage)
+        self._usage_plugins = frozenset(f.name for f in filters if f.reads_usage)
         self._lists: dict[str, SortedList] = {}
         self._keys: dict[str, dict[str, Key]] = {}
         self._demands: dict[str, dict[str, int]] = {}
@@ -121,9 +125,9 @@ class ClassIndex:
         self._why.pop(class_name, None)
         self._why_counts.pop(class_name, None)
 
-    def _key(self, pool: PoolInfo, class_name: str,
-             demand: dict[str, int]) -> tuple[Key | None, Status | None]:
-        for check in self.filters:
+    def _key(self, pool: PoolInfo, class_name: str, demand: dict[str, int],
+             checks: tuple[ClassFilter, ...] | None = None) -> tuple[Key | None, Status | None]:
+        for check in self._checks if checks is None else checks:
             status = check(pool, class_name, demand)
             if status is not None:
                 return None, status
@@ -135,17 +139,26 @@ class ClassIndex:
         else:
             self.tainted.pop(pool.name, None)
 
-    def on_pool(self, pool: PoolInfo) -> None:
+    def on_pool(self, pool: PoolInfo, usage_only: bool) -> None:
         if pool.kind != self.kind:
             return
-        self._track_taints(pool)
+        if not usage_only:
+            self._track_taints(pool)
         name = pool.name
         for class_name, lst in self._lists.items():
             keys = self._keys[class_name]
+            checks = None
+            if usage_only:
+                if name in keys:
+                    checks = self._usage_checks  # it passed every other filter, and still does
+                else:
+                    why = self._why[class_name].get(name)
+                    if why is not None and why.plugin not in self._usage_plugins:
+                        continue  # refused for a reason usage does not change
             old = keys.pop(name, None)
             if old is not None:
                 lst.remove(old)
-            new, status = self._key(pool, class_name, self._demands[class_name])
+            new, status = self._key(pool, class_name, self._demands[class_name], checks)
             if new is not None:
                 keys[name] = new
                 lst.add(new)

@@ -107,6 +107,8 @@ class FilterPlugin(Plugin):
     #: class: the per-class candidate index then asks :meth:`class_filter` once per pool and class
     #: (and the fast path need not run this filter at all).
     index_covered: ClassVar[bool] = False
+    #: True when the verdict depends on what is placed on the pool (not only its spec and status)
+    reads_usage: ClassVar[bool] = False
 
     def filter(self, state: CycleState, req: SchedulingRequest, pool: PoolInfo) -> Status:
         raise NotImplementedError

@@ -88,7 +88,7 @@ class Framework:
         if use_index and self.strategy is not None:
             # class-static scorers expose static_score(pool, demand); looked up by name on purpose
             score_fn = getattr(self.strategy, "static_score")  # noqa: B009
-            covered = [f.class_filter for f in self.filters if f.index_covered]
+            covered = [f for f in self.filters if f.index_covered]
             self.index = ClassIndex(cache, "machine", score_fn, covered)
 
     def close(self) -> None:

@@ -33,6 +33,7 @@ def _too_little(resource: str) -> Status:
 class ResourcesFit(FilterPlugin):
     name = NAME
     index_covered: ClassVar[bool] = True
+    reads_usage: ClassVar[bool] = True
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return (_MORE_POOL, _FREED)
