@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: ironpool contributors
 # SPDX-License-Identifier: Apache-2.0
 """A private ``ironpool up`` for the Molecule scenario: its own data dir, port, pool and libvirt

@@ -73,3 +73,19 @@ def test_ansible_host_is_the_first_address() -> None:
     m = machine("a")
     m["status"] = {"networkInterfaces": [{"name": "eth0", "ips": ["192.0.2.7"]}]}
     assert machines.hostvars(m)["ansible_host"] == "192.0.2.7"
+
+
+def test_each_group_expression_is_compiled_once_for_all_hosts(plugin: Any) -> None:
+    plugin._options["groups"] = {"off": trust_as_template("ironpool_power == 'Off'")}
+    env = plugin.templar._engine.environment
+    compiled: list[str] = []
+    original = env.compile_expression
+
+    def counting(source: str, undefined_to_none: bool = True) -> Any:
+        compiled.append(str(source))
+        return original(source, undefined_to_none)
+
+    env.compile_expression = counting
+    plugin.populate(plugin.fetch())
+    assert compiled.count("ironpool_power == 'Off'") == 1
+    assert [h.name for h in plugin.inventory.groups["off"].get_hosts()] == ["web-2"]
