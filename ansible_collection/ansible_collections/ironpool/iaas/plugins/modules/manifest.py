@@ -126,7 +126,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.ironpool.iaas.plugins.module_utils.base import IronpoolModule
-from ansible_collections.ironpool.iaas.plugins.module_utils.client import wait_argument_spec
+from ansible_collections.ironpool.iaas.plugins.module_utils.client import list_all_raw, wait_argument_spec
 from ansible_collections.ironpool.iaas.plugins.module_utils.errors import OptionError, cause_text
 from ansible_collections.ironpool.iaas.plugins.module_utils.placement import pool_of, predict_pools
 from ansible_collections.ironpool.iaas.plugins.module_utils.resource import Declarer, Outcome, object_key
@@ -142,7 +142,7 @@ from ansible_collections.ironpool.iaas.plugins.module_utils.wait import (
 
 try:
     import yaml
-    from ironpool.api.errors import ApiError, Invalid
+    from ironpool.api.errors import ApiError, Invalid, NotFound
     from ironpool.api.resources import by_kind
     from ironpool.api.validation import validate_create
     from ironpool.cli.config import CommandError
@@ -252,12 +252,36 @@ class ManifestModule(IronpoolModule):
 
     # -- present -----------------------------------------------------------------------------
 
+    def existing(self, items: list[Item]) -> dict[tuple[str, str | None, str], dict[str, Any]]:
+        """The objects of the set that exist now, read with one list per kind and namespace
+        (a large set costs one request, not one per object)."""
+        groups: dict[tuple[str, str | None], list[Item]] = {}
+        for item in items:
+            groups.setdefault((item.kind, item.namespace), []).append(item)
+        found: dict[tuple[str, str | None, str], dict[str, Any]] = {}
+        for (kind, namespace), group in groups.items():
+            info = group[0].info
+            selector = f"metadata.name={group[0].name}" if len(group) == 1 else None
+            try:
+                listed = list(list_all_raw(self.client, info, namespace if info.namespaced else None,
+                                           field_selector=selector))
+            except NotFound:
+                listed = []  # the namespace does not exist (yet)
+            wanted = {i.name for i in group}
+            for obj in listed:
+                name = str((obj.get("metadata") or {}).get("name"))
+                if name in wanted:
+                    found[(kind, namespace, name)] = obj
+        return found
+
     def apply(self, items: list[Item]) -> None:
         p = self.params
+        existing = self.existing(items)
         for item in items:
             declarer = self.declarer(item)
+            current = existing.get((item.kind, item.namespace, item.name))
             try:
-                item.outcome = declarer.present(item.obj, declarer.get(item.name), force=p["force"])
+                item.outcome = declarer.present(item.obj, current, force=p["force"])
             except OptionError as exc:
                 raise OptionError(f"{item.manifest.where}: {exc}") from exc
             except ApiError as exc:
@@ -297,9 +321,10 @@ class ManifestModule(IronpoolModule):
     # -- absent ------------------------------------------------------------------------------
 
     def remove(self, items: list[Item]) -> None:
+        existing = self.existing(items)
         for item in reversed(items):
-            declarer = self.declarer(item)
-            item.outcome = declarer.absent(item.name, declarer.get(item.name))
+            current = existing.get((item.kind, item.namespace, item.name))
+            item.outcome = self.declarer(item).absent(item.name, current)
         if self.params["wait"] and not self.check_mode:
             self.wait([i for i in items if i.done.action != "absent"], "gone")
         self.finish(items, {})
