@@ -3,6 +3,8 @@
 Starts the apiserver as a subprocess on a fresh SQLite file and drives it from this process (the
 load generator, a separate process sharing the same cores) with a lean asyncio HTTP/1.1 keep-alive
 client: ``--clients`` connections, each sending one request at a time. Prints one JSON line.
+Besides rates and latencies, each phase reports the apiserver's own CPU time per request
+(``server_cpu_us``), which other load on the machine disturbs far less than the rates.
 
     .venv/bin/python bench/apiserver.py [--clients 8] [--creates 10000] [--gets 30000] [--objects 100000]
 """
@@ -66,6 +68,12 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))] * 1000 if ordered else 0.0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def run_phase(
     host: str,
     port: int,
@@ -74,8 +82,10 @@ async def run_phase(
     total: int,
     make: Callable[[int], tuple[str, str, bytes]],
     expect: int,
+    pid: int,
 ) -> dict[str, float]:
-    """``total`` requests over ``clients`` connections; rate and latency percentiles (ms)."""
+    """``total`` requests over ``clients`` connections; rate, latency percentiles (ms) and the
+    apiserver's (process ``pid``) CPU time per request."""
     conns = [Conn(host, port, token) for _ in range(clients)]
     await asyncio.gather(*(c.open() for c in conns))
     latencies: list[float] = []
@@ -90,15 +100,16 @@ async def run_phase(
             if status != expect:
                 raise RuntimeError(f"{method} {path}: HTTP {status}: {payload[:300]!r}")
 
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), cpu_seconds(pid)
     await asyncio.gather(*(worker(c) for c in conns))
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, cpu_seconds(pid) - cpu_start
     for c in conns:
         c.close()
     return {
         "per_s": round(total / elapsed, 1),
         "p50_ms": round(pct(latencies, 0.50), 2),
         "p99_ms": round(pct(latencies, 0.99), 2),
+        "server_cpu_us": round(cpu / total * 1e6, 1),
         "n": total,
     }
 
@@ -154,6 +165,7 @@ async def bench(args: argparse.Namespace, url: str, port: int, token: str, pid: 
         args.creates,
         lambda i: ("POST", MACHINES, machine(f"m{i:07d}")),
         201,
+        pid,
     )
     result["get"] = await run_phase(
         host,
@@ -163,6 +175,7 @@ async def bench(args: argparse.Namespace, url: str, port: int, token: str, pid: 
         args.gets,
         lambda i: ("GET", f"{MACHINES}/m{(i * 7919) % args.creates:07d}", b""),
         200,
+        pid,
     )
     # Top up to 10,000 Machines for the list.
     if args.creates < 10_000:
@@ -174,6 +187,7 @@ async def bench(args: argparse.Namespace, url: str, port: int, token: str, pid: 
             10_000 - args.creates,
             lambda i: ("POST", MACHINES, machine(f"m{args.creates + i:07d}")),
             201,
+            pid,
         )
     conn = Conn(host, port, token)
     await conn.open()
@@ -204,6 +218,7 @@ async def bench(args: argparse.Namespace, url: str, port: int, token: str, pid: 
             args.objects - existing,
             lambda i: ("POST", MACHINES, machine(f"m{existing + i:07d}")),
             201,
+            pid,
         )
         result["fill_create_per_s"] = fill["per_s"]
     result[f"rss_mib_{max(args.objects, existing)}"] = round(rss_kib(pid) / 1024, 1)
