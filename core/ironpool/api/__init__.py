@@ -1,4 +1,5 @@
-"""ironpool.api: IronCore's API types (pydantic models), the resource registry, validation,
+"""ironpool.api: IronCore's API types (pydantic models), one strategy per kind (its identity,
+rules and table columns, :mod:`ironpool.api.strategies`), the resource table, validation,
 quantities, selectors and JSON merge patch."""
 
 from ironpool.api.compute import Machine, MachineClass, MachinePool, MachineSpec, MachineStatus
