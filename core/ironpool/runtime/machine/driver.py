@@ -391,17 +391,25 @@ class MachineDriver:
             disks.make_local(vrec, image)
             try:
                 if vrec.path:
-                    guest.attach_device(to_string(disk_element(vrec)))
-            except libvirt.libvirtError as exc:
+                    xml, what = to_string(disk_element(vrec)), f"volume {vrec.name!r}"
+                    self._attach(entry, guest, xml, what, "AttachDetachVolumeFailed", "AttachVolume")
+            except Internal:
                 if vrec.owned:
                     Path(vrec.path).unlink(missing_ok=True)
-                message = exc.get_error_message()
-                self.record_event(rec, "AttachDetachVolumeFailed", message, "Warning", "AttachVolume")
-                raise Internal(f"volume {vrec.name!r}: attaching failed: {message}") from exc
+                raise
             rec.volumes.append(vrec)
             self._persist(entry, guest)
             message = f"volume {vrec.name!r} attached as {vrec.target}"
             self.record_event(rec, "AttachVolumeSucceeded", message, action="AttachVolume")
+
+    def _attach(self, entry: Entry, guest: Guest, xml: str, what: str, failed: str, action: str) -> None:
+        """Attach a device; a refusal is a Warning event (reason ``failed``) and Internal."""
+        try:
+            guest.attach_device(xml)
+        except libvirt.libvirtError as exc:
+            message = exc.get_error_message()
+            self.record_event(entry.rec, failed, message, "Warning", action)
+            raise Internal(f"{what}: attaching failed: {message}") from exc
 
     def detach_volume(self, machine_id: str, name: str) -> None:
         entry = self.index.get_live(machine_id)
@@ -455,12 +463,8 @@ class MachineDriver:
             rec = entry.rec
             nrec = records.nic_record(nic, "network_interface", rec, self.lookups)
             guest = self._guest(rec)
-            try:
-                guest.attach_device(to_string(interface_element(nrec)))
-            except libvirt.libvirtError as exc:
-                message = exc.get_error_message()
-                self.record_event(rec, "AttachDetachNICFailed", message, "Warning", "AttachNIC")
-                raise Internal(f"network interface {nrec.name!r}: attaching failed: {message}") from exc
+            xml, what = to_string(interface_element(nrec)), f"network interface {nrec.name!r}"
+            self._attach(entry, guest, xml, what, "AttachDetachNICFailed", "AttachNIC")
             rec.nics.append(nrec)
             self._persist(entry, guest)
             message = f"network interface {nrec.name!r} attached"

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal, TypeVar
 
 from ironpool.runtime.errors import FailedPrecondition, InvalidArgument, ResourceExhausted
 from ironpool.runtime.events import EventRing, RuntimeEvent
@@ -28,7 +29,7 @@ from ironpool.runtime.metadata import check_string_map, select
 from .classes import VolumeClassSpec
 from .images import ImageCatalog
 from .owner import claim_pool
-from .pool import PoolConfigError, StoragePool, qemu_img
+from .pool import PoolConfigError, StoragePool, VolumeInfo, qemu_img
 from .records import (
     CreateVolumeArgs,
     SnapshotRecord,
@@ -43,6 +44,7 @@ from .sidecar import META_DIR_NAME, SidecarStore
 
 log = logging.getLogger(__name__)
 
+R = TypeVar("R", VolumeRecord, SnapshotRecord)
 _OWN_NAME_RE = re.compile(r"^(?:snapshot-)?[0-9a-f]{32}\.qcow2$")
 
 
@@ -235,30 +237,43 @@ class VolumeDriver:
             image=args.image,
             snapshot_id=args.snapshot_id,
         )
-        name = record.libvirt_name
-        with self._lock:
-            self._check_space(args.storage_bytes, "volume.spec.resources.storage_bytes")
-            self.sidecars.write(record)
-            try:
-                info = self.pool.create_qcow2(name, args.storage_bytes)
-            except BaseException:
-                self.sidecars.remove("volume", record.id)
-                raise
-        try:
-            if source is not None:
-                # A full copy, not a backing-file overlay: the volume must outlive the image.
-                qemu_img("convert", "-n", "-f", source_format, "-O", "qcow2", str(source), info.path)
-            record = replace(record, phase="ready")
-            self.sidecars.write(record)
-        except BaseException:
-            self.pool.delete(name)
-            self.sidecars.remove("volume", record.id)
-            raise
+        # A full copy, not a backing-file overlay: the volume must outlive the image.
+        copy = (["-f", source_format], str(source)) if source is not None else None
+        size = args.storage_bytes
+        record, info = self._make(record, size, size, "volume.spec.resources.storage_bytes", copy)
         view = VolumeView(record, info.path, info.capacity)
         with self._lock:
             self._volumes[record.id] = view
         log.info("created volume %s (%s bytes, class %s)", record.id, info.capacity, vclass.name)
         return view
+
+    def _make(
+        self, record: R, capacity: int, needed: int, field: str, copy: tuple[list[str], str] | None
+    ) -> tuple[R, VolumeInfo]:
+        """A new volume or snapshot file in the order that survives a crash: sidecar (creating),
+        libvirt volume, contents (``qemu-img convert`` options and source), sidecar (ready).
+        ``needed`` bytes must be free (ResourceExhausted naming ``field``); whatever fails
+        removes what was made."""
+        kind: Literal["volume", "snapshot"] = "volume" if isinstance(record, VolumeRecord) else "snapshot"
+        with self._lock:
+            self._check_space(needed, field)
+            self.sidecars.write(record)
+            try:
+                info = self.pool.create_qcow2(record.libvirt_name, capacity)
+            except BaseException:
+                self.sidecars.remove(kind, record.id)
+                raise
+        try:
+            if copy is not None:
+                options, source = copy
+                qemu_img("convert", *options, "-n", "-O", "qcow2", source, info.path)
+            record = replace(record, phase="ready")
+            self.sidecars.write(record)
+        except BaseException:
+            self.pool.delete(record.libvirt_name)
+            self.sidecars.remove(kind, record.id)
+            raise
+        return record, info
 
     # -- expand ------------------------------------------------------------------------------
     def _get(self, volume_id: str, field: str) -> VolumeView:
@@ -334,25 +349,11 @@ class VolumeDriver:
             labels=dict(labels),
             annotations=dict(annotations),
         )
-        name = record.libvirt_name
-        with self._lock:
-            src_info = self.pool.info(source.record.libvirt_name)
-            self._check_space(src_info.allocation if src_info else source.effective_bytes, field)
-            self.sidecars.write(record)
-            try:
-                info = self.pool.create_qcow2(name, source.effective_bytes)
-            except BaseException:
-                self.sidecars.remove("snapshot", record.id)
-                raise
-        try:
-            # -U: the source may be open in a running QEMU; the copy is then crash-consistent.
-            qemu_img("convert", "-U", "-n", "-f", "qcow2", "-O", "qcow2", source.path, info.path)
-            record = replace(record, phase="ready")
-            self.sidecars.write(record)
-        except BaseException:
-            self.pool.delete(name)
-            self.sidecars.remove("snapshot", record.id)
-            raise
+        src_info = self.pool.info(source.record.libvirt_name)
+        needed = src_info.allocation if src_info else source.effective_bytes
+        # -U: the source may be open in a running QEMU; the copy is then crash-consistent.
+        copy = (["-U", "-f", "qcow2"], source.path)
+        record, info = self._make(record, source.effective_bytes, needed, field, copy)
         view = SnapshotView(record, info.path)
         with self._lock:
             self._snapshots[record.id] = view
