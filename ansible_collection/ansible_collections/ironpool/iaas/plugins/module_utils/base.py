@@ -5,7 +5,7 @@ task failures (``fail_json``) whose message names the option at fault."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 from ansible.module_utils.basic import AnsibleModule
@@ -19,6 +19,9 @@ from ansible_collections.ironpool.iaas.plugins.module_utils.client import (
     missing_ironpool_message,
 )
 from ansible_collections.ironpool.iaas.plugins.module_utils.errors import OptionError, describe_api_error
+from ansible_collections.ironpool.iaas.plugins.module_utils.placement import pool_of, predict_pools
+from ansible_collections.ironpool.iaas.plugins.module_utils.resource import Declarer, object_key
+from ansible_collections.ironpool.iaas.plugins.module_utils.wait import gone, wait_for_object
 
 try:
     from ironpool.api.errors import ApiError
@@ -68,6 +71,36 @@ class IronpoolModule:
 
     def run(self) -> None:
         raise NotImplementedError
+
+    def placement(self, declarer: Declarer, obj: dict[str, Any] | None) -> dict[str, str]:
+        """Check mode, for a Machine or Volume not bound yet: the pool the scheduler would pick now
+        (``pool``, empty when none fits) and why (``placement_reason``)."""
+        if obj is None or pool_of(obj) is not None:
+            return {}
+        key = (declarer.info.kind, object_key(declarer.with_identity(obj)))
+        predicted = predict_pools(self.client, [obj], self.namespace).get(key, {})
+        return {"pool": predicted.get("pool") or "", "placement_reason": predicted.get("reason", "")}
+
+    def delete_and_wait(self, declarer: Declarer, current: dict[str, Any] | None, result_key: str,
+                        still_there: str, then: Callable[[], bool] | None = None) -> NoReturn:
+        """State absent: delete (then run ``then``, which says whether it changed something), and
+        with ``wait`` wait until the object is gone (its poollet's finalizer keeps it until the
+        domain or volume is removed)."""
+        p = self.params
+        outcome = declarer.absent(p["name"], current)
+        also_changed = then() if then is not None else False
+        result: dict[str, Any] = {"changed": outcome.changed or also_changed,
+                                  "action": outcome.action, result_key: outcome.obj or {}}
+        if self.diff_mode:
+            result["diff"] = outcome.diff()
+        if p["wait"] and not self.check_mode and current is not None:
+            last, ok = wait_for_object(self.client, declarer.info, self.namespace, p["name"], gone,
+                                       p["wait_timeout"])
+            if not ok:
+                result[result_key] = last or {}
+                self.fail(f"{declarer.info.kind} {self.namespace}/{p['name']} is still there after "
+                          f"{p['wait_timeout']}s ({still_there})", **result)
+        self.exit(**result)
 
     def fail(self, msg: str, **result: Any) -> NoReturn:
         self.module.fail_json(msg=msg, **result)

@@ -22,6 +22,7 @@ from ansible_collections.ironpool.iaas.plugins.module_utils.errors import (
     cause_text,
     immutable_causes,
 )
+from ansible_collections.ironpool.iaas.plugins.module_utils.views import dig
 from ansible_collections.ironpool.iaas.plugins.module_utils.wait import gone, wait_for_object
 
 try:
@@ -48,6 +49,15 @@ def declared_view(obj: Obj) -> Obj:
     return out
 
 
+def declared_metadata(params: Mapping[str, Any]) -> Obj:
+    """``metadata`` from a module's ``name`` and, when given, ``labels`` and ``annotations``."""
+    meta: Obj = {"name": params["name"]}
+    for key in PATCHABLE_METADATA:
+        if params.get(key) is not None:
+            meta[key] = params[key]
+    return meta
+
+
 def merge_patch(desired: Obj) -> Obj:
     """The merge patch that brings an existing object to ``desired``: everything declared but
     identity and status (only labels and annotations of the metadata)."""
@@ -66,15 +76,6 @@ def without_nulls(value: Any) -> Any:
     if isinstance(value, list):
         return [without_nulls(v) for v in value]
     return value
-
-
-def _dig(obj: Obj, path: tuple[str, ...]) -> Any:
-    cur: Any = obj
-    for part in path:
-        if not isinstance(cur, dict):
-            return None
-        cur = cur.get(part)
-    return cur
 
 
 def _terminating(obj: Obj) -> bool:
@@ -202,7 +203,7 @@ class Declarer:
     def _client_side_immutable(self, desired: Obj, current: Obj) -> list[tuple[str, str]]:
         out = []
         for path in self.immutable:
-            want, have = _dig(desired, path), _dig(current, path)
+            want, have = dig(desired, *path), dig(current, *path)
             if want is not None and want != have:
                 out.append((".".join(path), f"Invalid value: {want!r} (it is {have!r}): field is immutable"))
         return out

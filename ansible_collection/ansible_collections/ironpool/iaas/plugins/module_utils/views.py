@@ -10,6 +10,18 @@ from typing import Any
 from ansible_collections.ironpool.iaas.plugins.module_utils.placement import pool_of
 
 Obj = dict[str, Any]
+
+
+def dig(obj: Any, *path: str) -> Any:
+    """``obj[path[0]][path[1]]...``, or None where a step is missing or not a mapping."""
+    cur: Any = obj
+    for part in path:
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(part)
+    return cur
+
+
 HIDDEN = "(hidden)"
 HIDDEN_CHANGED = "(hidden, changed)"
 

@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any
 
+from ansible_collections.ironpool.iaas.plugins.module_utils.views import dig
+
 with contextlib.suppress(ImportError):  # the modules report the missing library before anything waits
     from ironpool.api.errors import Expired
 
@@ -85,42 +87,33 @@ def gone(obj: Obj | None) -> bool:
     return obj is None
 
 
-def _get(obj: Obj | None, *path: str) -> Any:
-    cur: Any = obj
-    for part in path:
-        if not isinstance(cur, dict):
-            return None
-        cur = cur.get(part)
-    return cur
-
-
 def machine_scheduled(obj: Obj | None) -> bool:
     """The scheduler bound the Machine to a pool."""
-    return bool(_get(obj, "spec", "machinePoolRef", "name"))
+    return bool(dig(obj, "spec", "machinePoolRef", "name"))
 
 
 def machine_running(obj: Obj | None) -> bool:
     """The Machine's domain realises its current spec: state Running for power On, Shutdown for Off."""
     if obj is None:
         return False
-    want = "Shutdown" if _get(obj, "spec", "power") == "Off" else "Running"
-    observed = _get(obj, "status", "observedGeneration")
-    generation = _get(obj, "metadata", "generation")
+    want = "Shutdown" if dig(obj, "spec", "power") == "Off" else "Running"
+    observed = dig(obj, "status", "observedGeneration")
+    generation = dig(obj, "metadata", "generation")
     current = observed is None or generation is None or int(observed) >= int(generation)
-    return _get(obj, "status", "state") == want and current
+    return dig(obj, "status", "state") == want and current
 
 
 def volume_scheduled(obj: Obj | None) -> bool:
     """The scheduler bound the Volume to a pool."""
-    return bool(_get(obj, "spec", "volumePoolRef", "name"))
+    return bool(dig(obj, "spec", "volumePoolRef", "name"))
 
 
 def volume_available(obj: Obj | None) -> bool:
     """The Volume is Available at (at least) its requested size."""
-    if obj is None or _get(obj, "status", "state") != "Available":
+    if obj is None or dig(obj, "status", "state") != "Available":
         return False
-    want = _get(obj, "spec", "resources", "storage")
-    have = _get(obj, "status", "resources", "storage")
+    want = dig(obj, "spec", "resources", "storage")
+    have = dig(obj, "status", "resources", "storage")
     if want is None or have is None:
         return True
     from ironpool.api.quantity import parse_quantity

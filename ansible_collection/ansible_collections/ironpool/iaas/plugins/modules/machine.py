@@ -260,12 +260,15 @@ from typing import Any
 from ansible_collections.ironpool.iaas.plugins.module_utils.base import IronpoolModule
 from ansible_collections.ironpool.iaas.plugins.module_utils.checks import check_quantity, require_class
 from ansible_collections.ironpool.iaas.plugins.module_utils.client import wait_argument_spec
-from ansible_collections.ironpool.iaas.plugins.module_utils.placement import pool_of, predict_pools
-from ansible_collections.ironpool.iaas.plugins.module_utils.resource import Declarer, Outcome, object_key
+from ansible_collections.ironpool.iaas.plugins.module_utils.placement import pool_of
+from ansible_collections.ironpool.iaas.plugins.module_utils.resource import (
+    Declarer,
+    Outcome,
+    declared_metadata,
+)
 from ansible_collections.ironpool.iaas.plugins.module_utils.views import machine_summary, secret_diff
 from ansible_collections.ironpool.iaas.plugins.module_utils.wait import (
     MACHINE_CONDITIONS,
-    gone,
     wait_for_object,
 )
 
@@ -358,18 +361,15 @@ class MachineModule(IronpoolModule):
                             gone_timeout=p["wait_timeout"])
         current = machines.get(p["name"])
         if p["state"] == "absent":
-            self.remove(machines, current)
+            self.delete_and_wait(machines, current, "machine", "its poollet removes the domain first",
+                                 then=self.remove_ignition)
         self.declare(machines, current)
 
     # -- present -----------------------------------------------------------------------------
 
     def desired(self) -> dict[str, Any]:
         p = self.params
-        meta: dict[str, Any] = {"name": p["name"]}
-        if p["labels"] is not None:
-            meta["labels"] = p["labels"]
-        if p["annotations"] is not None:
-            meta["annotations"] = p["annotations"]
+        meta = declared_metadata(p)
         spec: dict[str, Any] = {}
         if p["machine_class"]:
             spec["machineClassRef"] = {"name": p["machine_class"]}
@@ -437,12 +437,7 @@ class MachineModule(IronpoolModule):
         result = self.result(outcome, secret_outcome)
         obj = outcome.obj
         if self.check_mode:
-            if pool_of(obj) is None and obj is not None:
-                key = object_key(machines.with_identity(obj))
-                predicted = predict_pools(self.client, [obj], self.namespace).get(("Machine", key), {})
-                result["pool"] = predicted.get("pool") or ""
-                result["placement_reason"] = predicted.get("reason", "")
-            self.exit(**result)
+            self.exit(**{**result, **self.placement(machines, obj)})
         if p["wait"]:
             done = MACHINE_CONDITIONS[p["wait_for"]]
             obj, ok = wait_for_object(self.client, machines.info, self.namespace, p["name"], done,
@@ -481,24 +476,6 @@ class MachineModule(IronpoolModule):
         return result
 
     # -- absent ------------------------------------------------------------------------------
-
-    def remove(self, machines: Declarer, current: dict[str, Any] | None) -> None:
-        p = self.params
-        outcome = machines.absent(p["name"], current)
-        secret_changed = self.remove_ignition()
-        result: dict[str, Any] = {"changed": outcome.changed or secret_changed, "action": outcome.action,
-                                  "machine": outcome.obj or {}}
-        if self.diff_mode:
-            result["diff"] = outcome.diff()
-        if p["wait"] and not self.check_mode and current is not None:
-            last, ok = wait_for_object(self.client, machines.info, self.namespace, p["name"], gone,
-                                       p["wait_timeout"])
-            if not ok:
-                result["machine"] = last or {}
-                self.fail(f"Machine {self.namespace}/{p['name']} is still there after {p['wait_timeout']}s "
-                          f"(its poollet removes the domain first); last seen: {describe_progress(last)}",
-                          **result)
-        self.exit(**result)
 
     def remove_ignition(self) -> bool:
         """Delete the Secret this module made for the Machine's ``ignition`` (never a user's own)."""

@@ -82,6 +82,7 @@ from typing import Any
 
 from ansible_collections.ironpool.iaas.plugins.module_utils.checks import check_quantity
 from ansible_collections.ironpool.iaas.plugins.module_utils.declarative import DeclarativeModule
+from ansible_collections.ironpool.iaas.plugins.module_utils.resource import declared_metadata
 
 
 class MachineClassModule(DeclarativeModule):
@@ -114,9 +115,7 @@ class MachineClassModule(DeclarativeModule):
         caps = {k: check_quantity(f"capabilities.{k}", v) for k, v in (p["capabilities"] or {}).items()}
         caps["cpu"] = check_quantity("cpu", p["cpu"])
         caps["memory"] = check_quantity("memory", p["memory"])
-        meta: dict[str, Any] = {"name": p["name"]}
-        if p["labels"] is not None:
-            meta["labels"] = p["labels"]
+        meta = declared_metadata(p)
         return {"metadata": meta, "capabilities": caps}
 
 

@@ -80,7 +80,7 @@ import base64
 from typing import Any
 
 from ansible_collections.ironpool.iaas.plugins.module_utils.declarative import DeclarativeModule
-from ansible_collections.ironpool.iaas.plugins.module_utils.resource import Outcome
+from ansible_collections.ironpool.iaas.plugins.module_utils.resource import Outcome, declared_metadata
 from ansible_collections.ironpool.iaas.plugins.module_utils.views import redact_secret, secret_diff
 
 
@@ -108,9 +108,7 @@ class SecretModule(DeclarativeModule):
         }
         for stale in ((current or {}).get("data") or {}):
             data.setdefault(stale, None)  # null in a merge patch removes the key
-        meta: dict[str, Any] = {"name": p["name"]}
-        if p["labels"] is not None:
-            meta["labels"] = p["labels"]
+        meta = declared_metadata(p)
         return {"metadata": meta, "type": p["type"], "data": data}
 
     def shown(self, obj: dict[str, Any]) -> dict[str, Any]:

@@ -147,12 +147,11 @@ from ansible_collections.ironpool.iaas.plugins.module_utils.base import Ironpool
 from ansible_collections.ironpool.iaas.plugins.module_utils.checks import check_quantity, require_class
 from ansible_collections.ironpool.iaas.plugins.module_utils.client import wait_argument_spec
 from ansible_collections.ironpool.iaas.plugins.module_utils.errors import OptionError, cause_text
-from ansible_collections.ironpool.iaas.plugins.module_utils.placement import pool_of, predict_pools
-from ansible_collections.ironpool.iaas.plugins.module_utils.resource import Declarer, object_key
+from ansible_collections.ironpool.iaas.plugins.module_utils.placement import pool_of
+from ansible_collections.ironpool.iaas.plugins.module_utils.resource import Declarer, declared_metadata
 from ansible_collections.ironpool.iaas.plugins.module_utils.views import volume_summary
 from ansible_collections.ironpool.iaas.plugins.module_utils.wait import (
     VOLUME_CONDITIONS,
-    gone,
     wait_for_object,
 )
 
@@ -200,16 +199,12 @@ class VolumeModule(IronpoolModule):
                            gone_timeout=p["wait_timeout"], immutable=(("spec", "dataSource"),))
         current = volumes.get(p["name"])
         if p["state"] == "absent":
-            self.remove(volumes, current)
+            self.delete_and_wait(volumes, current, "volume", "a Machine may still use it")
         self.declare(volumes, current)
 
     def desired(self) -> dict[str, Any]:
         p = self.params
-        meta: dict[str, Any] = {"name": p["name"]}
-        if p["labels"] is not None:
-            meta["labels"] = p["labels"]
-        if p["annotations"] is not None:
-            meta["annotations"] = p["annotations"]
+        meta = declared_metadata(p)
         spec: dict[str, Any] = {}
         if p["volume_class"]:
             spec["volumeClassRef"] = {"name": p["volume_class"]}
@@ -243,13 +238,7 @@ class VolumeModule(IronpoolModule):
         if self.diff_mode:
             result["diff"] = outcome.diff()
         if self.check_mode:
-            obj = outcome.obj
-            if obj is not None and pool_of(obj) is None:
-                obj_key = object_key(volumes.with_identity(obj))
-                predicted = predict_pools(self.client, [obj], self.namespace).get(("Volume", obj_key), {})
-                result["pool"] = predicted.get("pool") or ""
-                result["placement_reason"] = predicted.get("reason", "")
-            self.exit(**result)
+            self.exit(**{**result, **self.placement(volumes, outcome.obj)})
         if p["wait"]:
             done = VOLUME_CONDITIONS[p["wait_for"]]
             obj, ok = wait_for_object(self.client, volumes.info, self.namespace, p["name"], done,
@@ -283,22 +272,6 @@ class VolumeModule(IronpoolModule):
         except Invalid as exc:
             raise OptionError("; ".join(cause_text(c.field, c.message, self.fields) for c in exc.causes)) \
                 from exc
-
-    def remove(self, volumes: Declarer, current: dict[str, Any] | None) -> None:
-        p = self.params
-        outcome = volumes.absent(p["name"], current)
-        result: dict[str, Any] = {"changed": outcome.changed, "action": outcome.action,
-                                  "volume": outcome.obj or {}}
-        if self.diff_mode:
-            result["diff"] = outcome.diff()
-        if p["wait"] and not self.check_mode and current is not None:
-            last, ok = wait_for_object(self.client, volumes.info, self.namespace, p["name"], gone,
-                                       p["wait_timeout"])
-            if not ok:
-                result["volume"] = last or {}
-                self.fail(f"Volume {self.namespace}/{p['name']} is still there after {p['wait_timeout']}s "
-                          "(a Machine may still use it)", **result)
-        self.exit(**result)
 
 
 def main() -> None:

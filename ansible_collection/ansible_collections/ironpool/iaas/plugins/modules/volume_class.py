@@ -89,6 +89,7 @@ from typing import Any
 
 from ansible_collections.ironpool.iaas.plugins.module_utils.checks import check_quantity
 from ansible_collections.ironpool.iaas.plugins.module_utils.declarative import DeclarativeModule
+from ansible_collections.ironpool.iaas.plugins.module_utils.resource import declared_metadata
 
 
 class VolumeClassModule(DeclarativeModule):
@@ -123,9 +124,7 @@ class VolumeClassModule(DeclarativeModule):
         caps = {k: check_quantity(f"capabilities.{k}", v) for k, v in (p["capabilities"] or {}).items()}
         caps["tps"] = check_quantity("tps", p["tps"])
         caps["iops"] = check_quantity("iops", p["iops"])
-        meta: dict[str, Any] = {"name": p["name"]}
-        if p["labels"] is not None:
-            meta["labels"] = p["labels"]
+        meta = declared_metadata(p)
         out: dict[str, Any] = {"metadata": meta, "capabilities": caps}
         if p["resize_policy"]:
             out["resizePolicy"] = p["resize_policy"]

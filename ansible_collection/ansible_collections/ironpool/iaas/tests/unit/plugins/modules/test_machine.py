@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from ansible_collections.ironpool.iaas.plugins.module_utils import base
 from ansible_collections.ironpool.iaas.plugins.modules import machine
 
 WEB = {"name": "web", "machine_class": "x-small", "image": "tiny", "disk_size": "1Gi",
@@ -25,7 +26,7 @@ def no_scheduler(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
         return {("Machine", f"{namespace}/{o['metadata']['name']}"): {"pool": "host-1", "reason": "fits"}
                 for o in objects}
 
-    monkeypatch.setattr(machine, "predict_pools", predict)
+    monkeypatch.setattr(base, "predict_pools", predict)
     return calls
 
 
