@@ -7,6 +7,7 @@ Each kind's strategy (:mod:`ironpool.api.strategies`) declares its :class:`Resou
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from pydantic import BaseModel
 
@@ -25,7 +26,7 @@ class ResourceInfo:
     model: type[BaseModel]
     has_status: bool
 
-    @property
+    @cached_property  # read on every validation and lookup
     def api_version(self) -> str:
         """``compute.ironcore.dev/v1alpha1``, or ``v1`` for the core group."""
         return f"{self.group}/{self.version}" if self.group else self.version
