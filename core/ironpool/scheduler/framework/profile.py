@@ -82,6 +82,8 @@ class Framework:
         self.binders = [p for p in plugins if isinstance(p, BindPlugin)]
         self.post_binders = [p for p in plugins if isinstance(p, PostBindPlugin)]
         self._uncovered = [f for f in self.filters if not f.index_covered]
+        #: per combination of skipped filters (few): the filters left to run
+        self._filter_sets: dict[tuple[str, ...], tuple[list[FilterPlugin], list[FilterPlugin]]] = {}
         static = [s for s in self.scorers if s.class_static]
         self.strategy: ScorePlugin | None = static[0] if len(static) == 1 else None
         self.index: ClassIndex | None = None
@@ -113,17 +115,14 @@ class Framework:
     def find(self, req: SchedulingRequest) -> Decision:
         """Pick a pool for ``req`` without reserving anything."""
         state = CycleState(self.cache)
-        skipped: set[str] = set()
+        skipped: list[str] = []
         for plugin in self.pre_filters:
             status = plugin.pre_filter(state, req)
             if status.code is Code.SKIP:
-                skipped.add(plugin.name)
+                skipped.append(plugin.name)
             elif not status.ok:
                 return Decision(req, None, status.reason, status.wakeups, frozenset({status.plugin}), state)
-        filters, uncovered = self.filters, self._uncovered
-        if skipped:
-            filters = [f for f in filters if f.name not in skipped]
-            uncovered = [f for f in uncovered if f.name not in skipped]
+        filters, uncovered = self._without(tuple(skipped))
         active = [s for s in self.scorers if s.pre_score(state, req).code is not Code.SKIP]
         if (self.index is not None and req.kind == "machine" and len(active) == 1
                 and active[0] is self.strategy and req.class_name is not None):
@@ -187,6 +186,15 @@ class Framework:
             plugin.post_bind(decision.state, decision.request, decision.pool)
 
     # ---- internals ---------------------------------------------------------------------------
+    def _without(self, skipped: tuple[str, ...]) -> tuple[list[FilterPlugin], list[FilterPlugin]]:
+        """The filters, and those the index does not cover, minus the ones PreFilter skipped."""
+        found = self._filter_sets.get(skipped)
+        if found is None:
+            found = self._filter_sets[skipped] = (
+                [f for f in self.filters if f.name not in skipped],
+                [f for f in self._uncovered if f.name not in skipped])
+        return found
+
     @staticmethod
     def _passes(filters: Sequence[FilterPlugin], state: CycleState, req: SchedulingRequest,
                 pool: PoolInfo) -> Status | None:
