@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Scheduler benchmark on the shared workload (../shared/bench/workload.py): prints one JSON line.
+"""Scheduler benchmark on the seeded placement workload (bench/workload.py): prints one JSON line.
 
+    python bench/workload.py --hosts 5000 --requests 2000 --seed 1 --out w.json
     python bench/scheduler.py --workload w.json --mode inprocess --strategy binpack --until-first-rejection
     python bench/scheduler.py --workload w.json --mode inprocess --preplace 50000
     python bench/scheduler.py --workload w.json --mode api
@@ -24,7 +25,6 @@ import contextlib
 import gc
 import importlib.util
 import json
-import os
 import shutil
 import sys
 import time
@@ -36,11 +36,11 @@ STRATEGY = {"spread": "LeastAllocated", "binpack": "MostAllocated"}
 
 
 def load_workload_module() -> ModuleType:
-    path = Path(os.environ.get("IRONPOOL_WORKLOAD_PY",
-                               Path(__file__).resolve().parents[2] / "shared" / "bench" / "workload.py"))
-    spec = importlib.util.spec_from_file_location("shared_workload", path)
+    """``bench/workload.py`` (generator and scoring), beside this script."""
+    path = Path(__file__).resolve().parent / "workload.py"
+    spec = importlib.util.spec_from_file_location("bench_workload", path)
     if spec is None or spec.loader is None:
-        raise SystemExit(f"--workload: cannot load the shared generator at {path}")
+        raise SystemExit(f"cannot load the workload module at {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
