@@ -5,7 +5,9 @@ teardown), bad arguments, a volume grown in place, and manifests."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import libvirt
@@ -116,6 +118,27 @@ def test_bad_arguments_fail_naming_the_argument_and_create_nothing(up: UpInstanc
     assert msgs["missing_server"].startswith("server: no ironpool apiserver is configured")
     assert msgs["bad_manifest"].startswith("definition (document 1): Machine default/bad-7: spec.power")
     assert names(up, MACHINES) == [] and names(up, VOLUMES) == [] and names(up, SECRETS) == []
+
+
+def test_a_python_without_ironpool_is_told_the_pip_line(ansible: Ansible, tmp_path: Path) -> None:
+    """The managed node's Python lacks the client: the module says what to install, and how."""
+    python = "/usr/bin/python3"
+    bare = {**os.environ, "PYTHONPATH": ""}  # only what that Python has installed
+    probe = subprocess.run([python, "-c", "import ironpool"], env=bare, capture_output=True, check=False)
+    if probe.returncode == 0:
+        pytest.skip(f"{python} has the ironpool package")
+    tasks = f"""
+    - ironpool.iaas.machine_info:
+      vars: {{ansible_python_interpreter: {python}}}
+      register: missing
+      ignore_errors: true
+    - ansible.builtin.copy: {{dest: "{{{{ out }}}}", content: "{{{{ missing.msg }}}}"}}
+"""
+    out = tmp_path / "msg.txt"
+    ansible.playbook(write_playbook(tmp_path, tasks), "-e", f"out={out}", env={"PYTHONPATH": ""}).ok()
+    msg = out.read_text()
+    assert msg.startswith("Failed to import the required Python library (ironpool)")
+    assert "python3 -m pip install /path/to/ironpool" in msg
 
 
 def test_volume_grows_in_place_never_shrinks_and_manifests_apply_and_delete(up: UpInstance, ansible: Ansible,

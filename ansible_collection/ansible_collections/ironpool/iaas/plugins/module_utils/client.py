@@ -30,13 +30,12 @@ else:
     HAS_IRONPOOL = True
     IRONPOOL_IMPORT_ERROR = None
 
-PIP_INSTALL = ("python3 -m pip install ironpool  "
-               "(from a checkout of the ironpool repository: python3 -m pip install ./)")
+PIP_INSTALL = "python3 -m pip install /path/to/ironpool  (a checkout of the ironpool repository)"
 
 
 def missing_ironpool_message() -> str:
     """Ansible's standard missing-library text, plus the pip line that fixes it."""
-    return f"{missing_required_lib('ironpool')} Install it with: {PIP_INSTALL}"
+    return f"{missing_required_lib('ironpool').rstrip('.')}. Install it with: {PIP_INSTALL}"
 
 
 def connection_argument_spec() -> dict[str, Any]:
