@@ -78,5 +78,6 @@ ironpool up is still running with PID $up_pid (output: $OUT, log: $DATA_DIR/logs
   Preview:   ... examples/ansible/site.yml --check --diff
   Inventory: ANSIBLE_COLLECTIONS_PATH=ansible_collection .venv/bin/ansible-inventory -i examples/ansible/machines.ironpool.yml --graph
   Tear down: ANSIBLE_COLLECTIONS_PATH=ansible_collection .venv/bin/ansible-playbook examples/ansible/teardown.yml
-  Stop:      kill $up_pid      (running 'ironpool up' again resumes with the same state)
+  Stop:      .venv/bin/ironpool down --data-dir $DATA_DIR   (running 'ironpool up' again resumes)
+  Remove:    .venv/bin/ironpool down --data-dir $DATA_DIR --purge   (its domains, volumes, storage pool, data dir)
 EOF
