@@ -48,7 +48,7 @@ def condition(obj: Obj, ctype: str) -> Obj | None:
 
 
 def age(timestamp: str | None, now: datetime | None = None) -> str:
-    """kubectl-style age: ``45s``, ``3m12s``, ``5h``, ``2d3h``."""
+    """kubectl-style age of an RFC 3339 timestamp: ``45s``, ``3m12s``, ``5h``, ``2d3h``."""
     if not timestamp:
         return NONE
     try:
@@ -57,7 +57,12 @@ def age(timestamp: str | None, now: datetime | None = None) -> str:
         return "?"
     if then.tzinfo is None:
         then = then.replace(tzinfo=UTC)
-    seconds = max(0, int(((now or datetime.now(UTC)) - then).total_seconds()))
+    return age_of(int(((now or datetime.now(UTC)) - then).total_seconds()))
+
+
+def age_of(seconds: int) -> str:
+    """kubectl's rendering of a duration in seconds (``HumanDuration``)."""
+    seconds = max(0, seconds)
     if seconds < 120:
         return f"{seconds}s"
     minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400

@@ -21,7 +21,6 @@ from ironpool.api.storage import VolumeSpec
 
 COMPUTE_GROUP = "compute.ironcore.dev"
 COMPUTE_VERSION = "v1alpha1"
-COMPUTE_API_VERSION = f"{COMPUTE_GROUP}/{COMPUTE_VERSION}"
 DEFAULT_IGNITION_KEY = "ignition.yaml"
 
 

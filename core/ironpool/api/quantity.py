@@ -306,8 +306,3 @@ def parse_quantity(x: Any) -> Quantity:
 
 ResourceList = dict[str, Quantity]
 """A map of resource name (``cpu``, ``memory``, ``class/machine.x``) to quantity."""
-
-
-def format_resource_list(resources: dict[str, Quantity]) -> dict[str, str]:
-    """The JSON form of a :data:`ResourceList`."""
-    return {k: str(v) for k, v in resources.items()}

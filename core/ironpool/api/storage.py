@@ -20,7 +20,6 @@ from ironpool.api.quantity import Quantity
 
 STORAGE_GROUP = "storage.ironcore.dev"
 STORAGE_VERSION = "v1alpha1"
-STORAGE_API_VERSION = f"{STORAGE_GROUP}/{STORAGE_VERSION}"
 
 
 # -- VolumeClass -------------------------------------------------------------------------------

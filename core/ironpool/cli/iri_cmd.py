@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import click
 
+from ironpool.cli import iri_format as fmt
 from ironpool.cli import iri_write_cmd as write
 from ironpool.cli.iri_common import (
     IriContext,
@@ -21,7 +22,6 @@ from ironpool.cli.iri_common import (
     rpc_errors,
     runtime_option,
 )
-from ironpool.iri import format as fmt
 from ironpool.iri.ssh import SSHOptions
 
 

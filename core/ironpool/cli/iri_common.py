@@ -21,7 +21,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from ironpool.api.quantity import parse_quantity
-from ironpool.iri import format as fmt
+from ironpool.cli import iri_format as fmt
 from ironpool.iri.client import MachineRuntimeClient, VolumeRuntimeClient
 from ironpool.iri.endpoint import EndpointError, RuntimeKind, resolve_endpoint
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as machine_pb2

@@ -11,6 +11,7 @@ from typing import Any
 import click
 import grpc
 
+from ironpool.cli import iri_format as fmt
 from ironpool.cli.iri_common import (
     echo,
     file_option,
@@ -21,7 +22,6 @@ from ironpool.cli.iri_common import (
     parse_size,
     rpc_errors,
 )
-from ironpool.iri import format as fmt
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as machine_pb2
 from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as volume_pb2
 from ironpool.iri.ssh import SSHTunnelError

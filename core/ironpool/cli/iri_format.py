@@ -1,4 +1,5 @@
-"""Human-readable tables and JSON/YAML renderings of IRI messages (for ``ironpool iri``).
+"""Human-readable tables and JSON/YAML renderings of IRI messages (for ``ironpool iri``); ages, sizes
+and table layout are the ones every other ``ironpool`` table uses.
 
 JSON and YAML use the protobuf JSON mapping with the snake_case proto field names, as irictl does,
 so a printed object can be fed back to ``create -f``.
@@ -15,12 +16,24 @@ import yaml
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from ironpool.api.columns import NONE, age_of, human_bytes
+from ironpool.cli.printers import format_table
 from ironpool.iri.gen.event.v1alpha1 import api_pb2 as event_pb2
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as machine_pb2
 from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as volume_pb2
 
-NONE = "<none>"
 OUTPUTS = ("table", "json", "yaml")
+
+
+def age_ns(created_ns: int, now_ns: int | None = None) -> str:
+    """The age of an IRI timestamp (Unix nanoseconds), as every table shows ages."""
+    if not created_ns:
+        return NONE
+    return age_of(((now_ns if now_ns is not None else time.time_ns()) - created_ns) // 1_000_000_000)
+
+
+def tabulate(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    return format_table(list(headers), [list(r) for r in rows])
 
 
 def to_dict(msg: Message) -> dict[str, Any]:
@@ -41,43 +54,6 @@ def render(
     if output == "yaml":
         return yaml.safe_dump(data, sort_keys=False).rstrip("\n")
     raise ValueError(f"output: must be one of {', '.join(OUTPUTS)}, not {output!r}")
-
-
-def tabulate(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [len(h) for h in headers]
-    for row in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
-    lines = [headers, *rows]
-    return "\n".join(
-        "   ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines
-    )
-
-
-def age_ns(created_ns: int, now_ns: int | None = None) -> str:
-    if not created_ns:
-        return NONE
-    return _age(((now_ns if now_ns is not None else time.time_ns()) - created_ns) // 1_000_000_000)
-
-
-def _age(seconds: int) -> str:
-    seconds = max(0, seconds)
-    if seconds < 120:
-        return f"{seconds}s"
-    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
-    if hours < 3:
-        return f"{minutes}m"
-    if days < 2:
-        return f"{hours}h"
-    return f"{days}d"
-
-
-def human_bytes(n: int) -> str:
-    for unit, size in (("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
-        if n >= size and n % size == 0:
-            return f"{n // size}{unit}"
-    if n >= 1 << 30:
-        return f"{n / (1 << 30):.1f}Gi"
-    return str(n)
 
 
 def _enum_name(enum: Any, value: int) -> str:
@@ -155,7 +131,7 @@ def events_table(events: Sequence[event_pb2.Event]) -> str:
     now = int(time.time())
     rows = [
         [
-            _age(now - e.spec.event_time) if e.spec.event_time else NONE,
+            age_of(now - e.spec.event_time) if e.spec.event_time else NONE,
             e.spec.type or NONE,
             e.spec.reason or NONE,
             e.spec.action or NONE,
