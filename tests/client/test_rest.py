@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+
 import pytest
 from ironpool.api.compute import Machine, MachineClass, MachinePool
 from ironpool.api.errors import AlreadyExists, Conflict, Invalid, NotFound, Unauthorized
@@ -142,3 +145,50 @@ def test_auth_and_unreachable_errors(config: ClientConfig) -> None:
         pytest.raises(ServerUnreachable, match=r"cannot reach the apiserver at http://127\.0\.0\.1:1"),
     ):
         client.list(MachineClass)
+
+
+class _HangUpOnce:
+    """A loopback HTTP server that closes the first request's connection without answering (as a
+    restarting apiserver does to a pooled connection), then answers every request with an empty list."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.requests: list[str] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        body = b'{"apiVersion":"v1","kind":"List","metadata":{},"items":[]}'
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                head = conn.recv(65536).decode(errors="replace")
+                self.requests.append(head.split(" ", 2)[0])
+                if len(self.requests) == 1:
+                    continue  # hang up without a word
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                             b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_a_safe_request_is_sent_again_when_the_server_hangs_up_but_a_write_is_not() -> None:
+    server = _HangUpOnce()
+    try:
+        with Client(ClientConfig(server=server.url, token="t")) as c:
+            assert c.list(MachineClass).items == []
+            assert server.requests == ["GET", "GET"]
+        server.requests.clear()
+        with Client(ClientConfig(server=server.url, token="t")) as c, pytest.raises(ServerUnreachable):
+            c.create(MachineClass.model_validate({"metadata": {"name": "x"}, "capabilities": {"cpu": "1"}}))
+        assert server.requests == ["POST"]  # a create is never sent twice: it may have been stored
+    finally:
+        server.close()

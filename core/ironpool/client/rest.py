@@ -60,6 +60,15 @@ def _watch_timeout(timeout_seconds: int | None) -> httpx.Timeout:
     return httpx.Timeout(10.0, read=read)
 
 
+# A pooled keep-alive connection the server closed (a restart, an idle timeout) fails before any
+# answer; a safe request is sent once more on a fresh connection, as Go's net/http does.
+_RESEND_SAFE = frozenset({"GET", "HEAD"})
+
+
+def _resend(method: str, exc: httpx.TransportError, attempt: int) -> bool:
+    return attempt == 0 and method in _RESEND_SAFE and isinstance(exc, httpx.RemoteProtocolError)
+
+
 def _unreachable(config: ClientConfig, exc: Exception) -> ServerUnreachable:
     return ServerUnreachable(f"cannot reach the apiserver at {config.server}: {exc or type(exc).__name__}")
 
@@ -121,11 +130,14 @@ class Client:
     def call(self, op: Op[T]) -> T:
         """Send one Op and decode its answer (raising ApiError / ServerUnreachable)."""
         req = op.request
-        try:
-            resp = self._http.request(req.method, req.path, params=req.params, content=req.content(),
-                                      headers=req.headers())
-        except httpx.TransportError as exc:
-            raise _unreachable(self.config, exc) from exc
+        for attempt in (0, 1):
+            try:
+                resp = self._http.request(req.method, req.path, params=req.params, content=req.content(),
+                                          headers=req.headers())
+                break
+            except httpx.TransportError as exc:
+                if not _resend(req.method, exc, attempt):
+                    raise _unreachable(self.config, exc) from exc
         return op.decode(decode_body(resp.status_code, resp.content))
 
     # -- typed -----------------------------------------------------------------------------
@@ -251,11 +263,14 @@ class AsyncClient:
 
     async def call(self, op: Op[T]) -> T:
         req = op.request
-        try:
-            resp = await self._http.request(req.method, req.path, params=req.params, content=req.content(),
-                                            headers=req.headers())
-        except httpx.TransportError as exc:
-            raise _unreachable(self.config, exc) from exc
+        for attempt in (0, 1):
+            try:
+                resp = await self._http.request(req.method, req.path, params=req.params,
+                                                content=req.content(), headers=req.headers())
+                break
+            except httpx.TransportError as exc:
+                if not _resend(req.method, exc, attempt):
+                    raise _unreachable(self.config, exc) from exc
         return op.decode(decode_body(resp.status_code, resp.content))
 
     # -- typed -----------------------------------------------------------------------------
