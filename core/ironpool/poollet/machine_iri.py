@@ -151,6 +151,34 @@ def _entry_time(previous: Sequence[Any] | None, name: str, state: str, now: str)
     return now
 
 
+def _attachments(names: Sequence[str], reported: Mapping[str, Any], attached: int,
+                 previous: Sequence[Any] | None, now: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """Status entries of the spec's volumes or NICs (``names``) from what the runtime ``reported``:
+    ``Attached`` or ``Pending``, with the handle; and the names not attached yet."""
+    entries: list[dict[str, Any]] = []
+    pending: list[str] = []
+    for name in names:
+        got = reported.get(name)
+        state = "Attached" if got is not None and got.state == attached else "Pending"
+        if state != "Attached":
+            pending.append(name)
+        entry: dict[str, Any] = {"name": name, "state": state,
+                                 "lastStateTransitionTime": _entry_time(previous, name, state, now)}
+        if got is not None and got.handle:
+            entry["handle"] = got.handle
+        entries.append(entry)
+    return entries, pending
+
+
+def _readiness(ctype: str, what: str, pending: Sequence[str], previous: Sequence[Condition],
+               now: str) -> dict[str, Any]:
+    """``VolumesReady`` / ``NetworkInterfacesReady``, as IronCore's poollet words them."""
+    if not pending:
+        return condition(ctype, "True", ctype, f"all {what} attached", previous, now)
+    reason = f"{ctype.removesuffix('sReady')}NotReady: {pending[0]}"
+    return condition(ctype, "False", reason, "not attached: " + ", ".join(pending), previous, now)
+
+
 def compute_status(
     machine: Machine,
     iri: mpb.Machine,
@@ -162,39 +190,21 @@ def compute_status(
     state = STATE_FROM_IRI.get(iri.status.state, "Pending")
     if iri.metadata.deleted_at:
         state = "Terminating"
-    vol_status = {v.name: v for v in iri.status.volumes}
-    volumes: list[dict[str, Any]] = []
-    not_ready_volumes: list[str] = []
-    for v in machine.spec.volumes or []:
-        s = vol_status.get(v.name)
-        vstate = "Attached" if s is not None and s.state == mpb.VOLUME_ATTACHED else "Pending"
-        if vstate != "Attached":
-            not_ready_volumes.append(v.name)
-        entry: dict[str, Any] = {"name": v.name, "state": vstate,
-                                 "lastStateTransitionTime": _entry_time(old.volumes if old else None,
-                                                                         v.name, vstate, now)}
-        if s is not None and s.handle:
-            entry["handle"] = s.handle
+    spec_volumes = machine.spec.volumes or []
+    volumes, not_ready_volumes = _attachments(
+        [v.name for v in spec_volumes], {v.name: v for v in iri.status.volumes}, mpb.VOLUME_ATTACHED,
+        old.volumes if old else None, now)
+    for entry, v in zip(volumes, spec_volumes, strict=True):
         ref = volume_object_name(machine, v)
         if ref:
             entry["volumeRef"] = {"name": ref}
-        volumes.append(entry)
-    nic_status = {n.name: n for n in iri.status.network_interfaces}
-    nics: list[dict[str, Any]] = []
-    not_ready_nics: list[str] = []
-    for n in machine.spec.network_interfaces or []:
-        ns = nic_status.get(n.name)
-        nstate = "Attached" if ns is not None and ns.state == mpb.NETWORK_INTERFACE_ATTACHED else "Pending"
-        if nstate != "Attached":
-            not_ready_nics.append(n.name)
-        nentry: dict[str, Any] = {"name": n.name, "state": nstate,
-                                  "lastStateTransitionTime": _entry_time(
-                                      old.network_interfaces if old else None, n.name, nstate, now)}
-        if ns is not None and ns.handle:
-            nentry["handle"] = ns.handle
+    spec_nics = machine.spec.network_interfaces or []
+    nics, not_ready_nics = _attachments(
+        [n.name for n in spec_nics], {n.name: n for n in iri.status.network_interfaces},
+        mpb.NETWORK_INTERFACE_ATTACHED, old.network_interfaces if old else None, now)
+    for entry, n in zip(nics, spec_nics, strict=True):
         if n.network_interface_ref is not None:
-            nentry["networkInterfaceRef"] = {"name": n.network_interface_ref.name}
-        nics.append(nentry)
+            entry["networkInterfaceRef"] = {"name": n.network_interface_ref.name}
 
     previous: list[Condition] = list(old.conditions or []) if old else []
     ready_reason = {"Running": "Running", "Pending": "Pending", "Terminating": "Terminating",
@@ -202,15 +212,8 @@ def compute_status(
     conds = [
         condition("Ready", "True" if state == "Running" else "False", ready_reason,
                   f"machine is {state}", previous, now),
-        condition("VolumesReady", "False" if not_ready_volumes else "True",
-                  f"VolumeNotReady: {not_ready_volumes[0]}" if not_ready_volumes else "VolumesReady",
-                  "not attached: " + ", ".join(not_ready_volumes) if not_ready_volumes
-                  else "all volumes attached", previous, now),
-        condition("NetworkInterfacesReady", "False" if not_ready_nics else "True",
-                  f"NetworkInterfaceNotReady: {not_ready_nics[0]}" if not_ready_nics
-                  else "NetworkInterfacesReady",
-                  "not attached: " + ", ".join(not_ready_nics) if not_ready_nics
-                  else "all network interfaces attached", previous, now),
+        _readiness("VolumesReady", "volumes", not_ready_volumes, previous, now),
+        _readiness("NetworkInterfacesReady", "network interfaces", not_ready_nics, previous, now),
     ]
     try:
         observed = int(iri.metadata.annotations.get(keys.MACHINE_GENERATION_ANNOTATION, "0"))
