@@ -104,7 +104,8 @@ def operations(up: UpInstance, samples: int) -> dict[str, Any]:
     plugin_ms: dict[str, list[float]] = {op: [] for op in ("check", "diff", "create", "read", "delete")}
     bare_ms: dict[str, list[float]] = {op: [] for op in ("check", "create", "read", "delete")}
     with Plugin(project="bench", env={"IRONPOOL_CONFIG": str(up.workdir / "none.yaml")}) as plugin:
-        plugin.configure({"ironpool:server": up.url, "ironpool:token": up.token()}, ("ironpool:token",))
+        plugin.configure({"ironpool:server": up.url, "ironpool:token": up.token(),
+                          "ironpool:caFile": str(up.ca_file)}, ("ironpool:token",))
         payload = provider_payload(MachineProvider())
         for i in range(samples + 2):  # the first two warm up caches and connections
             keep = i >= 2
@@ -152,7 +153,8 @@ def fleet(up: UpInstance, machines: int) -> dict[str, Any]:
     (program / "Pulumi.yaml").write_text("name: fleet\nruntime: python\n")
     (program / "__main__.py").write_text(FLEET.format(n=machines, missing=MISSING_IGNITION))
     stack = Stack(program=program, workdir=up.workdir,
-                  config={"ironpool:server": up.url, "ironpool:token": up.token()},
+                  config={"ironpool:server": up.url, "ironpool:token": up.token(),
+                          "ironpool:caFile": str(up.ca_file)},
                   env={"IRONPOOL_CONFIG": str(up.workdir / "none.yaml")})
     deployed = stack.up()
     if deployed.error or len(deployed.log) != machines:

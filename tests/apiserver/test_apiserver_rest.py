@@ -171,10 +171,14 @@ def test_unauthenticated_endpoints(apiserver: ApiServer) -> None:
     assert httpx.get(f"{apiserver.url}/readyz").status_code == 200
     metrics = httpx.get(f"{apiserver.url}/metrics")
     assert "ironpool_store_revision" in metrics.text and "ironpool_apiserver_watchers" in metrics.text
-    doc = httpx.get(f"{apiserver.url}/openapi/v3").json()
+    doc = httpx.get(f"{apiserver.url}/openapi.json").json()
     assert doc["openapi"].startswith("3.")
     assert f"{MACHINES.replace('default', '{namespace}')}/{{name}}/status" in doc["paths"]
-    assert "Machine" in doc["components"]["schemas"]
+    assert "dev.ironcore.compute.v1alpha1.Machine" in doc["components"]["schemas"]
+    discovery = httpx.get(f"{apiserver.url}/openapi/v3").json()
+    url = discovery["paths"]["apis/compute.ironcore.dev/v1alpha1"]["serverRelativeURL"]
+    group_doc = httpx.get(f"{apiserver.url}{url}").json()
+    assert "dev.ironcore.compute.v1alpha1.Machine" in group_doc["components"]["schemas"]
 
 
 def test_metrics_count_requests(apiserver: ApiServer, client: httpx.Client) -> None:

@@ -66,7 +66,16 @@ class UpInstance:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def ca_file(self) -> Path:
+        """The CA ``ironpool up`` made; clients verify the server with it."""
+        return self.data_dir / "pki" / "ca.crt"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.data_dir / "kubeconfig"
 
     @property
     def log_path(self) -> Path:
@@ -127,9 +136,12 @@ class UpInstance:
         raise AssertionError("no token in tokens.csv")
 
     def client(self) -> Any:
+        """A client configured by the file ``ironpool up`` wrote, as a user's is."""
         from ironpool.client import Client, ClientConfig
 
-        return Client(ClientConfig(server=self.url, token=self.token()))
+        config = ClientConfig.from_file(self.config_path)
+        assert config.server == self.url and config.ca_file == str(self.ca_file), config
+        return Client(config)
 
     def cli(self, *args: str, check: bool = True, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
         """Run ``ironpool ARGS`` the way a user does: configured only by the file ``up`` wrote."""

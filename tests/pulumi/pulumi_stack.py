@@ -99,5 +99,6 @@ class Stack:
 def stack_for(program: Path, up: Any, workdir: Path) -> Stack:
     """A stack of ``program`` configured for the ``ironpool up`` instance ``up`` by stack config alone."""
     return Stack(program=program, workdir=workdir,
-                 config={"ironpool:server": up.url, "ironpool:token": up.token()},
+                 config={"ironpool:server": up.url, "ironpool:token": up.token(),
+                         "ironpool:caFile": str(up.ca_file)},
                  env={"IRONPOOL_CONFIG": str(workdir / "no-client-config.yaml")})

@@ -72,6 +72,15 @@ class DataDir:
         return self.root / "tokens.csv"
 
     @property
+    def pki(self) -> Path:
+        """The local CA and the apiserver's serving certificate."""
+        return self.root / "pki"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
     def sockets(self) -> Path:
         return self.root / "sockets"
 
@@ -134,7 +143,8 @@ class DataDir:
         """Create the folders (the root 0700: it holds the admin token) and check socket paths fit."""
         try:
             self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-            for sub in (self.sockets, self.images, self.volumes, self.machine_state, self.classes, self.logs):
+            for sub in (self.pki, self.sockets, self.images, self.volumes, self.machine_state, self.classes,
+                        self.logs):
                 sub.mkdir(exist_ok=True)
         except OSError as exc:
             raise DataDirError(f"--data-dir {self.root}: cannot create it: {exc.strerror}") from exc

@@ -1,6 +1,7 @@
 """The servers of ``ironpool up``, each startable and stoppable inside one event loop.
 
-* :class:`ApiServerRunner` - uvicorn serving the apiserver's app over a store;
+* :class:`ApiServerRunner` - uvicorn serving the apiserver's app over a store (HTTPS when given
+  its certificate);
 * :class:`MachineRuntimeRunner` - the libvirt machine runtime (grpc.aio) on a unix socket;
 * :class:`VolumeRuntimeRunner` - the libvirt volume runtime (grpc.aio) on a unix socket.
 
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+
+from ironpool.apiserver.tls import TlsFiles, uvicorn_tls
 
 log = logging.getLogger(__name__)
 
@@ -68,18 +71,22 @@ class _NoSignalServer(uvicorn.Server):
 class ApiServerRunner:
     """The REST apiserver on ``host:port`` over a SQLite (or etcd) store URL."""
 
-    def __init__(self, store_url: str, token_file: Path, host: str, port: int) -> None:
+    def __init__(self, store_url: str, token_file: Path, host: str, port: int,
+                 tls: TlsFiles | None = None) -> None:
         self.store_url = store_url
         self.token_file = token_file
         self.host, self.port = host, port
+        self.tls = tls
         self._server: _NoSignalServer | None = None
         self._task: asyncio.Task[None] | None = None
         self._store: Any = None
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        """Where clients on this host reach it (a wildcard listen address is reached on loopback)."""
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(self.host, self.host)
+        host = f"[{host}]" if ":" in host else host
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
     def _bind(self) -> socket.socket:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
@@ -106,9 +113,9 @@ class ApiServerRunner:
         self._store = open_store(self.store_url)
         await self._store.current_revision()  # opens the database now: a broken file fails here
         config = uvicorn.Config(
-            build_app(self._store, authenticator), loop="none", http="httptools", lifespan="off",
+            build_app(self._store, authenticator), loop="none", lifespan="off",
             access_log=False, proxy_headers=False, log_level="warning", timeout_graceful_shutdown=2,
-            backlog=4096,
+            backlog=4096, **uvicorn_tls(self.tls),
         )
         server = _NoSignalServer(config)
         self._server = server

@@ -1,9 +1,10 @@
 """``ironpool up``: the whole system for one host in one asyncio process.
 
-Start order: data directory and lock, admin token, classes, tiny image, apiserver (SQLite), class
-seeding and client configuration, machine and volume runtimes (unix sockets), scheduler, pool
-lifecycle, machinepoollet and volumepoollet. Stop order is the reverse. Everything durable lives in
-libvirt and the data directory, so a restart (also after kill -9) resumes with the same state.
+Start order: data directory and lock, admin token, classes, tiny image, local CA and serving
+certificate, apiserver (SQLite, HTTPS), class seeding, client configuration and kubeconfig, machine
+and volume runtimes (unix sockets), scheduler, pool lifecycle, machinepoollet and volumepoollet.
+Stop order is the reverse. Everything durable lives in libvirt and the data directory, so a restart
+(also after kill -9) resumes with the same state.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import ironpool
+from ironpool.allinone.access import prepare_tls, write_kubeconfig
 from ironpool.allinone.classes import load_class_manifests, seed_classes, write_runtime_files
 from ironpool.allinone.datadir import (
     DataDir,
@@ -39,6 +40,7 @@ from ironpool.allinone.servers import (
     VolumeRuntimeSettings,
     wait_started,
 )
+from ironpool.apiserver.tls import is_loopback
 from ironpool.iri.client import AsyncMachineRuntimeClient
 from ironpool.poollet.collector import CollectOptions
 from ironpool.poollet.keys import MACHINE_POOL_LABEL
@@ -47,9 +49,9 @@ log = logging.getLogger(__name__)
 
 
 def default_classes() -> list[Path]:
-    """``examples/classes`` of the source tree this package runs from."""
-    path = Path(ironpool.__file__).resolve().parents[2] / "examples" / "classes"
-    return [path]
+    """The classes shipped with the package (``examples/classes`` in the repository points there),
+    so an installed ironpool offers them as a checkout does."""
+    return [Path(__file__).resolve().parent / "default_classes"]
 
 
 @dataclass
@@ -60,6 +62,7 @@ class UpOptions:
     libvirt_uri: str = "qemu:///system"
     listen_host: str = "127.0.0.1"
     listen_port: int = 6443
+    insecure_http: bool = False  # plain HTTP, loopback only
     pool: str = field(default_factory=default_pool_name)
     provider_id: str = ""
     storage_pool: str = ""  # default: one per data dir (default_storage_pool)
@@ -87,6 +90,9 @@ class UpOptions:
             self.provider_id = f"ironpool://{socket.gethostname()}"
         if not self.storage_pool:
             self.storage_pool = default_storage_pool(self.data_dir)
+        if self.insecure_http and not is_loopback(self.listen_host):
+            raise ValueError(f"--insecure-http serves plain HTTP only on a loopback address, not "
+                             f"{self.listen_host}; drop --insecure-http to serve HTTPS there")
 
 
 class UpError(Exception):
@@ -113,6 +119,7 @@ class AllInOne:
         self.clients: list[Any] = []
         self.runtime_clients: list[Any] = []
         self.admin_token = ""
+        self.ca_file: str | None = None
         self.client_config_path: Path | None = None
         self._lock = InstanceLock(self.dirs.lock_file)
         self._log_handler: logging.Handler | None = None
@@ -144,7 +151,8 @@ class AllInOne:
         from ironpool.client.rest import AsyncClient
 
         assert self.apiserver is not None
-        client = AsyncClient(ClientConfig(server=self.apiserver.url, token=self.admin_token))
+        config = ClientConfig(server=self.apiserver.url, token=self.admin_token, ca_file=self.ca_file)
+        client = AsyncClient(config)
         self.clients.append(client)
         return client
 
@@ -183,10 +191,12 @@ class AllInOne:
             p.ok(f"image {TINY}", f"{images / TINY}{' (built)' if built else ''}")
 
         p.begin()
+        tls = None if opts.insecure_http else prepare_tls(dirs.pki, opts.listen_host)
+        self.ca_file = tls.client_ca_file if tls else None
         self.apiserver = ApiServerRunner(f"sqlite://{dirs.db}", dirs.tokens, opts.listen_host,
-                                         opts.listen_port)
+                                         opts.listen_port, tls)
         await self.apiserver.start()
-        p.ok("apiserver", self.apiserver.url)
+        p.ok("apiserver", self.apiserver.url + ("" if tls else "  (plain HTTP: --insecure-http)"))
 
         p.begin()
         seed_client = self._client()
@@ -196,9 +206,12 @@ class AllInOne:
         if opts.write_client_config:
             from ironpool.client.config import ClientConfig
 
-            self.client_config_path = ClientConfig(server=self.apiserver.url, token=self.admin_token).save(
-                opts.client_config)
+            self.client_config_path = ClientConfig(
+                server=self.apiserver.url, token=self.admin_token, ca_file=self.ca_file,
+            ).save(opts.client_config)
             p.ok("client config", str(self.client_config_path))
+        write_kubeconfig(dirs.kubeconfig, self.apiserver.url, self.admin_token, self.ca_file)
+        p.ok("kubeconfig", str(dirs.kubeconfig))
 
         p.begin()
         self.machine_runtime = MachineRuntimeRunner(MachineRuntimeSettings(
@@ -277,8 +290,10 @@ class AllInOne:
         assert self.apiserver and self.machine_runtime and self.volume_runtime
         rows = [
             ("API", self.apiserver.url),
+            ("CA", self.ca_file or "(none: plain HTTP)"),
             ("token file", str(self.dirs.tokens)),
             ("client config", str(self.client_config_path) if self.client_config_path else "(not written)"),
+            ("kubeconfig", str(self.dirs.kubeconfig)),
             ("machine IRI", self.machine_runtime.endpoint),
             ("volume IRI", self.volume_runtime.endpoint),
             ("pools", f"MachinePool {self.options.pool}, VolumePool {self.options.pool} "

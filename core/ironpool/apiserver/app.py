@@ -38,8 +38,12 @@ from ironpool.apiserver.openapi import (
     discovery_group,
     discovery_groups,
     openapi_document,
+    openapi_v3_discovery,
+    openapi_v3_group_version,
 )
 from ironpool.apiserver.registry import Registry
+from ironpool.apiserver.tables import TableWriter, include_object, table_version, writer_for
+from ironpool.apiserver.tls import TlsFiles, client_subject, uvicorn_tls
 from ironpool.store.interface import Store
 
 log = logging.getLogger("ironpool.apiserver")
@@ -183,7 +187,9 @@ class ApiServer:
         self._openapi: bytes | None = None
 
     def authenticate(self, request: Request) -> User:
-        return self.authenticator.authenticate(request.headers.get("authorization"))
+        return self.authenticator.authenticate(
+            request.headers.get("authorization"), client_subject(request.scope)
+        )
 
     async def handle(self, request: Request) -> Response:
         started = time.perf_counter()
@@ -222,6 +228,12 @@ class ApiServer:
                     cond.selector(request.query_params.get("fieldSelector", ""))
                 if verb == "watch":
                     return "WATCH", self.watch(request, t)
+                table = table_version(request.headers.get("accept"))
+                if table is not None:
+                    include = include_object(request.query_params.get("includeObject"))
+                    page = await reg.list_page(info, ns, list_options(request))
+                    body = writer_for(info).table(page.items, page.metadata, include, table)
+                    return "LIST", Response(body, media_type=JSON)
                 return "LIST", Response(await reg.list(info, ns, list_options(request)), media_type=JSON)
             if method == "POST":
                 cond = self.authorize(user, "create", info.plural, ns, None)
@@ -240,7 +252,12 @@ class ApiServer:
         sub = t.subresource
         if method == "GET":
             self.authorize(user, "get", info.plural, ns, name)  # conditions are for lists and writes
-            return "GET", Response(await reg.get_raw(info, ns, name), media_type=JSON)
+            raw = await reg.get_raw(info, ns, name)
+            table = table_version(request.headers.get("accept")) if sub is None else None
+            if table is not None:
+                include = include_object(request.query_params.get("includeObject"))
+                raw = writer_for(info).table([raw], {}, include, table)
+            return "GET", Response(raw, media_type=JSON)
         if method in ("PUT", "PATCH"):
             patch = method == "PATCH"
             cond = self.authorize(user, "patch" if patch else "update", _resource(info, sub), ns, name)
@@ -270,14 +287,19 @@ class ApiServer:
             raise errors.BadRequest(f"timeoutSeconds: {timeout_s!r} is not a number") from None
         bookmarks = truthy(q.get("allowWatchBookmarks"))
         options.predicate()  # a malformed selector is a 400 before the stream starts
+        version = table_version(request.headers.get("accept"))
+        table = None
+        if version is not None:
+            table = WatchTable(writer_for(t.info), include_object(q.get("includeObject")), version)
         return StreamingResponse(
-            self._watch_stream(t, options, timeout, bookmarks),
+            self._watch_stream(t, options, timeout, bookmarks, table),
             media_type=JSON,
             headers={"Cache-Control": "no-cache"},
         )
 
     async def _watch_stream(
-        self, t: RequestInfo, options: ListOptions, timeout: float, bookmarks: bool
+        self, t: RequestInfo, options: ListOptions, timeout: float, bookmarks: bool,
+        table: WatchTable | None = None,
     ) -> AsyncIterator[bytes]:
         info = t.info
         events = aiter(self.registry.watch(info, t.namespace, options))
@@ -304,7 +326,10 @@ class ApiServer:
                 finally:
                     pending = None
                 last_rev = str(rev)
-                yield b'{"type":"' + type_.encode() + b'","object":' + (raw or orjson.dumps(obj)) + b"}\n"
+                body = raw or orjson.dumps(obj)
+                if table is not None:
+                    body = table.event(body, last_rev)
+                yield b'{"type":"' + type_.encode() + b'","object":' + body + b"}\n"
         except errors.ApiError as exc:
             yield orjson.dumps({"type": "ERROR", "object": exc.to_status()}) + b"\n"
         except Exception as exc:  # headers are sent: report in-band, as Kubernetes does
@@ -341,6 +366,17 @@ class ApiServer:
             self._openapi = orjson.dumps(openapi_document())
         return Response(self._openapi, media_type=JSON)
 
+    async def openapi_v3(self, request: Request) -> Response:
+        return Response(openapi_v3_discovery(), media_type=JSON)
+
+    async def openapi_v3_group_version(self, request: Request) -> Response:
+        body = openapi_v3_group_version(request.path_params["gv"])
+        if body is None:
+            return error_response(errors.NotFound(f"no OpenAPI document for {request.url.path}"))
+        # The discovery document names this URL with a hash of the content: it never changes.
+        cache = "public, immutable, max-age=31536000" if "hash" in request.query_params else "no-cache"
+        return Response(body, media_type=JSON, headers={"Cache-Control": cache})
+
     def discovery(self, build: Callable[..., Any]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             try:
@@ -350,6 +386,20 @@ class ApiServer:
                 return error_response(exc)
 
         return endpoint
+
+
+class WatchTable:
+    """Watch events as Tables of one row; only the first carries the column definitions."""
+
+    def __init__(self, writer: TableWriter, include: str, version: str) -> None:
+        self.writer, self.include, self.version = writer, include, version
+        self.headers = True
+
+    def event(self, raw: bytes, revision: str) -> bytes:
+        meta = {"resourceVersion": revision}
+        body = self.writer.table([raw], meta, self.include, self.version, self.headers)
+        self.headers = False
+        return body
 
 
 def _resource(info: ResourceInfo, sub: str | None) -> str:
@@ -371,7 +421,8 @@ def build_app(
         Route("/livez", server.healthz, methods=["GET"]),
         Route("/readyz", server.readyz, methods=["GET"]),
         Route("/metrics", server.metrics_endpoint, methods=["GET"]),
-        Route("/openapi/v3", server.openapi, methods=["GET"]),
+        Route("/openapi/v3", server.openapi_v3, methods=["GET"]),
+        Route("/openapi/v3/{gv:path}", server.openapi_v3_group_version, methods=["GET"]),
         Route("/openapi.json", server.openapi, methods=["GET"]),
         Route("/api", server.discovery(discovery_core), methods=["GET"]),
         Route("/api/v1", server.discovery(discovery_core_v1), methods=["GET"]),
@@ -427,12 +478,12 @@ async def serve(
     host: str = "127.0.0.1",
     port: int = 8443,
     authorize: Authorizer = authorize_identities,
-    tls_cert_file: str | None = None,
-    tls_key_file: str | None = None,
+    tls: TlsFiles | None = None,
 ) -> None:
     """Serve the API on ``host:port`` in the running event loop until cancelled or signalled.
 
-    With ``tls_cert_file`` and ``tls_key_file`` it serves HTTPS, otherwise plain HTTP.
+    With ``tls`` it serves HTTPS (and accepts client certificates of its client CA), otherwise
+    plain HTTP.
     """
     import uvicorn
 
@@ -441,15 +492,13 @@ async def serve(
         host=host,
         port=port,
         loop="none",
-        http="httptools",
         lifespan="off",
         access_log=False,
         proxy_headers=False,
         log_level="warning",
         timeout_graceful_shutdown=2,
         backlog=4096,
-        ssl_certfile=tls_cert_file,
-        ssl_keyfile=tls_key_file,
+        **uvicorn_tls(tls),
     )
     await uvicorn.Server(config).serve()
 

@@ -1,8 +1,10 @@
-"""Authentication from a Kubernetes static-token file, and the authorization hook.
+"""Authentication from client certificates and a Kubernetes static-token file, and the
+authorization hook.
 
-The token file has one ``token,user,uid[,"group1,group2"]`` line per identity (Kubernetes'
-``--token-auth-file`` format); blank lines and lines starting with ``#`` are skipped. Members of
-``system:masters`` are administrators.
+A verified client certificate names the user by its CN and the groups by its O attributes, as in
+Kubernetes; it is tried first. The token file has one ``token,user,uid[,"group1,group2"]`` line per
+identity (Kubernetes' ``--token-auth-file`` format); blank lines and lines starting with ``#`` are
+skipped. Members of ``system:masters`` are administrators.
 """
 
 from __future__ import annotations
@@ -47,7 +49,14 @@ class Authenticator:
             raise ValueError(f"--token-file {path}: cannot read: {exc.strerror}") from None
         return cls(parse_token_file(text, str(path)))
 
-    def authenticate(self, header: str | None) -> User:
+    def authenticate(
+        self, header: str | None, client_subject: tuple[str, tuple[str, ...]] | None = None
+    ) -> User:
+        """The identity of a request: its verified client certificate's ``(CN, (O, ...))``, else
+        its ``Authorization`` header."""
+        if client_subject is not None and client_subject[0]:
+            name, groups = client_subject
+            return User(name=name, uid="", groups=frozenset(groups))
         if not header:
             raise errors.Unauthorized("missing bearer token (Authorization: Bearer <token>)")
         scheme, _, token = header.partition(" ")

@@ -75,8 +75,18 @@ class ListOptions:
         return matches
 
 
-async def list_json(store: Store, info: ResourceInfo, namespace: str | None, options: ListOptions) -> bytes:
-    """The ``<Kind>List`` JSON of one page."""
+@dataclass(frozen=True)
+class ListPage:
+    """One page of a list as the store's JSON: the items, and the list's ``metadata``."""
+
+    items: list[bytes]
+    metadata: dict[str, Any]
+
+
+async def list_page(
+    store: Store, info: ResourceInfo, namespace: str | None, options: ListOptions
+) -> ListPage:
+    """One page of objects, with ``resourceVersion`` and (when more follow) ``continue``."""
     predicate = options.predicate()
     prefix = info.prefix(namespace)
     start_after: str | None = None
@@ -110,8 +120,15 @@ async def list_json(store: Store, info: ResourceInfo, namespace: str | None, opt
     list_meta: dict[str, Any] = {"resourceVersion": str(revision)}
     if last is not None:
         list_meta["continue"] = encode_continue(info.key(last.get("namespace"), last["name"]), revision)
-    head = orjson.dumps({"apiVersion": info.api_version, "kind": f"{info.kind}List", "metadata": list_meta})
-    return head[:-1] + b',"items":[' + b",".join(items) + b"]}"
+    return ListPage(items, list_meta)
+
+
+async def list_json(store: Store, info: ResourceInfo, namespace: str | None, options: ListOptions) -> bytes:
+    """The ``<Kind>List`` JSON of one page."""
+    page = await list_page(store, info, namespace, options)
+    kind = f"{info.kind}List"
+    head = orjson.dumps({"apiVersion": info.api_version, "kind": kind, "metadata": page.metadata})
+    return head[:-1] + b',"items":[' + b",".join(page.items) + b"]}"
 
 
 async def watch(

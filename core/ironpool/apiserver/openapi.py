@@ -1,13 +1,24 @@
-"""The OpenAPI document (from the pydantic models' JSON schemas) and the discovery documents."""
+"""The OpenAPI v3 documents (``/openapi/v3`` and one per group-version, as kubectl reads them for
+``explain``, field validation and patch types) and the API discovery documents.
+
+Schemas come from :mod:`.schemas` (the pydantic models, Kubernetes-style); operations carry
+``x-kubernetes-group-version-kind`` and list the query parameters the server honours, so kubectl
+sends ``fieldValidation=Strict`` and lets the server refuse unknown fields.
+"""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from typing import Any
 
-from pydantic.json_schema import models_json_schema
+import orjson
 
 from ironpool.api import errors
 from ironpool.api.resources import RESOURCES, ResourceInfo
+from ironpool.apiserver.schemas import Schema, all_component_schemas, component_schemas, kind_schema_name
+
+_REF = "#/components/schemas/"
 
 _STATUS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -42,117 +53,147 @@ _STATUS_SCHEMA: dict[str, Any] = {
 }
 
 
-def _schema_name(info: ResourceInfo) -> str:
-    return f"{info.group or 'core'}.{info.version}.{info.kind}"
+_WRITE_PARAMS = ("dryRun", "fieldManager", "fieldValidation")
+_PATCH_TYPES = ("application/merge-patch+json", "application/apply-patch+yaml",
+                "application/strategic-merge-patch+json")
 
 
-def openapi_document() -> dict[str, Any]:
-    """An OpenAPI 3.1 document of every served path, verb and schema."""
-    _, defs = models_json_schema(
-        [(info.model, "validation") for info in RESOURCES],
-        by_alias=True,
-        ref_template="#/components/schemas/{model}",
-    )
-    schemas: dict[str, Any] = dict(defs.get("$defs", {}))
-    schemas["Status"] = _STATUS_SCHEMA
+def _param(name: str, description: str, where: str = "query", type_: str = "string") -> Schema:
+    return {"name": name, "in": where, "description": description, "schema": {"type": type_},
+            **({"required": True} if where == "path" else {})}
+
+
+_PARAMS: dict[str, Schema] = {
+    "dryRun": _param("dryRun", "When present (All), the request is checked but nothing is stored."),
+    "fieldManager": _param("fieldManager", "The name of the actor making the change (managedFields)."),
+    "fieldValidation": _param(
+        "fieldValidation",
+        "What to do with unknown fields: Strict (the default here) refuses them, Warn drops them with a "
+        "warning, Ignore drops them silently.",
+    ),
+    "force": _param("force", "Server-side apply: take over fields other managers own.", type_="boolean"),
+    "includeObject": _param("includeObject", "With a Table answer: None, Metadata (default) or Object."),
+    **{n: _param(n, f"List and watch option {n}.") for n in (
+        "labelSelector", "fieldSelector", "limit", "continue", "resourceVersion", "watch",
+        "allowWatchBookmarks", "timeoutSeconds")},
+}
+
+
+def _ops_params(*names: str) -> list[Schema]:
+    return [_PARAMS[n] for n in names]
+
+
+def _content(schema: Schema, *types: str) -> Schema:
+    return {"content": {t: {"schema": schema} for t in types or ("application/json",)}}
+
+
+def _paths(infos: list[ResourceInfo]) -> dict[str, Any]:
+    """The paths, operations and parameters of ``infos`` (kubectl reads ``fieldValidation`` and the
+    GVK of each PATCH, and the patch types it accepts)."""
+    status = {"$ref": _REF + "io.k8s.apimachinery.pkg.apis.meta.v1.Status"}
+    err = {"default": {"description": "a Status", **_content(status)}}
     paths: dict[str, Any] = {}
-    err = {
-        "default": {
-            "description": "a Status",
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Status"}}},
-        }
-    }
-    for info in RESOURCES:
-        ref = {"$ref": f"#/components/schemas/{info.model.__name__}"}
-        schemas[_schema_name(info)] = ref
-        obj = {"content": {"application/json": {"schema": ref}}}
-        listing = {
-            "content": {
-                "application/json": {
-                    "schema": {
-                        "type": "object",
-                        "properties": {
-                            "apiVersion": {"type": "string"},
-                            "kind": {"type": "string"},
-                            "metadata": {"type": "object"},
-                            "items": {"type": "array", "items": ref},
-                        },
-                    }
-                }
-            }
-        }
-        ns = "{namespace}" if info.namespaced else None
-        collection = info.path(ns)
-        item = info.path(ns, "{name}")
-        tag = [info.kind]
+    for info in infos:
+        gvk = {"group": info.group, "version": info.version, "kind": info.kind}
+        ref = {"$ref": _REF + kind_schema_name(info)}
+        listing = {"type": "object", "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+            "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "items": {"type": "array", "items": ref}}}
+        ns_param = [_param("namespace", "The object's namespace.", "path")] if info.namespaced else []
+        name_param = [_param("name", f"The name of the {info.kind}.", "path")]
+
+        def op(action: str, summary: str, params: list[Schema], response: Schema | None = None,
+               body: Schema | None = None, code: str = "200", gvk: dict[str, str] = gvk,
+               ref: Schema = ref) -> Schema:
+            out: Schema = {"summary": summary, "parameters": params, "x-kubernetes-action": action,
+                           "x-kubernetes-group-version-kind": gvk,
+                           "responses": {code: {"description": "OK", **_content(response or ref)}, **err}}
+            if body is not None:
+                out["requestBody"] = body
+            return out
+
+        list_params = _ops_params("labelSelector", "fieldSelector", "limit", "continue", "resourceVersion",
+                                  "watch", "allowWatchBookmarks", "timeoutSeconds", "includeObject")
+        collection = info.path("{namespace}" if info.namespaced else None)
         paths[collection] = {
-            "get": {
-                "tags": tag,
-                "summary": f"list or watch {info.plural}",
-                "parameters": _list_params(),
-                "responses": {"200": {"description": "a list, or a watch stream", **listing}, **err},
-            },
-            "post": {
-                "tags": tag,
-                "summary": f"create a {info.kind}",
-                "requestBody": obj,
-                "responses": {"201": {"description": "created", **obj}, **err},
-            },
+            "parameters": ns_param,
+            "get": op("list", f"list or watch {info.plural}", list_params, listing),
+            "post": op("post", f"create a {info.kind}", _ops_params(*_WRITE_PARAMS), body=_content(ref),
+                       code="201"),
         }
+        if info.namespaced:
+            paths[info.path(None)] = {"get": op("list", f"list or watch {info.plural} of every namespace",
+                                                list_params, listing)}
+        item = info.path("{namespace}" if info.namespaced else None, "{name}")
+        patch_body = _content({"type": "object", "x-kubernetes-preserve-unknown-fields": True}, *_PATCH_TYPES)
         paths[item] = {
-            "get": {
-                "tags": tag,
-                "summary": f"read a {info.kind}",
-                "responses": {"200": {"description": "ok", **obj}, **err},
-            },
-            "put": {
-                "tags": tag,
-                "summary": f"replace a {info.kind}",
-                "requestBody": obj,
-                "responses": {"200": {"description": "ok", **obj}, **err},
-            },
-            "patch": {
-                "tags": tag,
-                "summary": f"JSON-merge-patch a {info.kind}",
-                "requestBody": {"content": {"application/merge-patch+json": {"schema": {"type": "object"}}}},
-                "responses": {"200": {"description": "ok", **obj}, **err},
-            },
-            "delete": {
-                "tags": tag,
-                "summary": f"delete a {info.kind} (finalizers delay removal)",
-                "responses": {"200": {"description": "the deleted or terminating object", **obj}, **err},
-            },
+            "parameters": ns_param + name_param,
+            "get": op("get", f"read a {info.kind}", _ops_params("includeObject")),
+            "put": op("put", f"replace a {info.kind}", _ops_params(*_WRITE_PARAMS), body=_content(ref)),
+            "patch": op("patch", f"patch a {info.kind}", _ops_params(*_WRITE_PARAMS, "force"),
+                        body=patch_body),
+            "delete": op("delete", f"delete a {info.kind} (finalizers delay removal)", _ops_params("dryRun")),
         }
         if info.has_status:
             paths[item + "/status"] = {
-                "get": paths[item]["get"],
-                "put": {**paths[item]["put"], "summary": f"replace the status of a {info.kind}"},
-                "patch": {**paths[item]["patch"], "summary": f"JSON-merge-patch the status of a {info.kind}"},
+                "parameters": ns_param + name_param,
+                "get": op("get", f"read the status of a {info.kind}", []),
+                "put": op("put", f"replace the status of a {info.kind}", _ops_params(*_WRITE_PARAMS),
+                          body=_content(ref)),
+                "patch": op("patch", f"patch the status of a {info.kind}",
+                            _ops_params(*_WRITE_PARAMS, "force"), body=patch_body),
             }
+    return paths
+
+
+def _document(infos: list[ResourceInfo], schemas: dict[str, Schema]) -> dict[str, Any]:
     return {
-        "openapi": "3.1.0",
+        "openapi": "3.0.0",
         "info": {"title": "ironpool", "version": "v1alpha1"},
-        "paths": paths,
+        "paths": _paths(infos),
         "components": {
-            "schemas": schemas,
-            "securitySchemes": {"BearerToken": {"type": "http", "scheme": "bearer"}},
+            "schemas": {**schemas, "io.k8s.apimachinery.pkg.apis.meta.v1.Status": _STATUS_SCHEMA},
+            "securitySchemes": {"BearerToken": {"type": "apiKey", "name": "authorization", "in": "header"}},
         },
         "security": [{"BearerToken": []}],
     }
 
 
-def _list_params() -> list[dict[str, Any]]:
-    names = [
-        "labelSelector",
-        "fieldSelector",
-        "limit",
-        "continue",
-        "resourceVersion",
-        "watch",
-        "allowWatchBookmarks",
-        "timeoutSeconds",
-    ]
-    return [{"name": n, "in": "query", "required": False, "schema": {"type": "string"}} for n in names]
+def _group_versions() -> list[tuple[str, str]]:
+    return list(dict.fromkeys((i.group, i.version) for i in RESOURCES))
+
+
+def _gv_path(group: str, version: str) -> str:
+    return f"apis/{group}/{version}" if group else f"api/{version}"
+
+
+@functools.cache
+def openapi_v3_group_version(path: str) -> bytes | None:
+    """The OpenAPI v3 document of one group-version, by its discovery path (``api/v1``,
+    ``apis/compute.ironcore.dev/v1alpha1``), or None if there is no such group-version."""
+    for group, version in _group_versions():
+        if _gv_path(group, version) == path:
+            infos = [i for i in RESOURCES if (i.group, i.version) == (group, version)]
+            return orjson.dumps(_document(infos, component_schemas(group, version)))
+    return None
+
+
+@functools.cache
+def openapi_v3_discovery() -> bytes:
+    """``/openapi/v3``: each group-version's document URL, with a hash of its content (clients cache
+    by it)."""
+    paths = {}
+    for group, version in _group_versions():
+        path = _gv_path(group, version)
+        digest = hashlib.sha512(openapi_v3_group_version(path) or b"").hexdigest().upper()
+        paths[path] = {"serverRelativeURL": f"/openapi/v3/{path}?hash={digest}"}
+    return orjson.dumps({"paths": paths})
+
+
+def openapi_document() -> dict[str, Any]:
+    """One OpenAPI 3.0 document of every served path, verb and schema (``/openapi.json``)."""
+    return _document(list(RESOURCES), all_component_schemas())
 
 
 def _api_resources(group: str, version: str) -> list[dict[str, Any]]:

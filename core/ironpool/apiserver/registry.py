@@ -41,7 +41,9 @@ from ironpool.apiserver.admission import AdmissionChain, AdmissionPlugin, Attrib
 from ironpool.apiserver.auth import ObjectCheck
 from ironpool.apiserver.listing import (
     ListOptions,
+    ListPage,
     list_json,
+    list_page,
     parse_resource_version,
     revision_of,
 )
@@ -307,6 +309,10 @@ class Registry:
     async def list(self, info: ResourceInfo, namespace: str | None, options: ListOptions) -> bytes:
         """The ``<Kind>List`` JSON of one page."""
         return await list_json(self.store, info, namespace, options)
+
+    async def list_page(self, info: ResourceInfo, namespace: str | None, options: ListOptions) -> ListPage:
+        """One page of objects as stored JSON, with the list's metadata."""
+        return await list_page(self.store, info, namespace, options)
 
     def watch(
         self, info: ResourceInfo, namespace: str | None, options: ListOptions

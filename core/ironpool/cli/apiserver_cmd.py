@@ -42,6 +42,12 @@ def parse_listen(value: str) -> tuple[str, int]:
 )
 @click.option("--tls-private-key-file", type=click.Path(exists=True, dir_okay=False), default=None)
 @click.option(
+    "--client-ca-file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="accept client certificates signed by this CA (PEM): CN is the user, O the groups",
+)
+@click.option(
     "--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"])
 )
 def apiserver(
@@ -50,17 +56,36 @@ def apiserver(
     token_file: str,
     tls_cert_file: str | None,
     tls_private_key_file: str | None,
+    client_ca_file: str | None,
     log_level: str,
 ) -> None:
-    """Serve the ironpool REST API (Kubernetes conventions) over a store."""
+    """Serve the ironpool REST API (Kubernetes conventions) over a store.
+
+    Without a certificate it serves plain HTTP, and then only on a loopback address: bearer tokens
+    must not cross a network in clear text.
+    """
     if (tls_cert_file is None) != (tls_private_key_file is None):
         raise click.UsageError("--tls-cert-file and --tls-private-key-file go together")
+    if client_ca_file and not tls_cert_file:
+        raise click.UsageError("--client-ca-file needs --tls-cert-file and --tls-private-key-file")
     from ironpool.apiserver.app import serve
     from ironpool.apiserver.auth import Authenticator
+    from ironpool.apiserver.tls import TlsFiles, is_loopback
     from ironpool.store.interface import StoreError, open_store
 
     setup_logging(log_level)
     host, port = parse_listen(listen)
+    if tls_cert_file is None and not is_loopback(host):
+        raise click.BadParameter(
+            f"plain HTTP is served only on a loopback address, not {host}; give --tls-cert-file and "
+            "--tls-private-key-file to serve HTTPS there",
+            param_hint="--listen",
+        )
+    tls = (
+        TlsFiles(tls_cert_file, tls_private_key_file, client_ca_file)
+        if tls_cert_file and tls_private_key_file
+        else None
+    )
     try:
         authenticator = Authenticator.from_file(token_file)
     except ValueError as exc:
@@ -85,8 +110,7 @@ def apiserver(
                 authenticator,
                 host,
                 port,
-                tls_cert_file=tls_cert_file,
-                tls_key_file=tls_private_key_file,
+                tls=tls,
             )
         finally:
             await store.close()

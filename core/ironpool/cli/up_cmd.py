@@ -26,7 +26,10 @@ def _listen(value: str) -> tuple[str, int]:
                    "[default: /var/lib/ironpool as root, else ~/.local/share/ironpool].")
 @click.option("--libvirt-uri", default="qemu:///system", show_default=True, help="libvirt connection URI.")
 @click.option("--listen", default="127.0.0.1:6443", show_default=True, metavar="HOST:PORT",
-              help="Where the apiserver listens (port 0: any free port).")
+              help="Where the apiserver listens, HTTPS with a local CA (port 0: any free port).")
+@click.option("--insecure-http", is_flag=True,
+              help="Serve plain HTTP instead of HTTPS (only on a loopback --listen address; kubectl "
+                   "sends no token over plain HTTP).")
 @click.option("--pool", default=None,
               help="Name of this host's MachinePool and VolumePool [default: hostname].")
 @click.option("--provider-id", default=None, help="spec.providerID of the pools [default: ironpool://HOSTNAME].")
@@ -37,7 +40,7 @@ def _listen(value: str) -> tuple[str, int]:
               help="Use --storage-pool even if another installation owns it (both then see its volumes).")
 @click.option("--classes", "classes", multiple=True, type=click.Path(path_type=Path, exists=True),
               help="MachineClass/VolumeClass manifests (file or folder, repeatable) "
-                   "[default: the source tree's examples/classes].")
+                   "[default: the classes shipped with ironpool, as in examples/classes].")
 @click.option("--images", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Image catalog folder [default: DATA_DIR/images].")
 @click.option("--tiny-image/--no-tiny-image", default=True, show_default=True,
@@ -57,7 +60,8 @@ def _listen(value: str) -> tuple[str, int]:
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
               help="Level of DATA_DIR/logs/ironpool.log.")
-def up(data_dir: Path | None, libvirt_uri: str, listen: str, pool: str | None, provider_id: str | None,
+def up(data_dir: Path | None, libvirt_uri: str, listen: str, insecure_http: bool, pool: str | None,
+       provider_id: str | None,
        storage_pool: str | None, share_storage_pool: bool, classes: tuple[Path, ...], images: Path | None,
        tiny_image: bool, domain_type: str,
        capacity_cpu: str | None, capacity_memory: str | None, reserved_cpu: str, reserved_memory: str,
@@ -68,13 +72,18 @@ def up(data_dir: Path | None, libvirt_uri: str, listen: str, pool: str | None, p
     from ironpool.allinone.datadir import DataDirError, default_data_dir, dns_label
     from ironpool.allinone.progress import Progress
     from ironpool.allinone.up import AllInOne, UpError, UpOptions
+    from ironpool.apiserver.tls import is_loopback
     host, port = _listen(listen)
+    if insecure_http and not is_loopback(host):
+        raise click.BadParameter(f"--insecure-http serves plain HTTP only on a loopback address, not {host}",
+                                 param_hint="--listen")
     if pool is not None and dns_label(pool) != pool:
         raise click.BadParameter(f"{pool!r} is not a DNS label (lower case a-z, 0-9 and '-'; "
                                  f"e.g. {dns_label(pool)!r})", param_hint="--pool")
     cpu = quantity_option(capacity_cpu, "--capacity-cpu")
     options = UpOptions(
         data_dir=data_dir or default_data_dir(), libvirt_uri=libvirt_uri, listen_host=host, listen_port=port,
+        insecure_http=insecure_http,
         storage_pool=storage_pool or "", share_storage_pool=share_storage_pool, images=images,
         tiny_image=tiny_image, domain_type=domain_type,
         capacity_cpu=cpu, capacity_memory=quantity_option(capacity_memory, "--capacity-memory"),
@@ -97,6 +106,7 @@ def up(data_dir: Path | None, libvirt_uri: str, listen: str, pool: str | None, p
     def started(aio: AllInOne) -> None:
         progress.block(f"ironpool is up ({progress.elapsed():.1f}s):", aio.summary())
         progress.note(f"Try: ironpool get machinepools -o wide; ironpool apply -f examples/manifests/\n"
+                      f"     KUBECONFIG={aio.dirs.kubeconfig} kubectl get machines -o wide\n"
                       f"Stop with Ctrl-C (or: kill {os.getpid()}).")
 
     async def main() -> None:

@@ -1,0 +1,143 @@
+"""Server-side printing: the ``Table`` (``meta.k8s.io``) answer kubectl asks for on ``get``.
+
+A client that sends ``Accept: application/json;as=Table;v=v1;g=meta.k8s.io`` gets a Table instead
+of the object or list: column definitions from the kind's strategy (:attr:`Strategy.columns`, the
+same ones ``ironpool get`` prints; ``wide`` columns are priority 1, shown by ``-o wide``) and one
+row of cells per object, with the object as ``PartialObjectMetadata`` (the default), in full
+(``includeObject=Object``) or not at all (``includeObject=None``). In a watch, the first event's
+Table carries the column definitions and later ones only rows, as Kubernetes sends them.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from ironpool.api import errors
+from ironpool.api.columns import AGE, NAME, Column, age_of
+from ironpool.api.resource_info import ResourceInfo
+from ironpool.api.resources import strategy_for
+
+TABLE_GROUP = "meta.k8s.io"
+_VERSIONS = ("v1", "v1beta1")
+_INCLUDE = ("None", "Metadata", "Object")
+_DESCRIPTIONS = {
+    NAME.header: "Name of the object (metadata.name), unique in its namespace.",
+    AGE.header: "Time since the object was created (metadata.creationTimestamp).",
+}
+_CACHE_LIMIT = 20_000
+
+
+@functools.lru_cache(maxsize=256)
+def table_version(accept: str | None) -> str | None:
+    """``v1`` or ``v1beta1`` when the first media type of ``accept`` we can serve is a Table; None
+    when it is plain JSON (or nothing we know, which is answered with JSON too)."""
+    for media in (accept or "").split(","):
+        kind, *params = (p.strip() for p in media.split(";"))
+        if kind not in ("application/json", "application/*", "*/*"):
+            continue
+        values = dict(p.partition("=")[::2] for p in params)
+        wanted = values.get("as")
+        if wanted is None:
+            return None
+        if wanted == "Table" and values.get("g") == TABLE_GROUP and values.get("v") in _VERSIONS:
+            return values["v"]
+    return None
+
+
+def include_object(value: str | None) -> str:
+    """The ``includeObject`` query parameter, checked (default ``Metadata``)."""
+    if value is None or value == "":
+        return "Metadata"
+    if value not in _INCLUDE:
+        raise errors.BadRequest(f"includeObject: must be one of {', '.join(_INCLUDE)}, got {value!r}")
+    return value
+
+
+def _cell(value: Any) -> Any:
+    if value is None or value == "":
+        return None  # kubectl prints <none>
+    if isinstance(value, bool):
+        return str(value).lower()
+    return value if isinstance(value, int | float | str) else str(value)
+
+
+def _epoch(timestamp: Any) -> float | None:
+    if not isinstance(timestamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+class TableWriter:
+    """Renders objects of one kind as Table rows; a row's cells are computed once per stored
+    version of an object (the age is filled in at each answer)."""
+
+    def __init__(self, info: ResourceInfo) -> None:
+        self.info = info
+        self.columns: tuple[Column, ...] = strategy_for(info).columns
+        self._age_at = [i for i, c in enumerate(self.columns) if c is AGE]
+        self.definitions = [
+            {
+                "name": c.header,
+                "type": "date" if c is AGE else "string",
+                "format": "name" if c is NAME else "",
+                "description": _DESCRIPTIONS.get(c.header, ""),
+                "priority": 1 if c.wide else 0,
+            }
+            for c in self.columns
+        ]
+        self._rows: dict[bytes, tuple[list[Any], float | None, bytes]] = {}
+
+    def _parts(self, raw: bytes) -> tuple[list[Any], float | None, bytes]:
+        parts = self._rows.get(raw)
+        if parts is None:
+            obj = orjson.loads(raw)
+            meta = obj.get("metadata") or {}
+            cells = [None if c is AGE else _cell(c.get(obj)) for c in self.columns]
+            parts = (cells, _epoch(meta.get("creationTimestamp")), orjson.dumps(meta))
+            if len(self._rows) >= _CACHE_LIMIT:
+                self._rows.clear()
+            self._rows[raw] = parts
+        return parts
+
+    def row(self, raw: bytes, include: str, version: str, now: float) -> bytes:
+        """One row of the stored object ``raw``."""
+        cells, created, meta = self._parts(raw)
+        if self._age_at:
+            age = age_of(int(now - created)) if created is not None else None
+            cells = list(cells)
+            for i in self._age_at:
+                cells[i] = age
+        out = b'{"cells":' + orjson.dumps(cells)
+        if include == "Metadata":
+            out += (b',"object":{"kind":"PartialObjectMetadata","apiVersion":"' + TABLE_GROUP.encode() + b"/"
+                    + version.encode() + b'","metadata":' + meta + b"}")
+        elif include == "Object":
+            out += b',"object":' + raw
+        return out + b"}"
+
+    def table(self, items: list[bytes], metadata: dict[str, Any], include: str, version: str,
+              headers: bool = True) -> bytes:
+        """A Table of ``items`` with the list ``metadata``; without column definitions unless ``headers``."""
+        now = time.time()
+        head = orjson.dumps({
+            "kind": "Table",
+            "apiVersion": f"{TABLE_GROUP}/{version}",
+            "metadata": metadata,
+            "columnDefinitions": self.definitions if headers else [],
+        })
+        rows = b",".join(self.row(raw, include, version, now) for raw in items)
+        return head[:-1] + b',"rows":[' + rows + b"]}"
+
+
+@functools.cache
+def writer_for(info: ResourceInfo) -> TableWriter:
+    """The Table writer of a served resource (one per kind, so its row cache is shared)."""
+    return TableWriter(info)

@@ -1,0 +1,157 @@
+"""HTTPS with a local CA: serving certificates kept or renewed, client certificates as identities
+(CN user, O groups), certificates of another CA refused, plain HTTP only on loopback."""
+
+from __future__ import annotations
+
+import os
+import ssl
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from cryptography import x509
+from ironpool.allinone.access import prepare_tls, serving_hosts, write_kubeconfig
+from ironpool.apiserver.certs import CertificateAuthority, CertPaths, ensure_serving_cert
+from ironpool.cli.main import cli
+
+from tests.helpers.net import free_port
+from tests.helpers.runtimes import stop_process
+from tests.helpers.wait import wait_until
+
+
+def _sans(path: Path) -> list[str]:
+    cert = x509.load_pem_x509_certificate(path.read_bytes())
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    ips = [str(i) for i in san.get_values_for_type(x509.IPAddress)]
+    return [*san.get_values_for_type(x509.DNSName), *ips]
+
+
+def test_serving_certificate_is_reused_and_renewed_for_new_addresses(tmp_path: Path) -> None:
+    ca = CertificateAuthority.ensure(tmp_path)
+    assert oct((tmp_path / "ca.key").stat().st_mode & 0o777) == "0o600"
+    first = ensure_serving_cert(ca, tmp_path, ["127.0.0.1", "localhost"])
+    before = first.cert.read_bytes()
+    assert ensure_serving_cert(ca, tmp_path, ["localhost"]).cert.read_bytes() == before  # covered: kept
+    ensure_serving_cert(ca, tmp_path, ["127.0.0.1", "10.1.2.3"])
+    assert first.cert.read_bytes() != before and "10.1.2.3" in _sans(first.cert)
+    # Another CA in the same folder (the CA files were replaced): the certificate is made anew.
+    (tmp_path / "ca.crt").unlink()
+    other = CertificateAuthority.ensure(tmp_path)
+    renewed = ensure_serving_cert(other, tmp_path, ["127.0.0.1"])
+    assert other.signed(x509.load_pem_x509_certificate(renewed.cert.read_bytes()))
+    assert not ca.signed(x509.load_pem_x509_certificate(renewed.cert.read_bytes()))
+
+
+def test_serving_hosts_cover_loopback_and_the_listen_address() -> None:
+    assert serving_hosts("127.0.0.1")[:3] == ["localhost", "127.0.0.1", "::1"]
+    assert serving_hosts("192.0.2.7")[0] == "192.0.2.7"
+    assert len(serving_hosts("0.0.0.0")) > 3  # the host's own names too
+
+
+def test_kubeconfig_is_private_and_names_the_ca(tmp_path: Path) -> None:
+    import yaml
+
+    path = write_kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:1", "tok", "/ca.crt")
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    config = yaml.safe_load(path.read_text())
+    cluster = config["clusters"][0]["cluster"]
+    assert cluster == {"server": "https://127.0.0.1:1", "certificate-authority": "/ca.crt"}
+    assert config["users"][0]["user"] == {"token": "tok"} and config["current-context"] == "ironpool"
+
+
+def test_plain_http_only_on_loopback(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.csv"
+    tokens.write_text('t,admin,1,"system:masters"\n')
+    result = CliRunner().invoke(cli, ["apiserver", "--store", f"sqlite:///{tmp_path}/a.db", "--token-file",
+                                      str(tokens), "--listen", "0.0.0.0:6443"])
+    assert result.exit_code == 2 and "plain HTTP is served only on a loopback address" in result.output
+    result = CliRunner().invoke(cli, ["up", "--data-dir", str(tmp_path / "d"), "--listen", "0.0.0.0:6443",
+                                      "--insecure-http"])
+    assert result.exit_code == 2 and "--insecure-http serves plain HTTP only on a loopback" in result.output
+
+
+class Server:
+    """``ironpool apiserver`` over HTTPS with a client CA, as ``ironpool up`` sets it up."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.tls = prepare_tls(tmp / "pki", "127.0.0.1")
+        self.ca = CertificateAuthority.ensure(tmp / "pki")
+        (tmp / "tokens.csv").write_text('admintok,admin,1,"system:masters"\nalicetok,alice,2,"developers"\n')
+        self.port = free_port()
+        self.url = f"https://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ironpool.cli.main", "apiserver", "--store", f"sqlite:///{tmp}/a.db",
+             "--listen", f"127.0.0.1:{self.port}", "--token-file", str(tmp / "tokens.csv"),
+             "--tls-cert-file", self.tls.cert_file, "--tls-private-key-file", self.tls.key_file,
+             "--client-ca-file", str(self.tls.client_ca_file)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ},
+        )
+
+    def context(self, cert: CertPaths | None = None) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=self.tls.client_ca_file)
+        if cert is not None:
+            ctx.load_cert_chain(str(cert.cert), str(cert.key))
+        return ctx
+
+    def client_cert(self, ca: CertificateAuthority, cn: str, groups: list[str]) -> CertPaths:
+        cert, key = ca.issue(cn, organizations=groups)
+        return ca.write(CertPaths(self.tmp / f"{cn}.crt", self.tmp / f"{cn}.key"), cert, key)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    s = Server(tmp_path_factory.mktemp("tls"))
+
+    def ready() -> bool:
+        assert s.proc.poll() is None, "apiserver exited"
+        try:
+            return httpx.get(f"{s.url}/readyz", verify=s.context(), timeout=0.5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_until(ready, timeout=30, message="HTTPS apiserver /readyz")
+        yield s
+    finally:
+        stop_process(s.proc, timeout=10)
+
+
+NAMESPACES = "/api/v1/namespaces"
+
+
+def test_bearer_token_over_https_and_the_ca_is_required(server: Server) -> None:
+    ok = httpx.get(server.url + NAMESPACES, verify=server.context(),
+                   headers={"Authorization": "Bearer admintok"})
+    assert ok.status_code == 200 and ok.json()["kind"] == "NamespaceList"
+    wrong = httpx.get(server.url + NAMESPACES, verify=server.context(),
+                      headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+        httpx.get(server.url + NAMESPACES, headers={"Authorization": "Bearer admintok"})  # system CAs only
+
+
+def test_client_certificate_names_user_and_groups(server: Server) -> None:
+    admin = server.client_cert(server.ca, "carol", ["system:masters"])
+    r = httpx.get(server.url + NAMESPACES, verify=server.context(admin))
+    assert r.status_code == 200, r.text
+    # A pool's certificate makes the request that pool's poollet: it may list only its own Machines.
+    pool = server.client_cert(server.ca, "compute.ironcore.dev:system:machinepool:p1",
+                              ["compute.ironcore.dev:system:machinepools"])
+    machines = "/apis/compute.ironcore.dev/v1alpha1/machines"
+    r = httpx.get(server.url + machines, verify=server.context(pool))
+    assert r.status_code == 403 and "machinepool:p1" in r.text, r.text
+    r = httpx.get(server.url + machines, params={"fieldSelector": "spec.machinePoolRef.name=p1"},
+                  verify=server.context(pool))
+    assert r.status_code == 200, r.text
+
+
+def test_client_certificate_of_another_ca_is_refused(server: Server, tmp_path: Path) -> None:
+    stranger = CertificateAuthority.ensure(tmp_path / "other")
+    mallory = server.client_cert(stranger, "mallory", ["system:masters"])
+    with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
+        httpx.get(server.url + NAMESPACES, verify=server.context(mallory))
