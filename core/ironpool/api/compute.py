@@ -99,7 +99,8 @@ class GuestConfig(ApiModel):
 
 
 class NetworkInterfaceTemplate(ApiModel):
-    """An ephemeral NetworkInterface's template; its spec belongs to networking and is kept as-is."""
+    """An ephemeral NetworkInterface's template. ``spec`` is a NetworkInterface spec, kept as a mapping
+    here and checked and defaulted by the Machine strategy with the NetworkInterface rules."""
 
     metadata: ObjectMeta | None = None
     spec: dict[str, Any] = Field(default_factory=dict)
@@ -172,12 +173,14 @@ class MachineSpec(ApiModel):
 
 
 class MachineNetworkInterfaceStatus(ApiModel):
-    """Attachment state of one NIC, reported by the machinepoollet."""
+    """Attachment state of one NIC, reported by the machinepoollet; ``ips`` (an ironpool addition)
+    are the NIC's effective addresses, so front ends find them in the Machine."""
 
     name: str
     handle: str | None = None
     state: Literal["Pending", "Attached"] | None = None
     network_interface_ref: LocalObjectReference | None = None
+    ips: list[str] | None = None
     last_state_transition_time: Timestamp | None = None
 
 

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
+from pydantic import ValidationError
+
 from ironpool.api.errors import Cause
 
 _DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -110,6 +112,50 @@ class FieldErrors:
 
     def immutable(self, path: str, value: Any) -> None:
         self.invalid(path, value, "field is immutable")
+
+    def not_found(self, path: str, value: Any, detail: str = "") -> None:
+        msg = f"Not found: {_show(value)}" + (f": {detail}" if detail else "")
+        self.causes.append(Cause(field=path, message=msg, reason="FieldValueNotFound"))
+
+
+_EXPECTED_RE = re.compile(r"'((?:[^'\\]|\\.)*)'")
+
+
+def loc_path(loc: tuple[int | str, ...], prefix: str = "") -> str:
+    """The field path of a pydantic error location (under ``prefix``)."""
+    path = prefix
+    for part in loc:
+        if isinstance(part, int):
+            path = index(path, part)
+        elif part == "[key]":
+            continue
+        else:
+            path = child(path, part)
+    return path
+
+
+def add_pydantic_errors(exc: ValidationError, errs: FieldErrors, prefix: str = "") -> None:
+    """Report pydantic's decoding errors as field errors, their paths under ``prefix``."""
+    for e in exc.errors(include_url=False):
+        path = loc_path(e["loc"], prefix)
+        typ = e["type"]
+        value = e.get("input")
+        if typ == "missing":
+            errs.required(path)
+        elif typ == "extra_forbidden":
+            errs.unknown(path)
+        elif typ == "literal_error":
+            expected = str((e.get("ctx") or {}).get("expected", ""))
+            errs.not_supported(path, value, _EXPECTED_RE.findall(expected))
+        elif typ in ("value_error", "assertion_error"):
+            msg = e["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+            errs.invalid(path, value, msg)
+        elif typ == "model_type" or typ == "dict_type":
+            errs.type_invalid(path, value, "must be an object")
+        elif typ == "list_type":
+            errs.type_invalid(path, value, "must be a list")
+        else:
+            errs.type_invalid(path, value, e["msg"])
 
 
 # -- format checks; each returns the messages (empty: valid), cached as names repeat a lot -------

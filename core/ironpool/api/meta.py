@@ -112,6 +112,22 @@ class SecretKeySelector(ApiModel):
     key: str | None = None
 
 
+class LabelSelectorRequirement(ApiModel):
+    """One ``matchExpressions`` term of a label selector."""
+
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] | None = None
+
+
+class LabelSelectorSpec(ApiModel):
+    """Kubernetes' ``metav1.LabelSelector`` as objects carry it (``Prefix.spec.parentSelector``);
+    :func:`ironpool.api.selectors.compile_selector` turns it into a matcher."""
+
+    match_labels: dict[str, str] | None = None
+    match_expressions: list[LabelSelectorRequirement] | None = None
+
+
 class ObjectReference(ApiModel):
     """A full reference to another object (``Event.involvedObject``)."""
 

@@ -10,8 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ironpool.api.fieldpath import FieldErrors, child, dns1123_subdomain, index, label_value, qualified_name
-from ironpool.api.meta import Toleration
+from ironpool.api.fieldpath import (
+    FieldErrors,
+    child,
+    dns1123_subdomain,
+    index,
+    label_value,
+    qualified_name,
+    validate_labels,
+)
+from ironpool.api.meta import LabelSelectorSpec, Toleration
 from ironpool.api.quantity import Quantity
 
 NameCheck = Callable[[str], tuple[str, ...]]
@@ -58,6 +66,27 @@ def tolerations(items: list[Toleration] | None, path: str, errs: FieldErrors) ->
         elif t.value:
             for msg in label_value(t.value):
                 errs.invalid(f"{p}.value", t.value, msg)
+
+
+def label_selector(sel: LabelSelectorSpec | None, path: str, errs: FieldErrors) -> None:
+    """Kubernetes' ``ValidateLabelSelector``: label rules for ``matchLabels``; ``In``/``NotIn`` need
+    values, ``Exists``/``DoesNotExist`` take none."""
+    if sel is None:
+        return
+    validate_labels(sel.match_labels, child(path, "matchLabels"), errs)
+    for i, expr in enumerate(sel.match_expressions or ()):
+        p = index(child(path, "matchExpressions"), i)
+        for msg in qualified_name(expr.key):
+            errs.invalid(f"{p}.key", expr.key, msg)
+        if expr.operator in ("In", "NotIn"):
+            if not expr.values:
+                errs.required(f"{p}.values", "must be specified when `operator` is 'In' or 'NotIn'")
+        elif expr.values:
+            errs.forbidden(f"{p}.values",
+                           "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
+        for j, v in enumerate(expr.values or ()):
+            for msg in label_value(v):
+                errs.invalid(index(f"{p}.values", j), v, msg)
 
 
 # -- update rules, on canonical dicts -----------------------------------------------------------

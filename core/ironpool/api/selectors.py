@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from ironpool.api import errors
 from ironpool.api.fieldpath import label_value, qualified_name
+from ironpool.api.meta import LabelSelectorSpec
 
 LabelOp = Literal["=", "!=", "in", "notin", "exists", "!", "gt", "lt"]
 FieldOp = Literal["=", "!="]
@@ -326,3 +327,16 @@ def _find_unescaped(term: str, sym: str) -> int:
             return i
         i += 1
     return -1
+
+
+# -- selectors carried by objects ----------------------------------------------------------------
+
+_EXPRESSION_OPS: dict[str, LabelOp] = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
+
+
+def compile_selector(spec: LabelSelectorSpec) -> LabelSelector:
+    """The matcher of a ``metav1.LabelSelector`` (``matchLabels`` and ``matchExpressions``, ANDed)."""
+    reqs = [Requirement(k, "=", (v,)) for k, v in sorted((spec.match_labels or {}).items())]
+    for expr in spec.match_expressions or ():
+        reqs.append(Requirement(expr.key, _EXPRESSION_OPS[expr.operator], tuple(expr.values or ())))
+    return LabelSelector(tuple(reqs))

@@ -13,7 +13,6 @@ functions here are also the front ends' client-side check, so a plan fails befor
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -21,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 from ironpool.api import errors
 from ironpool.api.fieldpath import (
     FieldErrors,
-    child,
+    add_pydantic_errors,
     dns1123_label,
     dns1123_subdomain,
     index,
@@ -155,7 +154,7 @@ def _decode(strategy: Strategy[Any], obj: Any, errs: FieldErrors) -> tuple[Obj, 
     try:
         model: BaseModel | None = info.model.model_validate(data)
     except ValidationError as exc:
-        _add_pydantic_errors(exc, errs)
+        add_pydantic_errors(exc, errs)
         model = None
         _rules_despite_type_errors(strategy, data, exc, errs)
     return data, model
@@ -243,45 +242,6 @@ def _raise_if(info: ResourceInfo, data: Obj, errs: FieldErrors) -> None:
         message=f'{info.qualified_kind} "{name}" is invalid: {body}',
         kind=info.kind, name=name, group=info.group, causes=list(errs.causes),
     )
-
-
-_EXPECTED_RE = re.compile(r"'((?:[^'\\]|\\.)*)'")
-
-
-def _loc_path(loc: tuple[int | str, ...]) -> str:
-    path = ""
-    for part in loc:
-        if isinstance(part, int):
-            path = index(path, part)
-        elif part == "[key]":
-            continue
-        else:
-            path = child(path, part)
-    return path
-
-
-def _add_pydantic_errors(exc: ValidationError, errs: FieldErrors) -> None:
-    for e in exc.errors(include_url=False):
-        loc = e["loc"]
-        path = _loc_path(loc)
-        typ = e["type"]
-        value = e.get("input")
-        if typ == "missing":
-            errs.required(path)
-        elif typ == "extra_forbidden":
-            errs.unknown(path)
-        elif typ == "literal_error":
-            expected = str((e.get("ctx") or {}).get("expected", ""))
-            errs.not_supported(path, value, _EXPECTED_RE.findall(expected))
-        elif typ in ("value_error", "assertion_error"):
-            msg = e["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
-            errs.invalid(path, value, msg)
-        elif typ == "model_type" or typ == "dict_type":
-            errs.type_invalid(path, value, "must be an object")
-        elif typ == "list_type":
-            errs.type_invalid(path, value, "must be a list")
-        else:
-            errs.type_invalid(path, value, e["msg"])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -32,7 +32,10 @@ from ironpool.api.strategies.classes import MachineClassStrategy, VolumeClassStr
 from ironpool.api.strategies.event import EventStrategy
 from ironpool.api.strategies.machine import MachineStrategy
 from ironpool.api.strategies.namespace import NamespaceStrategy
+from ironpool.api.strategies.network import NetworkStrategy
+from ironpool.api.strategies.networkinterface import NetworkInterfaceStrategy
 from ironpool.api.strategies.pools import MachinePoolStrategy, VolumePoolStrategy
+from ironpool.api.strategies.prefix import PrefixStrategy
 from ironpool.api.strategies.secret import SecretStrategy
 from ironpool.api.strategies.volume import VolumeStrategy
 from ironpool.api.strategy import Strategy
@@ -44,6 +47,9 @@ STRATEGIES: tuple[Strategy[Any], ...] = (
     VolumeClassStrategy(),
     VolumePoolStrategy(),
     VolumeStrategy(),
+    NetworkStrategy(),
+    NetworkInterfaceStrategy(),
+    PrefixStrategy(),
     SecretStrategy(),
     NamespaceStrategy(),
     EventStrategy(),

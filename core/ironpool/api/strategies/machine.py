@@ -4,25 +4,50 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from ironpool.api.columns import AGE, NAME, Column, cond_status, field, mapping
+from pydantic import ValidationError
+
+from ironpool.api.columns import AGE, NAME, Column, Getter, cond_status, dig, field, mapping
 from ironpool.api.compute import (
     COMPUTE_GROUP,
     COMPUTE_VERSION,
     DEFAULT_IGNITION_KEY,
     Machine,
+    MachineNetworkInterface,
     MachineSpec,
     MachineVolume,
 )
-from ironpool.api.fieldpath import FieldErrors, child, dns1123_label, index, secret_key, validate_labels
+from ironpool.api.fieldpath import (
+    FieldErrors,
+    add_pydantic_errors,
+    child,
+    dns1123_label,
+    index,
+    secret_key,
+    validate_labels,
+)
+from ironpool.api.networking import NetworkInterfaceSpec
 from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.rules import get, immutable, non_negative, ref_name, set_once, tolerations
+from ironpool.api.strategies.networkinterface import default_nic_spec, validate_nic_spec
+from ironpool.api.strategies.prefix import validate_template_metadata
 from ironpool.api.strategies.volume import validate_volume_spec
 from ironpool.api.strategy import Obj, Strategy
 
 _DEVICE_RE = re.compile(r"^[a-z]{2}[a-z][a-z]?$")
 _DEVICE_PREFIX = "od"
 _MAX_DEVICE_INDEX = 26 * 26 + 25
+
+
+def _addresses(obj: dict[str, Any]) -> Any:
+    """Every NIC's effective addresses, comma-separated, from the Machine's status."""
+    ips = [str(ip) for nic in dig(obj, "status.networkInterfaces") or [] if isinstance(nic, dict)
+           for ip in nic.get("ips") or []]
+    return ",".join(ips) or None
+
+
+ADDRESSES: Getter = _addresses
 
 
 class MachineStrategy(Strategy[Machine]):
@@ -38,6 +63,7 @@ class MachineStrategy(Strategy[Machine]):
         Column("READY", cond_status("Ready"), wide=True),
         Column("MACHINEID", field("status.machineID"), wide=True),
         Column("POOLSELECTOR", mapping("spec.machinePoolSelector"), wide=True),
+        Column("IPS", ADDRESSES, wide=True),
     )
 
     def default(self, obj: Machine, errs: FieldErrors) -> None:
@@ -45,6 +71,10 @@ class MachineStrategy(Strategy[Machine]):
         if spec.ignition_ref is not None and not spec.ignition_ref.key:
             spec.ignition_ref.key = DEFAULT_IGNITION_KEY
         _default_devices(spec.volumes or [], errs)
+        for nic in spec.network_interfaces or ():
+            template = _nic_template_spec(nic)
+            if template is not None:
+                nic.ephemeral.network_interface_template.spec = template.to_dict()  # type: ignore[union-attr]
 
     def validate(self, obj: Machine, errs: FieldErrors) -> None:
         spec = obj.spec
@@ -58,7 +88,7 @@ class MachineStrategy(Strategy[Machine]):
             for msg in secret_key(spec.ignition_ref.key or ""):
                 errs.invalid("spec.ignitionRef.key", spec.ignition_ref.key, msg)
         _volumes(spec.volumes or [], errs)
-        _network_interfaces(spec, errs)
+        _network_interfaces(spec, obj.metadata.name, errs)
         efi_names: set[str] = set()
         for i, var in enumerate(spec.efi_vars or ()):
             if var.name in efi_names:
@@ -169,7 +199,23 @@ def _volume_source(vol: MachineVolume, p: str, errs: FieldErrors) -> None:
                          "(volumeRef, emptyDisk, localDisk or ephemeral)")
 
 
-def _network_interfaces(spec: MachineSpec, errs: FieldErrors) -> None:
+def _nic_template_spec(nic: MachineNetworkInterface, errs: FieldErrors | None = None,
+                      path: str = "") -> NetworkInterfaceSpec | None:
+    """The typed, defaulted spec of an ephemeral NIC template (None if absent or ill-typed; the
+    type errors go to ``errs`` under ``path``)."""
+    if nic.ephemeral is None or nic.ephemeral.network_interface_template is None:
+        return None
+    try:
+        spec = NetworkInterfaceSpec.model_validate(nic.ephemeral.network_interface_template.spec)
+    except ValidationError as exc:
+        if errs is not None:
+            add_pydantic_errors(exc, errs, path)
+        return None
+    default_nic_spec(spec)
+    return spec
+
+
+def _network_interfaces(spec: MachineSpec, machine_name: str | None, errs: FieldErrors) -> None:
     nic_names: set[str] = set()
     for i, nic in enumerate(spec.network_interfaces or ()):
         p = index("spec.networkInterfaces", i)
@@ -185,9 +231,19 @@ def _network_interfaces(spec: MachineSpec, errs: FieldErrors) -> None:
             if sources:
                 errs.forbidden(f"{p}.ephemeral", "must only specify one networkInterface source")
             sources += 1
-            if nic.ephemeral.network_interface_template is None:
-                errs.required(f"{p}.ephemeral.networkInterfaceTemplate",
-                              "must specify networkInterface template")
+            tp = f"{p}.ephemeral.networkInterfaceTemplate"
+            template = nic.ephemeral.network_interface_template
+            if template is None:
+                errs.required(tp, "must specify networkInterface template")
+            else:
+                validate_template_metadata(template.metadata, f"{tp}.metadata", errs, "network interface")
+                nic_spec = _nic_template_spec(nic, errs, f"{tp}.spec")
+                if nic_spec is not None:
+                    nic_name = f"{machine_name}-{nic.name}" if machine_name else None
+                    validate_nic_spec(nic_spec, f"{tp}.spec", errs, nic_name)
+                    if nic_spec.machine_ref is not None:
+                        errs.forbidden(f"{tp}.spec.machineRef", "is set to this machine when the "
+                                       "network interface is created")
         if not sources:
             errs.required(p, "must specify exactly one networkInterface source "
                              "(networkInterfaceRef or ephemeral)")

@@ -7,7 +7,8 @@ writes right after it without another await, so a check on in-memory state (capa
 it guards are atomic with respect to every other request. After the write, the registry tells its
 observers (every plugin is one) what was committed, so plugins that keep state stay exact.
 
-The default chain is :func:`default_chain`: ``NamespaceLifecycle`` then ``CapacityAdmission``.
+The default chain is :func:`default_chain`: ``NamespaceLifecycle``, ``CapacityAdmission``, then
+``IPAM`` (addresses, MACs and prefixes, :mod:`.ipam`).
 Authorization conditions on stored objects (:data:`ironpool.apiserver.auth.ObjectCheck`) are per
 request, not plugins: the registry runs them before validation, as Kubernetes authorizes first.
 """
@@ -15,6 +16,7 @@ request, not plugins: the registry runs them before validation, as Kubernetes au
 from __future__ import annotations
 
 from ironpool.apiserver.admission.capacity import CapacityAdmission
+from ironpool.apiserver.admission.ipam import IPAMAdmission
 from ironpool.apiserver.admission.namespace_lifecycle import NamespaceLifecycle
 from ironpool.apiserver.admission.plugin import AdmissionChain, AdmissionPlugin, Attributes, Operation
 from ironpool.store.interface import Store
@@ -23,5 +25,5 @@ __all__ = ["AdmissionChain", "AdmissionPlugin", "Attributes", "Operation", "defa
 
 
 def default_chain(store: Store) -> AdmissionChain:
-    """The apiserver's chain: namespace lifecycle, then pool capacity."""
-    return AdmissionChain([NamespaceLifecycle(store), CapacityAdmission(store)])
+    """The apiserver's chain: namespace lifecycle, pool capacity, then IP address management."""
+    return AdmissionChain([NamespaceLifecycle(store), CapacityAdmission(store), IPAMAdmission(store)])

@@ -1,0 +1,444 @@
+"""What IP address management knows, in memory: per namespace the Prefix tree with every allocated
+range, the NICs with their addresses and MACs per Network, the Networks and the Machines that use
+them.
+
+Like the capacity index it is built from the store on first use and then kept exact by
+:meth:`IPAMIndex.committed`, which the admission plugin is told of after every committed write. The
+stored objects are the truth: a NIC's addresses are its ``status.ips`` (in the order of
+``spec.ips``), a child Prefix's range is its ``spec.prefix`` inside ``spec.parentRef``. The parent
+of a NIC's ephemeral address is not stored with the NIC: it is the deepest Prefix containing the
+address, which is exact because ranges in one namespace nest or are disjoint and an address is
+handed out only where no child range covers it. The Prefixes the apiserver makes to show a NIC's
+ephemeral addresses (IronCore's ``<nic>-<index>``, controlled by the NIC) are views, not records.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ironpool.api.ipaddr import IPAddress, IPNetwork, parse_ip, parse_prefix, single
+from ironpool.api.networking import ephemeral_prefix_name
+from ironpool.api.resources import RESOURCES, ResourceInfo
+from ironpool.apiserver.ipam.ranges import Allocations
+from ironpool.store.interface import Document, Store
+
+log = logging.getLogger("ironpool.apiserver.ipam")
+
+_INDEXES: weakref.WeakKeyDictionary[Store, IPAMIndex] = weakref.WeakKeyDictionary()
+
+NAMESPACE, NETWORK, NIC, PREFIX, MACHINE = "Namespace", "Network", "NetworkInterface", "Prefix", "Machine"
+#: the kinds whose writes change what the index knows
+INDEXED_KINDS = frozenset({NAMESPACE, NETWORK, NIC, PREFIX, MACHINE})
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a range in a prefix: a child Prefix, or a NIC's address ``spec.ips[index]``."""
+
+    kind: str
+    name: str
+    index: int = -1
+
+    def describe(self) -> str:
+        if self.kind == PREFIX:
+            return f'prefix "{self.name}"'
+        return f'networkinterface "{self.name}" (spec.ips[{self.index}])'
+
+
+@dataclass
+class PrefixNode:
+    """An allocated Prefix (or, with ``name`` "", the address space of one family in a namespace)."""
+
+    name: str
+    uid: str
+    net: IPNetwork | None
+    parent: str | None
+    labels: dict[str, str]
+    deleting: bool = False
+    children: Allocations[Holder] = field(default_factory=Allocations)
+
+    def bounds(self, bits: int) -> tuple[int, int]:
+        if self.net is None:
+            return 0, 1 << bits
+        return int(self.net.network_address), int(self.net.broadcast_address) + 1
+
+
+Source = Literal["value", "child", "root"]
+"""A literal ``value``, an ephemeral prefix from a parent, or an ephemeral root prefix (a /32 of its own)."""
+
+
+@dataclass(frozen=True)
+class NicAddress:
+    """One effective address of a NIC and where it comes from."""
+
+    index: int
+    ip: IPAddress
+    source: Source
+    parent: str | None  # the Prefix a "child" address was allocated from (None if it is gone)
+    prefix_length: int  # of the Prefix the address belongs to (the host's subnet)
+
+    @property
+    def ephemeral(self) -> bool:
+        return self.source != "value"
+
+    @property
+    def cidr(self) -> str:
+        return f"{self.ip}/{self.prefix_length}"
+
+
+@dataclass
+class NicEntry:
+    """A stored NetworkInterface as IPAM sees it."""
+
+    name: str
+    uid: str
+    network: str
+    mac: str | None
+    sources: list[Any]  # spec.ips as stored, to tell an unchanged source on update
+    addresses: list[NicAddress]
+    owner: tuple[str, str, str] | None  # the controlling owner: (kind, name, uid)
+    deleting: bool
+    labels: dict[str, str]
+    annotations: dict[str, str]
+
+
+@dataclass
+class MachineEntry:
+    """A Machine as IPAM sees it: the Networks its ephemeral NIC templates name."""
+
+    uid: str
+    deleting: bool
+    networks: frozenset[str]
+
+
+@dataclass
+class NamespaceState:
+    """Everything IPAM knows about one namespace."""
+
+    terminating: bool = False
+    prefixes: dict[str, PrefixNode] = field(default_factory=dict)
+    spaces: dict[int, PrefixNode] = field(default_factory=dict)  # IP version -> root address space
+    networks: dict[str, tuple[str, bool]] = field(default_factory=dict)  # name -> (uid, deleting)
+    addresses: dict[str, dict[IPAddress, str]] = field(default_factory=dict)  # network -> ip -> nic
+    macs: dict[str, dict[str, str]] = field(default_factory=dict)  # network -> mac -> nic
+    nics: dict[str, NicEntry] = field(default_factory=dict)
+    nics_by_network: dict[str, set[str]] = field(default_factory=dict)
+    machines: dict[str, MachineEntry] = field(default_factory=dict)
+    views: dict[str, tuple[str, int]] = field(default_factory=dict)  # prefix name -> (nic, index)
+
+    def space(self, version: int) -> PrefixNode:
+        node = self.spaces.get(version)
+        if node is None:
+            node = self.spaces[version] = PrefixNode("", "", None, None, {})
+        return node
+
+    def deepest(self, ip: IPAddress) -> PrefixNode | None:
+        """The most specific allocated Prefix that contains ``ip`` (None if none does)."""
+        found: PrefixNode | None = None
+        node = self.spaces.get(ip.version)
+        address = int(ip)
+        while node is not None:
+            hit = node.children.containing(address)
+            if hit is None or hit[2].kind != PREFIX:
+                break
+            node = self.prefixes.get(hit[2].name)
+            found = node if node is not None else found
+        return found
+
+
+def owner_of(doc: Document) -> tuple[str, str, str] | None:
+    """The controlling owner reference of ``doc`` as (kind, name, uid)."""
+    for ref in (doc.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller"):
+            return str(ref.get("kind")), str(ref.get("name")), str(ref.get("uid"))
+    return None
+
+
+def view_of(doc: Document) -> tuple[str, str] | None:
+    """For a Prefix that shows a NIC's ephemeral address: (the NIC's name, its uid)."""
+    owner = owner_of(doc)
+    if owner is None or owner[0] != NIC:
+        return None
+    return owner[1], owner[2]
+
+
+def source_of(src: Any) -> Source:
+    """Where the address of one ``spec.ips`` item comes from."""
+    if not isinstance(src, dict) or src.get("ephemeral") is None:
+        return "value"
+    template = (src["ephemeral"].get("prefixTemplate") or {}).get("spec") or {}
+    return "child" if template.get("parentRef") or template.get("parentSelector") else "root"
+
+
+def _name_of(key: str) -> str:
+    return key.rsplit("/", 1)[-1]
+
+
+class IPAMIndex:
+    """Prefix trees, NIC addresses and MACs, Networks and Machines of every namespace.
+
+    Use :meth:`for_store`: the admission plugin and the networking controller share one index.
+    """
+
+    @classmethod
+    def for_store(cls, store: Store) -> IPAMIndex:
+        index = _INDEXES.get(store)
+        if index is None:
+            index = _INDEXES[store] = cls(store)
+        return index
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.loaded = False
+        self._namespaces: dict[str, NamespaceState] = {}
+        #: called with (namespace, prefix name) when the children of an allocated Prefix change
+        self.listeners: list[Callable[[str, str], None]] = []
+
+    def ns(self, namespace: str) -> NamespaceState:
+        state = self._namespaces.get(namespace)
+        if state is None:
+            state = self._namespaces[namespace] = NamespaceState()
+        return state
+
+    def namespaces(self) -> Iterator[tuple[str, NamespaceState]]:
+        yield from self._namespaces.items()
+
+    # -- building ----------------------------------------------------------------------------
+
+    async def ready(self) -> None:
+        """Build the index from the store once (the first relevant write after start-up)."""
+        if self.loaded:
+            return
+        infos = {r.kind: r for r in RESOURCES if r.kind in INDEXED_KINDS}
+        revision: int | None = None
+        docs: dict[str, list[Document]] = {}
+        for kind in (NAMESPACE, NETWORK, MACHINE, PREFIX, NIC):
+            page = await self.store.list(infos[kind].prefix(None), revision=revision)
+            revision = page.revision
+            docs[kind] = page.items
+        if self.loaded:  # another request finished loading while this one listed
+            return
+        # Parents before children: a child's range is taken inside its parent.
+        docs[PREFIX].sort(key=lambda d: (parse_prefix(str((d.get("spec") or {}).get("prefix") or "")) or
+                                         _UNALLOCATED).prefixlen)
+        for kind in (NAMESPACE, NETWORK, MACHINE, PREFIX, NIC):
+            for doc in docs[kind]:
+                m = doc["metadata"]
+                self._apply(infos[kind], m.get("namespace") or "", m["name"], doc)
+        self.loaded = True
+
+    # -- keeping up --------------------------------------------------------------------------
+
+    def committed(self, info: ResourceInfo, key: str, doc: Document | None) -> None:
+        """Record a committed write (``doc`` as stored) or removal (``doc`` None) of ``key``."""
+        if self.loaded and info.kind in INDEXED_KINDS:
+            namespace = _name_of(key) if info.kind == NAMESPACE else info.namespace_of_key(key) or ""
+            self._apply(info, namespace, _name_of(key), doc)
+
+    def _apply(self, info: ResourceInfo, namespace: str, name: str, doc: Document | None) -> None:
+        kind = info.kind
+        if kind == NAMESPACE:
+            self.ns(name).terminating = bool(doc and doc["metadata"].get("deletionTimestamp"))
+            return
+        state = self.ns(namespace)
+        deleting = bool(doc and doc["metadata"].get("deletionTimestamp"))
+        if kind == NETWORK:
+            if doc is None:
+                state.networks.pop(name, None)
+            else:
+                state.networks[name] = (str(doc["metadata"].get("uid")), deleting)
+        elif kind == MACHINE:
+            self._apply_machine(state, name, doc, deleting)
+        elif kind == PREFIX:
+            if doc is None or view_of(doc) is None:
+                self._apply_prefix(namespace, state, name, doc, deleting)
+        else:
+            self._apply_nic(namespace, state, name, doc, deleting)
+
+    @staticmethod
+    def _apply_machine(state: NamespaceState, name: str, doc: Document | None, deleting: bool) -> None:
+        if doc is None:
+            state.machines.pop(name, None)
+            return
+        networks = set()
+        for nic in (doc.get("spec") or {}).get("networkInterfaces") or []:
+            template = ((nic.get("ephemeral") or {}).get("networkInterfaceTemplate") or {}).get("spec")
+            network = ((template or {}).get("networkRef") or {}).get("name")
+            if network:
+                networks.add(str(network))
+        state.machines[name] = MachineEntry(str(doc["metadata"].get("uid")), deleting, frozenset(networks))
+
+    def _apply_prefix(self, namespace: str, state: NamespaceState, name: str, doc: Document | None,
+                      deleting: bool) -> None:
+        node = state.prefixes.get(name)
+        if doc is None:
+            if node is not None:
+                del state.prefixes[name]
+                self._release_range(namespace, state, node.net, node.parent, Holder(PREFIX, name))
+            return
+        spec = doc.get("spec") or {}
+        net = parse_prefix(str(spec.get("prefix") or "")) if spec.get("prefix") else None
+        parent = (spec.get("parentRef") or {}).get("name")
+        labels = dict(doc["metadata"].get("labels") or {})
+        if node is not None and node.net == net:
+            node.labels, node.deleting = labels, deleting  # the allocation is set once
+            return
+        if node is not None:  # allocated just now (an old Pending prefix)
+            self._release_range(namespace, state, node.net, node.parent, Holder(PREFIX, name))
+            node.net, node.parent, node.labels, node.deleting = net, parent, labels, deleting
+        else:
+            node = state.prefixes[name] = PrefixNode(name, str(doc["metadata"].get("uid")), net, parent,
+                                                     labels, deleting)
+        if net is not None:
+            self._take_range(namespace, state, net, parent, Holder(PREFIX, name))
+
+    def _apply_nic(self, namespace: str, state: NamespaceState, name: str, doc: Document | None,
+                   deleting: bool) -> None:
+        old = state.nics.pop(name, None)
+        if old is not None:
+            self._release_nic(namespace, state, old)
+        if doc is None:
+            return
+        entry = self.entry_of(state, name, doc, deleting)
+        state.nics[name] = entry
+        state.nics_by_network.setdefault(entry.network, set()).add(name)
+        if entry.mac:
+            state.macs.setdefault(entry.network, {})[entry.mac] = name
+        owned = state.addresses.setdefault(entry.network, {})
+        for a in entry.addresses:
+            owned[a.ip] = name
+            if a.ephemeral:
+                state.views[ephemeral_prefix_name(name, a.index)] = (name, a.index)
+            if a.source == "root" or (a.source == "child" and a.parent is not None):
+                self._take_range(namespace, state, single(a.ip), a.parent, Holder(NIC, name, a.index))
+
+    @staticmethod
+    def entry_of(state: NamespaceState, name: str, doc: Document, deleting: bool = False) -> NicEntry:
+        """A NIC document as IPAM sees it (its addresses from ``status.ips``)."""
+        spec = doc.get("spec") or {}
+        sources = list(spec.get("ips") or [])
+        effective = (doc.get("status") or {}).get("ips") or []
+        addresses = []
+        for i, src in enumerate(sources):
+            ip = parse_ip(str(effective[i])) if i < len(effective) else None
+            if ip is None or not isinstance(src, dict):
+                continue
+            source, container = source_of(src), state.deepest(ip)
+            length = container.net.prefixlen if container is not None and container.net else ip.max_prefixlen
+            parent = container.name if source == "child" and container is not None else None
+            addresses.append(NicAddress(i, ip, source, parent, length))
+        meta = doc["metadata"]
+        return NicEntry(
+            name=name, uid=str(meta.get("uid")),
+            network=str((spec.get("networkRef") or {}).get("name") or ""),
+            mac=spec.get("macAddress"), sources=sources, addresses=addresses, owner=owner_of(doc),
+            deleting=deleting, labels=dict(meta.get("labels") or {}),
+            annotations=dict(meta.get("annotations") or {}),
+        )
+
+    def _release_nic(self, namespace: str, state: NamespaceState, entry: NicEntry) -> None:
+        users = state.nics_by_network.get(entry.network)
+        if users is not None:
+            users.discard(entry.name)
+        macs = state.macs.get(entry.network, {})
+        if entry.mac and macs.get(entry.mac) == entry.name:
+            del macs[entry.mac]
+        owned = state.addresses.get(entry.network, {})
+        for a in entry.addresses:
+            if owned.get(a.ip) == entry.name:
+                del owned[a.ip]
+            if a.ephemeral:
+                state.views.pop(ephemeral_prefix_name(entry.name, a.index), None)
+            if a.source == "root" or (a.source == "child" and a.parent is not None):
+                self._release_range(namespace, state, single(a.ip), a.parent,
+                                    Holder(NIC, entry.name, a.index))
+
+    def _container(self, state: NamespaceState, net: IPNetwork, parent: str | None) -> PrefixNode | None:
+        if parent is None:
+            return state.space(net.version)
+        return state.prefixes.get(parent)
+
+    def _take_range(self, namespace: str, state: NamespaceState, net: IPNetwork | None, parent: str | None,
+                    holder: Holder) -> None:
+        node = self._container(state, net, parent) if net is not None else None
+        if node is None or net is None:
+            return  # the parent is gone (a NIC or Prefix outliving it); nothing to hold
+        start, end = int(net.network_address), int(net.broadcast_address) + 1
+        if node.children.overlaps(start, end):
+            log.warning("%s/%s: %s overlaps an allocation already recorded in %s; not recorded",
+                        namespace, holder.name, net, node.name or "the namespace")
+            return
+        node.children.take(start, end, holder)
+        self._changed(namespace, node)
+
+    def _release_range(self, namespace: str, state: NamespaceState, net: IPNetwork | None, parent: str | None,
+                       holder: Holder) -> None:
+        node = self._container(state, net, parent) if net is not None else None
+        if node is not None and net is not None and node.children.release(int(net.network_address), holder):
+            self._changed(namespace, node)
+
+    def _changed(self, namespace: str, node: PrefixNode) -> None:
+        if node.name:
+            for listener in self.listeners:
+                listener(namespace, node.name)
+
+    # -- questions ---------------------------------------------------------------------------
+
+    def used(self, namespace: str, prefix: str) -> list[str] | None:
+        """``status.used`` of an allocated Prefix: its children's ranges (None if unknown)."""
+        node = self.ns(namespace).prefixes.get(prefix)
+        if node is None or node.net is None:
+            return None
+        bits = node.net.max_prefixlen
+        out = []
+        for start, end, _ in node.children:
+            length = bits - (end - start).bit_length() + 1
+            out.append(f"{type(node.net.network_address)(start)}/{length}")
+        return out
+
+    def live_nic(self, state: NamespaceState, entry: NicEntry) -> bool:
+        """A NIC that still uses what it holds: not being deleted, and not the ephemeral NIC of a
+        Machine that is being deleted or gone (the controller deletes those)."""
+        if entry.deleting:
+            return False
+        if entry.owner is not None and entry.owner[0] == MACHINE:
+            machine = state.machines.get(entry.owner[1])
+            return machine is not None and machine.uid == entry.owner[2] and not machine.deleting
+        return True
+
+    def network_users(self, namespace: str, network: str) -> tuple[list[str], list[str]]:
+        """The live NICs and Machines that use a Network: (networkinterfaces, machines)."""
+        state = self.ns(namespace)
+        nics = sorted(n for n in state.nics_by_network.get(network, ())
+                      if self.live_nic(state, state.nics[n]))
+        machines = sorted(m for m, e in state.machines.items() if network in e.networks and not e.deleting)
+        return nics, machines
+
+    def prefix_users(self, namespace: str, prefix: str) -> list[Holder]:
+        """The live children of a Prefix: child Prefixes and NIC addresses allocated from it."""
+        state = self.ns(namespace)
+        node = state.prefixes.get(prefix)
+        if node is None:
+            return []
+        users = []
+        for _, _, holder in node.children:
+            if holder.kind == PREFIX:
+                child = state.prefixes.get(holder.name)
+                if child is not None and not child.deleting:
+                    users.append(holder)
+            else:
+                nic = state.nics.get(holder.name)
+                if nic is not None and self.live_nic(state, nic):
+                    users.append(holder)
+        return users
+
+
+class _Unallocated:
+    prefixlen = 1 << 10  # sorts after every real prefix length
+
+
+_UNALLOCATED = _Unallocated()
