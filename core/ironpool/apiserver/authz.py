@@ -15,9 +15,13 @@ create events; get, create, update and patch its own pool (and its status); upda
 bound to its pool (spec unchanged, except clearing a stale ``spec.claimRef`` of a volume) and their
 status. A machine pool may also set or clear ``spec.claimRef`` of a Volume for a Machine bound to it
 (or clear a stale claim); a volume pool may get Machines and write the access Secrets owned by its
-Volumes. Checks on the stored object run inside the registry's read-modify-write loop
-(:data:`ObjectCheck`), so a pool cannot take a Machine by patching ``machinePoolRef``, and the common
-requests read nothing extra.
+Volumes. A machine pool reads Networks, NetworkInterfaces and Prefixes (in any namespace, as it reads
+Volumes) and claims NetworkInterfaces as it claims Volumes: it sets ``spec.machineRef`` to a Machine
+bound to it (or clears it when that Machine is its own or gone), and of a NIC claimed by one of its
+Machines it sets ``spec.providerID`` and the finalizers, labels and annotations; nothing else (a NIC's
+status is the apiserver's allocation). Checks on the stored object run inside the registry's
+read-modify-write loop (:data:`ObjectCheck`), so a pool cannot take a Machine by patching
+``machinePoolRef``, and the common requests read nothing extra.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ _SHARED_READ = frozenset({"namespaces", "secrets"})
 # What a poollet may change on the main resource of an object bound to its pool.
 _BOUND_METADATA = (("metadata", "finalizers"), ("metadata", "labels"), ("metadata", "annotations"))
 _CLAIM = (("spec", "claimRef"), ("metadata", "generation"))
+_NIC_CLAIM = (("spec", "machineRef"), ("spec", "providerID"), ("metadata", "generation"), *_BOUND_METADATA)
+_NETWORKING_READ = frozenset({"networks", "networkinterfaces", "prefixes"})
 
 
 @dataclass(frozen=True)
@@ -158,6 +164,11 @@ def _authorize_pool(
             return None  # a machine's volumes live in any volume pool
         if verb in _WRITE and not sub:
             return Conditions(objects=_claims_for_pool(deny, pool))
+    if kind is MACHINE and base in _NETWORKING_READ:
+        if verb in _READ:
+            return None  # what a machine's NICs need: their Networks and ephemeral Prefixes
+        if base == "networkinterfaces" and verb in _WRITE and not sub:
+            return Conditions(objects=_nic_claims_for_pool(deny, pool))
     if kind is VOLUME:
         if base == "machines" and verb == "get":
             return None  # to tell a live claim from a stale one
@@ -273,6 +284,32 @@ def _claims_for_pool(deny: Deny, pool: str) -> ObjectCheck:
             raise deny(f'machine "{new_claim.get("name")}" is not a live machine bound to pool "{pool}"')
         if old_claim and await _machine_in_pool(store, namespace, old_claim, pool) is False:
             raise deny(f'the volume is claimed by machine "{old_claim.get("name")}" of another pool')
+
+    return check
+
+
+def _nic_claims_for_pool(deny: Deny, pool: str) -> ObjectCheck:
+    """A machine pool sets ``spec.machineRef`` of a NetworkInterface to its own Machines and clears
+    claims of its own or of gone Machines; of a NIC its Machine holds it writes ``spec.providerID``
+    and metadata. Reads the claimed Machine (claims are rare)."""
+
+    async def check(old: Document | None, new: Document | None, store: Store) -> None:
+        if old is None or new is None:
+            raise deny("a machine pool identity may only update network interfaces")
+        if _without(old, _NIC_CLAIM) != _without(new, _NIC_CLAIM):
+            raise deny("a machine pool identity may change only spec.machineRef, spec.providerID, "
+                       "finalizers, labels and annotations of a network interface")
+        namespace = old["metadata"].get("namespace")
+        old_ref = (old.get("spec") or {}).get("machineRef")
+        new_ref = (new.get("spec") or {}).get("machineRef")
+        if new_ref == old_ref:  # providerID or metadata: only of a NIC one of its Machines holds
+            if not old_ref or await _machine_in_pool(store, namespace, old_ref, pool) is not True:
+                raise deny(f'the network interface is not claimed by a machine bound to pool "{pool}"')
+            return
+        if new_ref and await _machine_in_pool(store, namespace, new_ref, pool) is not True:
+            raise deny(f'machine "{new_ref.get("name")}" is not a live machine bound to pool "{pool}"')
+        if old_ref and await _machine_in_pool(store, namespace, old_ref, pool) is False:
+            raise deny(f'the network interface is claimed by machine "{old_ref.get("name")}" of another pool')
 
     return check
 
