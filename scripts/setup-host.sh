@@ -6,6 +6,7 @@ set -euo pipefail
 PACKAGES=(
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 qemu-utils
   libvirt-dev pkg-config busybox-static dropbear-bin cpio openssh-server etcd-server curl
+  dnsmasq-base iptables
 )
 
 sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }

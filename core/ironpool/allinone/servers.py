@@ -148,6 +148,8 @@ class MachineRuntimeSettings:
     socket: Path
     domain_type: str = "auto"
     shutdown_timeout: float = 10.0
+    network_mode: str = "user"
+    network_bridge: str = ""
 
 
 class MachineRuntimeRunner:
@@ -171,15 +173,17 @@ class MachineRuntimeRunner:
         from ironpool.runtime.machine.domain_xml import DomainOptions
         from ironpool.runtime.machine.driver import MachineDriver
         from ironpool.runtime.machine.host import Host
+        from ironpool.runtime.machine.nics import NetworkSettings
 
         s = self.settings
+        networks = NetworkSettings(s.network_mode, s.network_bridge)
         classes = load_classes(s.classes_file)
         host = Host(s.libvirt_uri)
         self.domain_type = libvirt_util.choose_domain_type(host.conn, s.domain_type)
         core = MachineDriver(
             host, classes, ImageCatalog(s.images), s.state_dir,
             options=DomainOptions(domain_type=self.domain_type), shutdown_timeout=s.shutdown_timeout,
-            events=EventRing(100, 300.0),
+            events=EventRing(100, 300.0), networks=networks,
         )
         core.start()
         return core

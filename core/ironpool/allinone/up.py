@@ -71,6 +71,8 @@ class UpOptions:
     images: Path | None = None
     tiny_image: bool = True
     domain_type: str = "auto"
+    network_mode: str = "user"  # how Networks without a mode label are realised on this host
+    network_bridge: str = ""
     capacity_cpu: int | None = None
     capacity_memory: int | None = None
     reserved_cpu: int = 0
@@ -217,6 +219,7 @@ class AllInOne:
         self.machine_runtime = MachineRuntimeRunner(MachineRuntimeSettings(
             libvirt_uri=opts.libvirt_uri, classes_file=machine_classes, images=images,
             state_dir=dirs.machine_state, socket=dirs.machine_socket, domain_type=opts.domain_type,
+            network_mode=opts.network_mode, network_bridge=opts.network_bridge,
         ))
         await self.machine_runtime.start()
         mr = self.machine_runtime

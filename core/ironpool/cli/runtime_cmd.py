@@ -71,6 +71,20 @@ from ironpool.cli.common import setup_logging
     help="Seconds an event is kept.",
 )
 @click.option(
+    "--network-mode",
+    type=click.Choice(["user", "nat", "isolated", "bridge"]),
+    default="user",
+    show_default=True,
+    help="How Networks without a networking.ironpool.dev/mode label are realised on this host.",
+)
+@click.option("--network-bridge", default="", help="The host bridge of --network-mode bridge.")
+@click.option(
+    "--ssh-forward-address",
+    default="127.0.0.1",
+    show_default=True,
+    help="Where user-mode NICs forward SSH from (a port per NIC on this address).",
+)
+@click.option(
     "--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"])
 )
 def libvirt_runtime(
@@ -86,6 +100,9 @@ def libvirt_runtime(
     base_url: str,
     event_max: int,
     event_ttl: float,
+    network_mode: str,
+    network_bridge: str,
+    ssh_forward_address: str,
     log_level: str,
 ) -> None:
     """Serve the IRI MachineRuntime on libvirt: real domains, power, volumes, console."""
@@ -95,11 +112,16 @@ def libvirt_runtime(
 
     from ironpool.runtime.machine.app import MachineRuntimeConfig, build
     from ironpool.runtime.machine.classes import ClassFileError
+    from ironpool.runtime.machine.nics import NetworkSettings
     from ironpool.runtime.machine.server import serve
 
     host, sep, port_text = streaming_address.rpartition(":")
     if not sep or not port_text.isdigit():
         raise click.BadParameter(f"{streaming_address!r} is not host:port", param_hint="--streaming-address")
+    try:
+        networks = NetworkSettings(network_mode, network_bridge, ssh_forward_address)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--network-mode/--network-bridge") from exc
     cfg = MachineRuntimeConfig(
         classes_file=Path(classes_file),
         images_dir=Path(images_dir),
@@ -114,6 +136,7 @@ def libvirt_runtime(
         base_url=base_url,
         event_max=event_max,
         event_ttl=event_ttl,
+        networks=networks,
     )
     try:
         core, console = build(cfg)

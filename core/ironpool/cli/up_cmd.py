@@ -46,6 +46,11 @@ def _listen(value: str) -> tuple[str, int]:
 @click.option("--tiny-image/--no-tiny-image", default=True, show_default=True,
               help="Build the tiny bootable image into the catalog if it is missing.")
 @click.option("--domain-type", type=click.Choice(["auto", "kvm", "qemu"]), default="auto", show_default=True)
+@click.option("--network-mode", type=click.Choice(["user", "nat", "isolated", "bridge"]), default="user",
+              show_default=True, help="How Networks without a networking.ironpool.dev/mode label are "
+              "realised: QEMU user networking with SSH forwarded on 127.0.0.1, a libvirt network, or a host "
+              "bridge.")
+@click.option("--network-bridge", default="", help="The host bridge of --network-mode bridge.")
 @click.option("--capacity-cpu", default=None, help="Cores the MachinePool offers [default: this host's].")
 @click.option("--capacity-memory", default=None,
               help="Memory the MachinePool offers, e.g. 8Gi [default: this host's].")
@@ -63,7 +68,7 @@ def _listen(value: str) -> tuple[str, int]:
 def up(data_dir: Path | None, libvirt_uri: str, listen: str, insecure_http: bool, pool: str | None,
        provider_id: str | None,
        storage_pool: str | None, share_storage_pool: bool, classes: tuple[Path, ...], images: Path | None,
-       tiny_image: bool, domain_type: str,
+       tiny_image: bool, domain_type: str, network_mode: str, network_bridge: str,
        capacity_cpu: str | None, capacity_memory: str | None, reserved_cpu: str, reserved_memory: str,
        capacity_storage: str | None, write_client_config: bool, heartbeat_interval: float,
        gc_policy: str, gc_grace: float, gc_max_per_pass: int, log_level: str) -> None:
@@ -86,6 +91,7 @@ def up(data_dir: Path | None, libvirt_uri: str, listen: str, insecure_http: bool
         insecure_http=insecure_http,
         storage_pool=storage_pool or "", share_storage_pool=share_storage_pool, images=images,
         tiny_image=tiny_image, domain_type=domain_type,
+        network_mode=network_mode, network_bridge=network_bridge,
         capacity_cpu=cpu, capacity_memory=quantity_option(capacity_memory, "--capacity-memory"),
         reserved_cpu=quantity_option(reserved_cpu, "--reserved-cpu") or 0,
         reserved_memory=quantity_option(reserved_memory, "--reserved-memory") or 0,

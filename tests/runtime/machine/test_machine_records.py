@@ -105,7 +105,10 @@ def test_plan_converts_a_full_request_and_keeps_metadata_verbatim() -> None:
     assert msg.spec.volumes[1].connection.attributes["path"] == "/pool/v.qcow2"
     assert msg.status.image_ref == "disk"
     assert [v.state for v in msg.status.volumes] == [mpb.VOLUME_ATTACHED] * 3
-    assert [n.handle for n in msg.status.network_interfaces] == ["user/eth0", "default/eth1"]
+    # eth0: user mode (the runtime's default), no SSH forward before the domain runs; eth1: the
+    # existing libvirt network its id names (IronCore's providernet), with a MAC stable per machine
+    assert [n.mode for n in rec.nics] == ["user", "provider"]
+    assert [n.handle for n in msg.status.network_interfaces] == ["", f"provider://default/{rec.nics[1].mac}"]
 
 
 def test_a_kernel_bundle_boots_and_needs_no_disk() -> None:
@@ -200,13 +203,18 @@ def test_duplicates_and_networks() -> None:
     other = mpb.Volume(name="w", device="oda", local_disk=mpb.LocalDisk())
     with pytest.raises(InvalidArgument, match="device 'oda' is already used"):
         records.volume_record(other, "v", rec, DISKS, LOOKUPS)
-    for network_id in ("", "isolated", "user", "default"):
-        assert records.nic_record(mpb.NetworkInterface(name="n", network_id=network_id), "n", rec, LOOKUPS)
-    with pytest.raises(NotFound, match="libvirt network 'br<0>' not found"):
-        records.nic_record(mpb.NetworkInterface(name="n", network_id="br<0>"), "n", rec, LOOKUPS)
+    # any id the host has no libvirt network of is realised in the host's default mode (user)
+    for network_id in ("", "isolated", "user", "br<0>", "ironpool://networks/x"):
+        nic = records.nic_record(mpb.NetworkInterface(name="n", network_id=network_id), "n", rec, LOOKUPS)
+        assert nic.mode == "user"
+    provider = records.nic_record(mpb.NetworkInterface(name="n", network_id="default"), "n", rec, LOOKUPS)
+    assert provider.mode == "provider"
     rec.nics.append(records.nic_record(mpb.NetworkInterface(name="n"), "n", rec, LOOKUPS))
     with pytest.raises(AlreadyExists):
         records.nic_record(mpb.NetworkInterface(name="n"), "n", rec, LOOKUPS)
+    same_mac = mpb.NetworkInterface(name="m", attributes={"macAddress": rec.nics[0].mac.upper()})
+    with pytest.raises(AlreadyExists, match=r"f\.attributes\.macAddress: MAC .* used by .* .n."):
+        records.nic_record(same_mac, "f", rec, LOOKUPS)
 
 
 def test_volume_update_grows_only_and_keeps_kind_and_file() -> None:

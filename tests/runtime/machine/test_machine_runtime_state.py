@@ -150,8 +150,15 @@ def test_bad_input_is_rejected_and_leaves_nothing(runtime: RuntimeProc, test_ses
     create_fails(wrong_driver, grpc.StatusCode.INVALID_ARGUMENT, "ceph")
 
     net = machine_request(test_session)
-    net.machine.spec.network_interfaces.add(name="n<0>", network_id="no-such-net-<&>")
-    create_fails(net, grpc.StatusCode.NOT_FOUND, "no-such-net-<&>")
+    net.machine.spec.network_interfaces.add(
+        name="n<0>", network_id="no-such-net-<&>",
+        attributes={"rawNetworkLabels": '{"networking.ironpool.dev/mode": "bridge", '
+                                        '"networking.ironpool.dev/bridge": "nobr<&>"}'},
+    )
+    create_fails(net, grpc.StatusCode.INVALID_ARGUMENT, "networking.ironpool.dev/bridge")
+    gateway = machine_request(test_session)
+    gateway.machine.spec.network_interfaces.add(name="n", network_id="x", ips=["10.0.0.1"])
+    create_fails(gateway, grpc.StatusCode.INVALID_ARGUMENT, "interfaces[0].ips[0]: 10.0.0.1 is the gateway")
     dup = machine_request(test_session)
     dup.machine.spec.network_interfaces.add(name="n", network_id="")
     dup.machine.spec.network_interfaces.add(name="n", network_id="")

@@ -7,7 +7,7 @@ Used by ``ironpool libvirt-runtime`` and by anything that embeds the runtime in 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ironpool.runtime import libvirt_util
@@ -19,6 +19,7 @@ from .console_server import ConsoleServer
 from .domain_xml import DomainOptions
 from .driver import MachineDriver
 from .host import Host
+from .nics import NetworkSettings
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class MachineRuntimeConfig:
     base_url: str = ""
     event_max: int = 100
     event_ttl: float = 300.0
+    networks: NetworkSettings = field(default_factory=NetworkSettings)
 
 
 def build(cfg: MachineRuntimeConfig) -> tuple[MachineDriver, ConsoleServer]:
@@ -56,6 +58,7 @@ def build(cfg: MachineRuntimeConfig) -> tuple[MachineDriver, ConsoleServer]:
         options=DomainOptions(domain_type=dtype, machine_type=cfg.machine_type),
         shutdown_timeout=cfg.shutdown_timeout,
         events=EventRing(cfg.event_max, cfg.event_ttl),
+        networks=cfg.networks,
     )
     driver.start()
     console = ConsoleServer(driver, cfg.streaming_host, cfg.streaming_port, cfg.base_url)

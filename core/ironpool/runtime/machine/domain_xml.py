@@ -97,19 +97,31 @@ def disk_element(vol: VolumeRecord) -> ET.Element:
     return disk
 
 
-def interface_element(nic: NicRecord) -> ET.Element:
-    """User-mode networking for an empty or ``isolated`` network id, else a libvirt network."""
-    if is_user_network(nic.network_id):
+def interface_element(nic: NicRecord) -> ET.Element | None:
+    """The libvirt ``<interface>`` of a NIC; None for a user-mode NIC, which the runtime plugs
+    through the QEMU monitor (see :mod:`.usernet`)."""
+    if nic.mode == "user":
+        return None
+    if nic.mode == "bridge":
+        iface = ET.Element("interface", {"type": "bridge"})
+        _sub(iface, "source", bridge=nic.network)
+    elif nic.mode:
+        iface = ET.Element("interface", {"type": "network"})
+        _sub(iface, "source", network=nic.network)
+    elif _legacy_user_network(nic.network_id):
         iface = ET.Element("interface", {"type": "user"})
     else:
         iface = ET.Element("interface", {"type": "network"})
         _sub(iface, "source", network=nic.network_id)
+    if nic.mac:
+        _sub(iface, "mac", address=nic.mac)
     _sub(iface, "model", type="virtio")
     _sub(iface, "alias", name=nic_alias(nic.name))
     return iface
 
 
-def is_user_network(network_id: str) -> bool:
+def _legacy_user_network(network_id: str) -> bool:
+    """A record made before networks were realised: these ids meant libvirt's user networking."""
     return network_id in ("", "isolated", "user")
 
 
@@ -155,7 +167,9 @@ def domain_element(
         if vol.path:
             devices.append(disk_element(vol))
     for nic in rec.nics:
-        devices.append(interface_element(nic))
+        iface = interface_element(nic)
+        if iface is not None:
+            devices.append(iface)
     # A pty serial port is streamable (virDomainOpenConsole) and QEMU also appends it to a file.
     serial = _sub(devices, "serial", type="pty")
     _sub(serial, "log", file=str(console_log), append="on")

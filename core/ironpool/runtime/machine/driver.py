@@ -41,9 +41,12 @@ from .domain_xml import (
 )
 from .guest import Guest
 from .host import Host
+from .host_networks import HostNetworks
 from .index import Entry, MachineIndex
-from .model import DOMAIN_PREFIX, MachineRecord
+from .model import DOMAIN_PREFIX, MachineRecord, NicRecord
+from .nics import NetworkSettings
 from .records import POWER_OFF, POWER_ON, ClassStatus, MachineView
+from .usernet import UserNics
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -62,6 +65,7 @@ class MachineDriver:
         shutdown_timeout: float = 10.0,
         events: EventRing | None = None,
         workers: int = 4,
+        networks: NetworkSettings | None = None,
     ) -> None:
         self.host = host
         self.classes = dict(classes)
@@ -71,7 +75,12 @@ class MachineDriver:
         self.shutdown_timeout = shutdown_timeout
         self.events = events or EventRing(100, 300.0)
         self.index = MachineIndex()
-        self.lookups = records.Lookups(catalog.resolve, os.path.isfile, host.network_exists)
+        self.networks = networks or NetworkSettings()
+        self.lookups = records.Lookups(
+            catalog.resolve, os.path.isfile, host.network_exists, host.bridge_exists, self.networks
+        )
+        self.host_networks = HostNetworks(host.connection, self.state_dir)
+        self.user_nics = UserNics(self.networks)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="machine-worker")
 
     # -- lifecycle of the runtime ------------------------------------------------------------
@@ -101,6 +110,11 @@ class MachineDriver:
             if entry.rec.deleted_at:
                 self._start_teardown(entry)
             else:
+                for nic in entry.rec.nics:
+                    try:
+                        self.host_networks.restore(nic)
+                    except IriError as exc:
+                        log.warning("machine %s: NIC %r: %s", entry.rec.id, nic.name, exc.message)
                 self._pool.submit(self._converge_power, entry.rec.id)
 
     def close(self) -> None:
@@ -169,6 +183,8 @@ class MachineDriver:
         if entry is None:
             return
         reason, type_, action = records.lifecycle_event(event, detail)
+        if entry.starting and reason in ("Suspended", "Resumed"):
+            return  # the pause of a start that plugs user-mode NICs first: not news
         self.record_event(
             entry.rec, reason, f"domain {name}: {reason.lower()} (detail {detail})", type_, action
         )
@@ -204,7 +220,11 @@ class MachineDriver:
         rec = plan.rec
         t_start = time.monotonic()
         guest: Guest | None = None
+        reserved: list[NicRecord] = []
         try:
+            for i, nic in enumerate(rec.nics):
+                self.host_networks.reserve(nic, f"machine.spec.network_interfaces[{i}]")
+                reserved.append(nic)
             mdir.mkdir(parents=True, exist_ok=False)
             ignition_file = None
             if ignition:
@@ -228,23 +248,54 @@ class MachineDriver:
                     guest.undefine()
                 except libvirt.libvirtError as undefine_exc:
                     log.warning("domain %s: undefine failed: %s", guest.name, undefine_exc)
+            self._release_networks(reserved)
             shutil.rmtree(mdir, ignore_errors=True)
             if isinstance(exc, libvirt.libvirtError):
                 raise Internal(f"libvirt: defining the domain failed: {exc.get_error_message()}") from exc
             raise
 
+    def _release_networks(self, nics: list[NicRecord]) -> None:
+        """Give back the host networks and reservations of NICs no domain has any more."""
+        for nic in nics:
+            try:
+                self.host_networks.release(nic)
+            except (IriError, libvirt.libvirtError) as exc:
+                log.warning("network interface %r: releasing its network failed: %s", nic.name, exc)
+
     def _start_domain(self, entry: Entry, guest: Guest) -> None:
+        """Boot the domain with its user-mode NICs; for a running one, add those it lacks."""
+        users = [n for n in entry.rec.nics if n.mode == "user"]
         try:
             t = time.monotonic()
-            guest.start()
-            log.debug("machine %s: domain started in %.0f ms", entry.rec.id, (time.monotonic() - t) * 1000)
+            if guest.is_active():
+                if users:
+                    self._plug_user_nics(entry, guest, users)
+                    guest.resume_if_paused()  # a start interrupted by a restart of the runtime
+            else:
+                entry.starting = True
+                guest.start((lambda: self._plug_user_nics(entry, guest, users)) if users else None)
+                ms = (time.monotonic() - t) * 1000
+                log.debug("machine %s: domain started in %.0f ms", entry.rec.id, ms)
             entry.error = ""
-        except libvirt.libvirtError as exc:
-            entry.error = exc.get_error_message()
+        except (libvirt.libvirtError, IriError) as exc:
+            entry.error = exc.get_error_message() if isinstance(exc, libvirt.libvirtError) else exc.message
             self.record_event(
                 entry.rec, "StartFailed", f"starting the domain failed: {entry.error}", "Warning", "Start"
             )
             log.warning("machine %s: start failed: %s", entry.rec.id, entry.error)
+        finally:
+            entry.starting = False
+
+    def _plug_user_nics(self, entry: Entry, guest: Guest, nics: list[NicRecord]) -> None:
+        """Add the user-mode NICs the running QEMU lacks and record their forwards."""
+        present = self.user_nics.present(guest)
+        changed = False
+        for nic in nics:
+            forward = self.user_nics.plug(guest, nic, present)
+            if forward != nic.forward:
+                nic.forward, changed = forward, True
+        if changed:
+            self._persist(entry, guest, bump=False)
 
     @staticmethod
     def _persist(entry: Entry, guest: Guest, bump: bool = True) -> None:
@@ -364,6 +415,7 @@ class MachineDriver:
                     if guest.is_active():
                         self._shutdown(entry, guest, lambda: True)
                     guest.undefine()
+                self._release_networks(rec.nics)
                 for vol in rec.volumes:
                     if vol.owned and vol.path:
                         Path(vol.path).unlink(missing_ok=True)
@@ -463,20 +515,45 @@ class MachineDriver:
             rec = entry.rec
             nrec = records.nic_record(nic, "network_interface", rec, self.lookups)
             guest = self._guest(rec)
-            xml, what = to_string(interface_element(nrec)), f"network interface {nrec.name!r}"
-            self._attach(entry, guest, xml, what, "AttachDetachNICFailed", "AttachNIC")
+            self.host_networks.reserve(nrec, "network_interface")
+            try:
+                self._plug_nic(entry, guest, nrec)
+            except BaseException:
+                self._release_networks([nrec])
+                raise
             rec.nics.append(nrec)
             self._persist(entry, guest)
             message = f"network interface {nrec.name!r} attached"
             self.record_event(rec, "AttachNICSucceeded", message, action="AttachNIC")
+
+    def _plug_nic(self, entry: Entry, guest: Guest, nrec: NicRecord) -> None:
+        """Put a new NIC into the domain: a user-mode one into the running QEMU (a stopped domain
+        gets it when it starts), any other into the definition and the running guest."""
+        what = f"network interface {nrec.name!r}"
+        if nrec.mode == "user":
+            if guest.is_active():
+                try:
+                    nrec.forward = self.user_nics.plug(guest, nrec)
+                except Internal as exc:
+                    self.record_event(entry.rec, "AttachDetachNICFailed", exc.message, "Warning", "AttachNIC")
+                    raise
+            return
+        iface = interface_element(nrec)
+        assert iface is not None
+        self._attach(entry, guest, to_string(iface), what, "AttachDetachNICFailed", "AttachNIC")
 
     def detach_nic(self, machine_id: str, name: str) -> None:
         entry = self.index.get_live(machine_id)
         with entry.lock:
             nrec = self._attached(entry, name, entry.rec.nic(name), "network interface")
             guest = self._guest(entry.rec)
-            guest.detach_device("interface", nic_alias(name))
+            if nrec.mode == "user":
+                if guest.is_active():
+                    self.user_nics.unplug(guest, nrec)
+            else:
+                guest.detach_device("interface", nic_alias(name))
             entry.rec.nics.remove(nrec)
             self._persist(entry, guest)
+            self._release_networks([nrec])
             message = f"network interface {name!r} detached"
             self.record_event(entry.rec, "DetachNICSucceeded", message, action="DetachNIC")

@@ -7,7 +7,13 @@ goes to its definition (``AFFECT_CONFIG``) and, while QEMU runs, to the running 
 
 from __future__ import annotations
 
+import contextlib
+import json
+from collections.abc import Callable
+from typing import Any
+
 import libvirt
+import libvirt_qemu
 
 from ironpool.runtime import libvirt_util
 from ironpool.runtime.errors import Internal
@@ -62,9 +68,27 @@ class Guest:
         )
 
     # -- power ---------------------------------------------------------------------------------
-    def start(self) -> None:
-        if not self.is_active():
+    def start(self, prepare: Callable[[], None] | None = None) -> None:
+        """Boot the domain; with ``prepare``, start it paused, run ``prepare`` (devices added through
+        the QEMU monitor are then there before the guest looks for them) and resume. A failure in
+        ``prepare`` stops the domain again."""
+        if self.is_active():
+            return
+        if prepare is None:
             self.dom.create()
+            return
+        self.dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+        try:
+            prepare()
+            self.dom.resume()
+        except BaseException:
+            with contextlib.suppress(libvirt.libvirtError):
+                self.dom.destroy()
+            raise
+
+    def resume_if_paused(self) -> None:
+        if self.dom.state()[0] == libvirt.VIR_DOMAIN_PAUSED:
+            self.dom.resume()
 
     def press_power_button(self) -> None:
         """ACPI shutdown: the guest decides whether and when it powers off."""
@@ -96,6 +120,16 @@ class Guest:
         except libvirt.libvirtError as exc:
             if not libvirt_util.is_no_domain(exc):
                 raise
+
+    # -- QEMU monitor ---------------------------------------------------------------------------
+    def qmp(self, command: str, **arguments: Any) -> Any:
+        """Run a QMP command on the running QEMU (what libvirt cannot express, such as a user-mode
+        network with a given DHCP start); returns its ``return`` value."""
+        cmd: dict[str, Any] = {"execute": command}
+        if arguments:
+            cmd["arguments"] = arguments
+        reply = libvirt_qemu.qemuMonitorCommand(self.dom, json.dumps(cmd), 0)
+        return json.loads(reply).get("return")
 
     # -- devices -------------------------------------------------------------------------------
     def attach_device(self, xml: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
 import threading
 from collections.abc import Callable, Iterator
@@ -132,6 +133,11 @@ class Host:
 
     def network_exists(self, name: str) -> bool:
         return libvirt_util.network_exists(self.conn, name)
+
+    @staticmethod
+    def bridge_exists(name: str) -> bool:
+        """Whether the host has a Linux bridge called ``name``."""
+        return "/" not in name and os.path.isdir(f"/sys/class/net/{name}/bridge")
 
     # -- capacity -----------------------------------------------------------------------------
     def free_resources(self) -> tuple[int, int]:

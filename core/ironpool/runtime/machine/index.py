@@ -26,6 +26,7 @@ class Entry:
     cond: threading.Condition = field(init=False)
     error: str = ""  # why a machine that should run does not (shown as Pending)
     tearing_down: bool = False
+    starting: bool = False  # started paused while its user-mode NICs are plugged
     # Power changes converge in the background: the generation of the latest one, and of the
     # first one not converged yet (0: none pending).
     power_generation: int = 0

@@ -37,13 +37,25 @@ class VolumeRecord:
 
 @dataclass
 class NicRecord:
-    """One network interface: user-mode networking, or a named libvirt network."""
+    """One network interface: the IRI NIC as requested and how this host realises it.
+
+    ``mode`` is ``user`` (QEMU user networking, plugged through the QEMU monitor with an SSH
+    forward), ``nat`` / ``isolated`` (a libvirt network the runtime keeps, DHCP reservation per
+    MAC), ``bridge`` (an existing host bridge), ``provider`` (a libvirt network someone else made,
+    named by ``network_id``) or ``""`` for records written before networks were realised (a
+    libvirt-managed ``<interface type='user'>``, or the libvirt network named by ``network_id``).
+    """
 
     name: str
     network_id: str = ""
     ips: list[str] = field(default_factory=list)
     attributes: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
+    mode: str = ""
+    mac: str = ""
+    address: str = ""  # the IPv4 address the guest gets, with its prefix length ("10.0.0.5/24")
+    network: str = ""  # the libvirt network (nat, isolated, provider) or host bridge (bridge)
+    forward: str = ""  # user mode: the host address:port forwarded to the guest's SSH port
 
 
 @dataclass

@@ -22,8 +22,8 @@ from ironpool.runtime.errors import AlreadyExists, InvalidArgument, NotFound
 from ironpool.runtime.images import Image, ImageNotFound, InvalidImageName
 from ironpool.runtime.metadata import check_string_map
 
+from . import nics
 from .classes import MachineClassSpec, quantity
-from .domain_xml import is_user_network
 from .model import MachineRecord, NicRecord, VolumeRecord
 
 POWER_ON = machine_pb2.POWER_ON
@@ -96,11 +96,14 @@ def check_power(power: int, field: str) -> int:
 @dataclass(frozen=True)
 class Lookups:
     """What converting a request needs from the host: the image catalog (raising ImageNotFound or
-    InvalidImageName), whether a volume file exists, whether a libvirt network exists."""
+    InvalidImageName), whether a volume file, a libvirt network or a host bridge exists, and how the
+    host realises networks that do not say."""
 
     resolve_image: Callable[[str], Image]
     file_exists: Callable[[str], bool]
     network_exists: Callable[[str], bool]
+    bridge_exists: Callable[[str], bool] = lambda _name: False
+    networks: nics.NetworkSettings = field(default_factory=nics.NetworkSettings)
 
 
 @dataclass
@@ -264,19 +267,20 @@ def attachable(vrec: VolumeRecord, image: Image | None) -> VolumeRecord:
 def nic_record(
     nic: machine_pb2.NetworkInterface, field: str, rec: MachineRecord, lookups: Lookups
 ) -> NicRecord:
-    """A network interface for ``rec``: user-mode networking or an existing libvirt network."""
+    """A network interface for ``rec`` and how the host realises it (see :mod:`.nics`)."""
     name = check_name(nic.name, f"{field}.name")
     if rec.nic(name) is not None:
         raise AlreadyExists(f"{field}.name: network interface {name!r} already exists on the machine")
-    if not is_user_network(nic.network_id) and not lookups.network_exists(nic.network_id):
-        raise NotFound(f"{field}.network_id: libvirt network {nic.network_id!r} not found")
-    return NicRecord(
-        name=name,
-        network_id=nic.network_id,
-        ips=list(nic.ips),
-        attributes=dict(nic.attributes),
-        labels=dict(nic.labels),
+    nrec = nics.nic_record(
+        nic, field, rec.id, lookups.networks, nics.NicLookups(lookups.network_exists, lookups.bridge_exists)
     )
+    other = next((n for n in rec.nics if n.mac == nrec.mac), None)
+    if other is not None:
+        raise AlreadyExists(
+            f"{field}.attributes.{nics.MAC_ATTRIBUTE}: MAC {nrec.mac} is already used by "
+            f"network interface {other.name!r} of the machine"
+        )
+    return nrec
 
 
 @dataclass(frozen=True)
@@ -434,7 +438,7 @@ def machine_message(view: MachineView) -> machine_pb2.Machine:
         )
         status.network_interfaces.add(
             name=n.name,
-            handle=f"{n.network_id or 'user'}/{n.name}",
+            handle=nics.handle(n),
             state=machine_pb2.NETWORK_INTERFACE_ATTACHED
             if attached
             else machine_pb2.NETWORK_INTERFACE_PENDING,

@@ -1,0 +1,185 @@
+"""NICs on real libvirt and QEMU, through the runtime's IRI: the guest gets exactly the allocated
+address in every mode, SSH goes through the user-mode forward on 127.0.0.1 (also after the runtime
+restarted), NICs are hot-plugged and unplugged, and a refused create leaves no libvirt network.
+
+One guest for all of it. Traffic goes only to 127.0.0.1; the guests' own DHCP stays on bridges this
+test made. Subnets are from 198.18.0.0/15 (benchmarking, RFC 2544), which nothing here routes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import libvirt
+import pytest
+from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
+from ironpool.runtime.machine.nics import libvirt_network_name, qemu_ids
+from machine_runtime_helpers import RuntimeProc, machine_request, session_domains
+
+from tests.helpers import ssh
+from tests.helpers.runtimes import LIBVIRT_URI
+from tests.helpers.wait import wait_for
+
+
+def nic(name: str, network_id: str, address: str, mode: str = "", bridge: str = "") -> mpb.NetworkInterface:
+    labels = {"networking.ironpool.dev/mode": mode} if mode else {}
+    if bridge:
+        labels["networking.ironpool.dev/bridge"] = bridge
+    attributes = {"addresses": address, "rawNetworkLabels": json.dumps(labels, sort_keys=True)}
+    return mpb.NetworkInterface(name=name, network_id=network_id, ips=[address.split("/")[0]],
+                                attributes=attributes)
+
+
+def libvirt_networks() -> set[str]:
+    conn = libvirt.open(LIBVIRT_URI)
+    try:
+        return {n.name() for n in conn.listAllNetworks(0)}
+    finally:
+        conn.close()
+
+
+def qemu_devices(machine_id: str) -> set[str]:
+    out = subprocess.run(["virsh", "-c", LIBVIRT_URI, "qemu-monitor-command", f"ironpool-{machine_id}",
+                          '{"execute": "qom-list", "arguments": {"path": "/machine/peripheral"}}'],
+                         capture_output=True, text=True, check=True, timeout=30).stdout
+    return {p["name"] for p in json.loads(out)["return"]}
+
+
+@pytest.fixture
+def bridge(test_session: str) -> Iterator[str]:
+    """A host bridge carrying 198.19.7.1/24, as a platform team's bridge carries the host's address."""
+    name = f"ipt{test_session[:8]}"
+    subprocess.run(["ip", "link", "add", name, "type", "bridge"], check=True)
+    try:
+        subprocess.run(["ip", "addr", "add", "198.19.7.1/24", "dev", name], check=True)
+        subprocess.run(["ip", "link", "set", name, "up"], check=True)
+        yield name
+    finally:
+        subprocess.run(["ip", "link", "del", name], check=False)
+
+
+@pytest.fixture
+def network_ids(test_session: str) -> Iterator[dict[str, str]]:
+    """Network ids unique to this run; libvirt networks the runtime may have left are removed after."""
+    ids = {k: f"test://{test_session}/{k}" for k in ("user", "isolated", "clash")}
+    yield ids
+    conn = libvirt.open(LIBVIRT_URI)
+    try:
+        for network_id in ids.values():
+            for mode in ("nat", "isolated"):
+                with contextlib.suppress(libvirt.libvirtError):
+                    net = conn.networkLookupByName(libvirt_network_name(network_id, mode))
+                    with contextlib.suppress(libvirt.libvirtError):
+                        net.destroy()
+                    net.undefine()
+    finally:
+        conn.close()
+
+
+def console(runtime: RuntimeProc, machine_id: str) -> str:
+    path = runtime.console_log(machine_id)
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def handles(runtime: RuntimeProc, machine_id: str) -> dict[str, str]:
+    m = runtime.machine(machine_id)
+    assert m is not None
+    return {n.name: n.handle for n in m.status.network_interfaces}
+
+
+def test_guest_gets_its_address_in_every_mode_and_ssh_goes_through_the_forward(
+    runtime: RuntimeProc, test_session: str, tmp_path: Path, bridge: str, network_ids: dict[str, str]
+) -> None:
+    stub = runtime.stub
+    key, public = ssh.keypair(tmp_path)
+    req = machine_request(test_session)
+    req.machine.spec.ignition_data = ssh.ignition(public)
+    req.machine.spec.network_interfaces.append(nic("eth0", network_ids["user"], "198.18.3.5/24"))
+    mid = stub.CreateMachine(req).machine.metadata.id
+
+    # -- user mode: exactly the allocated address, SSH through the reported endpoint ---------
+    wait_for(lambda: "eth0 address 198.18.3.5/24" in console(runtime, mid), 90, "eth0's address")
+    handle = handles(runtime, mid)["eth0"]
+    assert handle.startswith("user://127.0.0.1:"), handle
+    endpoint = handle.removeprefix("user://")
+    out = ssh.wait_run(endpoint, key, "uname -a; ip -4 addr show eth0", 60, "SSH through the forward")
+    assert "ironpool-tiny" in out and "inet 198.18.3.5/24" in out
+
+    # -- isolated mode, hot-plugged: a libvirt network with a reservation for the NIC's MAC ----
+    net_name = libvirt_network_name(network_ids["isolated"], "isolated")
+    stub.AttachNetworkInterface(mpb.AttachNetworkInterfaceRequest(
+        machine_id=mid, network_interface=nic("eth1", network_ids["isolated"], "198.18.4.9/24", "isolated")))
+    assert net_name in libvirt_networks()
+    wait_for(lambda: "eth1 address 198.18.4.9/24" in console(runtime, mid), 60, "eth1's address")
+    assert handles(runtime, mid)["eth1"].startswith(f"isolated://{net_name}/52:54:00:")
+
+    # -- bridge mode: the runtime's DHCP server on an existing bridge -----------------------
+    stub.AttachNetworkInterface(mpb.AttachNetworkInterfaceRequest(
+        machine_id=mid, network_interface=nic("eth2", "test://bridged", "198.19.7.7/24", "bridge", bridge)))
+    wait_for(lambda: "eth2 address 198.19.7.7/24" in console(runtime, mid), 60, "eth2's address")
+    dhcp_dir = runtime.state_dir / "dhcp" / bridge
+    assert (dhcp_dir / "pid").exists()
+
+    # -- unplug: gone from the guest and the domain, the network and the DHCP server with them --
+    stub.DetachNetworkInterface(mpb.DetachNetworkInterfaceRequest(machine_id=mid, name="eth1"))
+    stub.DetachNetworkInterface(mpb.DetachNetworkInterfaceRequest(machine_id=mid, name="eth2"))
+    assert net_name not in libvirt_networks()
+    assert not dhcp_dir.exists()
+    conn = libvirt.open(LIBVIRT_URI)
+    try:
+        assert "<interface" not in conn.lookupByName(f"ironpool-{mid}").XMLDesc(0)
+    finally:
+        conn.close()
+    wait_for(lambda: guest_nics(console(runtime, mid)) == ["eth0"], 60, "the guest to show only eth0")
+
+    # -- a second user-mode NIC, hot-plugged and unplugged through the QEMU monitor --------------
+    stub.AttachNetworkInterface(mpb.AttachNetworkInterfaceRequest(
+        machine_id=mid, network_interface=nic("eth3", "test://other", "198.18.9.20/24")))
+    # (the guest names it after the interfaces it has now, eth1)
+    wait_for(lambda: "address 198.18.9.20/24" in console(runtime, mid), 60, "the new NIC's address")
+    assert qemu_ids("eth3")[1] in qemu_devices(mid)
+    second = handles(runtime, mid)["eth3"]
+    assert second.startswith("user://127.0.0.1:") and second != handle
+    stub.DetachNetworkInterface(mpb.DetachNetworkInterfaceRequest(machine_id=mid, name="eth3"))
+    assert qemu_ids("eth3")[1] not in qemu_devices(mid)
+
+    # -- the forward survives a restart of the runtime (QEMU holds it; the record names it) ---
+    runtime.kill9()
+    runtime.start()
+    assert handles(runtime, mid) == {"eth0": handle}
+    out = ssh.wait_run(endpoint, key, "cat /proc/uptime", 30, "SSH after the runtime restarted")
+    assert out.strip()
+
+    runtime.stub.DeleteMachine(mpb.DeleteMachineRequest(machine_id=mid))
+    wait_for(lambda: runtime.machine(mid) is None, 60, "the machine to be deleted")
+
+
+def guest_nics(text: str) -> list[str]:
+    """The interfaces the guest listed last on its console (``nics: eth0=MAC eth1=MAC``)."""
+    lines = [line for line in text.splitlines() if "ironpool-tiny-image: nics:" in line]
+    return [item.split("=")[0] for item in lines[-1].split("nics:")[1].split()] if lines else []
+
+
+def test_a_refused_create_leaves_no_network_behind(
+    runtime: RuntimeProc, test_session: str, network_ids: dict[str, str]
+) -> None:
+    """The first NIC makes its libvirt network, the second cannot join it (another subnet on the
+    same Network): nothing of the machine stays, the network neither."""
+    req = machine_request(test_session, power=mpb.POWER_OFF)
+    req.machine.spec.network_interfaces.append(nic("a", network_ids["clash"], "198.18.5.7/24", "isolated"))
+    req.machine.spec.network_interfaces.append(nic("b", network_ids["clash"], "198.18.6.7/24", "isolated"))
+    def leftovers() -> tuple[set[str], set[Path]]:
+        return set(session_domains(test_session)), set(runtime.state_dir.joinpath("machines").iterdir())
+
+    before = leftovers()
+    with pytest.raises(grpc.RpcError) as exc:
+        runtime.stub.CreateMachine(req)
+    assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "machine.spec.network_interfaces[1].attributes.addresses" in (exc.value.details() or "")
+    assert libvirt_network_name(network_ids["clash"], "isolated") not in libvirt_networks()
+    assert leftovers() == before
