@@ -19,6 +19,8 @@ _COMMANDS: dict[str, str] = {
     "describe": "ironpool.cli.resources_cmd:describe",
     "delete": "ironpool.cli.resources_cmd:delete",
     "wait": "ironpool.cli.resources_cmd:wait",
+    # networking (issue 12)
+    "ssh": "ironpool.cli.ssh_cmd:ssh",
     # IRI runtimes and debugging (issue 3)
     "libvirt-runtime": "ironpool.cli.runtime_cmd:libvirt_runtime",
     "volume-runtime": "ironpool.cli.volume_runtime_cmd:volume_runtime",
