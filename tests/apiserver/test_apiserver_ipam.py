@@ -205,3 +205,15 @@ async def test_dry_runs_allocate_nothing_and_a_restart_rebuilds_the_same_view(
         "ipFamily": "IPv4", "prefix": "10.0.0.16/29", "parentRef": {"name": "lab-v4"}}}))
     assert 'overlaps prefix "sub" (10.0.0.16/28)' in err.message
     await reopened.close()
+
+
+async def test_the_names_of_ephemeral_prefixes_are_kept_free(reg: Registry) -> None:
+    await reg.create(NICS, NS, nic_body("web", ephemeral()))
+    squatter = {"metadata": {"name": "web-0"}, "spec": {"prefix": "10.9.0.0/24"}}
+    err = await refused(reg.create(PREFIXES, NS, squatter))
+    assert isinstance(err, errors.Conflict) and fields(err) == {"metadata.name"}
+    await reg.create(PREFIXES, NS, {"metadata": {"name": "db-0"}, "spec": {"prefix": "10.9.0.0/24"}})
+    err = await refused(reg.create(NICS, NS, nic_body("db", ephemeral())))
+    assert isinstance(err, errors.Conflict) and fields(err) == {"spec.ips[0]"}
+    assert 'prefix "db-0" exists and is not this network interface\'s' in err.message
+    await reg.create(NICS, NS, nic_body("db", {"value": "10.0.0.50"}))  # a literal needs no prefix

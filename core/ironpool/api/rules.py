@@ -108,6 +108,21 @@ def immutable(old: dict[str, Any], new: dict[str, Any], path: tuple[str, ...], e
         errs.immutable(".".join(path), get(new, *path))
 
 
+def keep_filled_in(old: dict[str, Any], new: dict[str, Any], path: tuple[str, ...]) -> None:
+    """A field the server filled in (an allocation, a provider ID) and a replacement leaves out is
+    kept, so a PUT of the original manifest does not read as clearing it."""
+    before = get(old, *path)
+    if before is None or get(new, *path) is not None:
+        return
+    cur = new
+    for p in path[:-1]:
+        nxt = cur.get(p)
+        if not isinstance(nxt, dict):
+            nxt = cur[p] = {}
+        cur = nxt
+    cur[path[-1]] = before
+
+
 def set_once(old: dict[str, Any], new: dict[str, Any], path: tuple[str, ...], errs: FieldErrors) -> None:
     """The field at ``path`` may be set when empty, and then never change."""
     before = get(old, *path)

@@ -133,6 +133,11 @@ def test_prefix_allocation_is_set_once() -> None:
     done = validate_update(PREFIXES, pending, allocated)  # the allocation writes prefix and parentRef once
     moved = {**done, "spec": {**done["spec"], "prefix": "10.0.0.32/28"}}
     assert set(causes(PREFIXES, moved, done)) == {"spec.prefix"}
+    replaced = validate_update(PREFIXES, done, pending)  # a PUT of the manifest keeps the allocation
+    assert replaced["spec"]["prefix"] == "10.0.0.16/28" and replaced["spec"]["parentRef"] == {"name": "r"}
+    network = validate_create(NETWORKS, {"metadata": {"name": "lab", "namespace": "default", "uid": "u-1"}})
+    again = validate_update(NETWORKS, network, {"metadata": {"name": "lab", "namespace": "default"}})
+    assert again["spec"]["providerID"] == "ironpool://networks/u-1"
 
 
 def test_machine_templates_are_checked_as_network_interfaces() -> None:

@@ -13,7 +13,7 @@ from ironpool.api.networking import (
     Network,
 )
 from ironpool.api.resource_info import ResourceInfo
-from ironpool.api.rules import get, immutable
+from ironpool.api.rules import get, immutable, keep_filled_in
 from ironpool.api.strategy import Obj, Strategy
 
 PROVIDER_ID_PREFIX = "ironpool://networks/"
@@ -54,5 +54,6 @@ class NetworkStrategy(Strategy[Network]):
         obj["status"] = {"state": "Available"}
 
     def validate_update(self, old: Obj, new: Obj, errs: FieldErrors) -> None:
+        keep_filled_in(old, new, ("spec", "providerID"))
         if get(old, "spec", "providerID"):
             immutable(old, new, ("spec", "providerID"), errs)

@@ -21,7 +21,7 @@ from ironpool.api.networking import (
     ephemeral_prefix_name,
 )
 from ironpool.api.resource_info import ResourceInfo
-from ironpool.api.rules import get, ref_name
+from ironpool.api.rules import get, keep_filled_in, ref_name
 from ironpool.api.strategies.prefix import (
     default_prefix_spec,
     validate_prefix_spec,
@@ -59,11 +59,8 @@ class NetworkInterfaceStrategy(Strategy[NetworkInterface]):
         validate_nic_spec(obj.spec, "spec", errs, obj.metadata.name)
 
     def validate_update(self, old: Obj, new: Obj, errs: FieldErrors) -> None:
+        keep_filled_in(old, new, ("spec", "macAddress"))
         before, after = get(old, "spec") or {}, get(new, "spec") or {}
-        if after.get("macAddress") is None and before.get("macAddress") is not None:
-            # Left out of a replacement: keep the allocated MAC, as a defaulted field.
-            new.setdefault("spec", {})["macAddress"] = before["macAddress"]
-            after = new["spec"]
         for key in sorted((set(before) | set(after)) - _MUTABLE):
             if before.get(key) != after.get(key):
                 errs.immutable(f"spec.{key}", after.get(key))

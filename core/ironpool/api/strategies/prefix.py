@@ -13,7 +13,7 @@ from ironpool.api.ipaddr import FAMILY_BITS, canonical_prefix, family_of, parse_
 from ironpool.api.ipam import IPAM_GROUP, IPAM_VERSION, Prefix, PrefixSpec
 from ironpool.api.meta import ObjectMeta
 from ironpool.api.resource_info import ResourceInfo
-from ironpool.api.rules import get, label_selector, ref_name
+from ironpool.api.rules import get, keep_filled_in, label_selector, ref_name
 from ironpool.api.strategy import Obj, Strategy
 
 # The parts of a template's metadata a controller copies onto the object it makes (IronCore's
@@ -40,6 +40,8 @@ class PrefixStrategy(Strategy[Prefix]):
         validate_prefix_spec(obj.spec, "spec", errs)
 
     def validate_update(self, old: Obj, new: Obj, errs: FieldErrors) -> None:
+        for field_name in ("prefix", "parentRef", "ipFamily"):  # the allocation, kept by a replacement
+            keep_filled_in(old, new, ("spec", field_name))
         before, after = dict(get(old, "spec") or {}), dict(get(new, "spec") or {})
         # IronCore: prefix and prefixLength may be set once (the allocation), parentRef once for a child.
         for key in ("prefix", "prefixLength"):

@@ -5,7 +5,8 @@ Allocation runs in the chain's synchronous ``validate`` phase, right before the 
 in-memory :class:`~ironpool.apiserver.ipam.index.IPAMIndex`: no other request can commit between
 the decision and the write (the same argument as capacity admission's), so no two NICs ever get one
 address, also under concurrent creates. The index learns the outcome from the committed object, and
-a removed NIC or Prefix gives its addresses back at once.
+a removed NIC or Prefix gives its addresses back at once. As for capacity, this holds for one
+apiserver per store; several would need the decision and the write in one store transaction.
 
 What the plugin writes into the object it admits (the allocation is part of the write):
 

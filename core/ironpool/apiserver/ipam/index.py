@@ -222,9 +222,7 @@ class IPAMIndex:
             docs[kind] = page.items
         if self.loaded:  # another request finished loading while this one listed
             return
-        # Parents before children: a child's range is taken inside its parent.
-        docs[PREFIX].sort(key=lambda d: (parse_prefix(str((d.get("spec") or {}).get("prefix") or "")) or
-                                         _UNALLOCATED).prefixlen)
+        docs[PREFIX].sort(key=_length)  # parents before children: a child's range is taken in its parent
         for kind in (NAMESPACE, NETWORK, MACHINE, PREFIX, NIC):
             for doc in docs[kind]:
                 m = doc["metadata"]
@@ -242,7 +240,10 @@ class IPAMIndex:
     def _apply(self, info: ResourceInfo, namespace: str, name: str, doc: Document | None) -> None:
         kind = info.kind
         if kind == NAMESPACE:
-            self.ns(name).terminating = bool(doc and doc["metadata"].get("deletionTimestamp"))
+            if doc is None:
+                self._namespaces.pop(name, None)  # removed once it was empty
+            else:
+                self.ns(name).terminating = bool(doc["metadata"].get("deletionTimestamp"))
             return
         state = self.ns(namespace)
         deleting = bool(doc and doc["metadata"].get("deletionTimestamp"))
@@ -437,8 +438,7 @@ class IPAMIndex:
         return users
 
 
-class _Unallocated:
-    prefixlen = 1 << 10  # sorts after every real prefix length
-
-
-_UNALLOCATED = _Unallocated()
+def _length(doc: Document) -> int:
+    """A Prefix's length (unallocated ones last)."""
+    net = parse_prefix(str((doc.get("spec") or {}).get("prefix") or ""))
+    return net.prefixlen if net is not None else 1 << 10

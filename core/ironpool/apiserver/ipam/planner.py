@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -196,6 +196,11 @@ def plan_nic(index: IPAMIndex, namespace: str, name: str, spec: Obj, refusal: Re
                 length = container.net.prefixlen if container and container.net else ip.max_prefixlen
                 address = NicAddress(i, ip, "value", None, length)
         else:
+            view = ephemeral_prefix_name(name, i)
+            if view in state.prefixes:
+                refusal.conflict.invalid(p, view, f'prefix "{view}" exists and is not this network '
+                                         "interface's: the prefix of this ephemeral address needs the name")
+                continue
             address = _ephemeral(state, namespace, name, i, src, p, refusal, free_in_network,
                                  lambda ip: in_use.get(ip, name) != name or ip in planned)
         if address is not None:
@@ -207,7 +212,8 @@ def plan_nic(index: IPAMIndex, namespace: str, name: str, spec: Obj, refusal: Re
 
 
 def _ephemeral(state: NamespaceState, namespace: str, name: str, i: int, src: Obj, path: str,
-               refusal: Refusal, free_in_network: Any, taken_in_network: Any) -> NicAddress | None:
+               refusal: Refusal, free_in_network: Callable[[IPAddress, str], bool],
+               taken_in_network: Callable[[IPAddress], bool]) -> NicAddress | None:
     template = src["ephemeral"]["prefixTemplate"]["spec"]
     tp = f"{path}.ephemeral.prefixTemplate.spec"
     me = Holder(NIC, name, i)
@@ -250,7 +256,7 @@ def _ephemeral(state: NamespaceState, namespace: str, name: str, i: int, src: Ob
                                     "is outside every prefix the selector matches")
         return None
     def taken(value: int) -> bool:
-        return bool(taken_in_network(_address(version, value)))
+        return taken_in_network(_address(version, value))
 
     for parent in parents:
         assert parent.net is not None
