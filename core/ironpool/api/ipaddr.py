@@ -8,6 +8,7 @@ the standard library's objects and ``None`` for malformed input, so validation c
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from typing import Literal
@@ -23,6 +24,7 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 _MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 
 
+@functools.lru_cache(maxsize=8192)  # the same strings are parsed by defaulting, validation and IPAM
 def parse_ip(value: str) -> IPAddress | None:
     """An address literal, or None (scoped IPv6 literals such as ``fe80::1%eth0`` are refused)."""
     try:
@@ -34,6 +36,7 @@ def parse_ip(value: str) -> IPAddress | None:
     return ip
 
 
+@functools.lru_cache(maxsize=8192)
 def parse_prefix(value: str, *, strict: bool = True) -> IPNetwork | None:
     """A CIDR prefix, or None. ``strict`` refuses host bits (``10.0.0.5/24``)."""
     if "/" not in value:

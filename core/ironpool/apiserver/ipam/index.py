@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ironpool.api.ipaddr import IPAddress, IPNetwork, parse_ip, parse_prefix, single
+from ironpool.api.ipaddr import IPAddress, IPNetwork, parse_ip, parse_prefix
 from ironpool.api.networking import ephemeral_prefix_name
 from ironpool.api.resources import RESOURCES, ResourceInfo
 from ironpool.apiserver.ipam.ranges import Allocations
@@ -67,6 +67,9 @@ class PrefixNode:
         return int(self.net.network_address), int(self.net.broadcast_address) + 1
 
 
+Span = tuple[int, int, int]
+"""A range as (IP version, first address, address after the last), in integers."""
+
 Source = Literal["value", "child", "root"]
 """A literal ``value``, an ephemeral prefix from a parent, or an ephemeral root prefix (a /32 of its own)."""
 
@@ -88,6 +91,10 @@ class NicAddress:
     @property
     def cidr(self) -> str:
         return f"{self.ip}/{self.prefix_length}"
+
+    @property
+    def span(self) -> Span:
+        return self.ip.version, int(self.ip), int(self.ip) + 1
 
 
 @dataclass
@@ -164,6 +171,10 @@ def view_of(doc: Document) -> tuple[str, str] | None:
     if owner is None or owner[0] != NIC:
         return None
     return owner[1], owner[2]
+
+
+def span_of(net: IPNetwork) -> Span:
+    return net.version, int(net.network_address), int(net.broadcast_address) + 1
 
 
 def source_of(src: Any) -> Source:
@@ -277,9 +288,9 @@ class IPAMIndex:
                       deleting: bool) -> None:
         node = state.prefixes.get(name)
         if doc is None:
-            if node is not None:
-                del state.prefixes[name]
-                self._release_range(namespace, state, node.net, node.parent, Holder(PREFIX, name))
+            if node is not None and node.net is not None:
+                self._release_range(namespace, state, span_of(node.net), node.parent, Holder(PREFIX, name))
+            state.prefixes.pop(name, None)
             return
         spec = doc.get("spec") or {}
         net = parse_prefix(str(spec.get("prefix") or "")) if spec.get("prefix") else None
@@ -289,13 +300,14 @@ class IPAMIndex:
             node.labels, node.deleting = labels, deleting  # the allocation is set once
             return
         if node is not None:  # allocated just now (an old Pending prefix)
-            self._release_range(namespace, state, node.net, node.parent, Holder(PREFIX, name))
+            if node.net is not None:
+                self._release_range(namespace, state, span_of(node.net), node.parent, Holder(PREFIX, name))
             node.net, node.parent, node.labels, node.deleting = net, parent, labels, deleting
         else:
             node = state.prefixes[name] = PrefixNode(name, str(doc["metadata"].get("uid")), net, parent,
                                                      labels, deleting)
         if net is not None:
-            self._take_range(namespace, state, net, parent, Holder(PREFIX, name))
+            self._take_range(namespace, state, span_of(net), parent, Holder(PREFIX, name))
 
     def _apply_nic(self, namespace: str, state: NamespaceState, name: str, doc: Document | None,
                    deleting: bool) -> None:
@@ -315,7 +327,7 @@ class IPAMIndex:
             if a.ephemeral:
                 state.views[ephemeral_prefix_name(name, a.index)] = (name, a.index)
             if a.source == "root" or (a.source == "child" and a.parent is not None):
-                self._take_range(namespace, state, single(a.ip), a.parent, Holder(NIC, name, a.index))
+                self._take_range(namespace, state, a.span, a.parent, Holder(NIC, name, a.index))
 
     @staticmethod
     def entry_of(state: NamespaceState, name: str, doc: Document, deleting: bool = False) -> NicEntry:
@@ -355,31 +367,26 @@ class IPAMIndex:
             if a.ephemeral:
                 state.views.pop(ephemeral_prefix_name(entry.name, a.index), None)
             if a.source == "root" or (a.source == "child" and a.parent is not None):
-                self._release_range(namespace, state, single(a.ip), a.parent,
-                                    Holder(NIC, entry.name, a.index))
+                self._release_range(namespace, state, a.span, a.parent, Holder(NIC, entry.name, a.index))
 
-    def _container(self, state: NamespaceState, net: IPNetwork, parent: str | None) -> PrefixNode | None:
-        if parent is None:
-            return state.space(net.version)
-        return state.prefixes.get(parent)
-
-    def _take_range(self, namespace: str, state: NamespaceState, net: IPNetwork | None, parent: str | None,
+    def _take_range(self, namespace: str, state: NamespaceState, span: Span, parent: str | None,
                     holder: Holder) -> None:
-        node = self._container(state, net, parent) if net is not None else None
-        if node is None or net is None:
+        version, start, end = span
+        node = state.space(version) if parent is None else state.prefixes.get(parent)
+        if node is None:
             return  # the parent is gone (a NIC or Prefix outliving it); nothing to hold
-        start, end = int(net.network_address), int(net.broadcast_address) + 1
         if node.children.overlaps(start, end):
-            log.warning("%s/%s: %s overlaps an allocation already recorded in %s; not recorded",
-                        namespace, holder.name, net, node.name or "the namespace")
+            log.warning("%s/%s: a range at %d overlaps an allocation already recorded in %s; not recorded",
+                        namespace, holder.name, start, node.name or "the namespace")
             return
         node.children.take(start, end, holder)
         self._changed(namespace, node)
 
-    def _release_range(self, namespace: str, state: NamespaceState, net: IPNetwork | None, parent: str | None,
+    def _release_range(self, namespace: str, state: NamespaceState, span: Span, parent: str | None,
                        holder: Holder) -> None:
-        node = self._container(state, net, parent) if net is not None else None
-        if node is not None and net is not None and node.children.release(int(net.network_address), holder):
+        version, start, _ = span
+        node = state.space(version) if parent is None else state.prefixes.get(parent)
+        if node is not None and node.children.release(start, holder):
             self._changed(namespace, node)
 
     def _changed(self, namespace: str, node: PrefixNode) -> None:
