@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -22,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -234,6 +235,15 @@ def main() -> None:
     parser.add_argument("--gets", type=int, default=30_000)
     parser.add_argument("--objects", type=int, default=100_000, help="objects stored when RSS is measured")
     args = parser.parse_args()
+    with running_apiserver() as (url, port, token, pid):
+        result = asyncio.run(bench(args, url, port, token, pid))
+    result["note"] = "load generator is a separate process on the same cores as the apiserver"
+    print(json.dumps(result))
+
+
+@contextlib.contextmanager
+def running_apiserver() -> Iterator[tuple[str, int, str, int]]:
+    """``ironpool apiserver`` on a fresh SQLite file, stopped afterwards: (url, port, token, pid)."""
     with tempfile.TemporaryDirectory(prefix="ironpool-bench-") as tmp:
         token = secrets.token_hex(16)
         (Path(tmp) / "tokens.csv").write_text(f'{token},admin,1,"system:masters"\n')
@@ -241,20 +251,8 @@ def main() -> None:
         url = f"http://127.0.0.1:{port}"
         log = open(Path(tmp) / "apiserver.log", "wb")  # noqa: SIM115 - handed to the child
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "ironpool.cli.main",
-                "apiserver",
-                "--store",
-                f"sqlite:///{tmp}/bench.db",
-                "--listen",
-                f"127.0.0.1:{port}",
-                "--token-file",
-                f"{tmp}/tokens.csv",
-                "--log-level",
-                "warning",
-            ],
+            [sys.executable, "-m", "ironpool.cli.main", "apiserver", "--store", f"sqlite:///{tmp}/bench.db",
+             "--listen", f"127.0.0.1:{port}", "--token-file", f"{tmp}/tokens.csv", "--log-level", "warning"],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -269,9 +267,7 @@ def main() -> None:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise SystemExit(f"apiserver did not start: {(Path(tmp) / 'apiserver.log').read_text()}")
                 time.sleep(0.05)
-            result = asyncio.run(bench(args, url, port, token, proc.pid))
-            result["note"] = "load generator is a separate process on the same cores as the apiserver"
-            print(json.dumps(result))
+            yield url, port, token, proc.pid
         finally:
             proc.terminate()
             proc.wait(timeout=10)
