@@ -60,6 +60,7 @@ class ListOptions:
     limit: int = 0
     continue_token: str = ""
     resource_version: str = ""
+    send_initial_events: bool = False  # a watch starts with the current objects, then a bookmark
 
     def predicate(self) -> Callable[[Document], bool] | None:
         labels = parse_label_selector(self.label_selector) if self.label_selector else None
@@ -146,13 +147,17 @@ async def watch(
     prefix = info.prefix(namespace)
     matching: set[str] = set()
     try:
-        if not start:
+        if not start or options.send_initial_events:
+            # With sendInitialEvents (client-go's streaming list) the state is at least as new as
+            # the requested revision: the current one.
             listed = await store.list(prefix, predicate=predicate)
             for obj in listed.items:
                 m = obj["metadata"]
                 matching.add(info.key(m.get("namespace"), m["name"]))
                 yield "ADDED", obj, None, revision_of(obj)
             start = listed.revision
+            if options.send_initial_events:
+                yield "BOOKMARK", initial_events_end(info, start), None, start
         elif predicate is not None:
             listed = await store.list(
                 prefix, revision=min(start, await store.current_revision()), predicate=predicate
@@ -175,3 +180,9 @@ async def watch(
         raise errors.Expired(
             f"too old resource version: {start} (the history before it has been compacted); relist"
         ) from None
+
+
+def initial_events_end(info: ResourceInfo, revision: int) -> Document:
+    """The bookmark that ends the initial events of a streaming list (``k8s.io/initial-events-end``)."""
+    meta = {"resourceVersion": str(revision), "annotations": {"k8s.io/initial-events-end": "true"}}
+    return {"apiVersion": info.api_version, "kind": info.kind, "metadata": meta}

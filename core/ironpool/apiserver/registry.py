@@ -3,7 +3,8 @@
 The store keeps versioned JSON; the registry adds what the API promises: uid, creationTimestamp,
 generation (bumped only when the desired state changes), resourceVersion preconditions, finalizers
 and deletionTimestamp, the status subresource (spec and status are written separately),
-generateName, dry runs, and Kubernetes ``Status`` errors for the store's. What differs per kind
+generateName, dry runs, field ownership (``managedFields``, server-side apply; :mod:`.fieldmanager`),
+merge and strategic merge patches, and Kubernetes ``Status`` errors for the store's. What differs per kind
 comes from its strategy (:mod:`ironpool.api.strategies`) through :mod:`ironpool.api.validation`;
 what may refuse a write besides validation is the admission chain (:mod:`.admission`).
 
@@ -39,6 +40,15 @@ from ironpool.api.resources import strategy_for
 from ironpool.api.validation import validate_create, validate_status_update, validate_update
 from ironpool.apiserver.admission import AdmissionChain, AdmissionPlugin, Attributes, default_chain
 from ironpool.apiserver.auth import ObjectCheck
+from ironpool.apiserver.fieldmanager import (
+    Entry,
+    FieldSet,
+    field_set,
+    store_entries,
+    track_create,
+    track_update,
+)
+from ironpool.apiserver.fieldmanager import apply as apply_configuration
 from ironpool.apiserver.listing import (
     ListOptions,
     ListPage,
@@ -48,10 +58,13 @@ from ironpool.apiserver.listing import (
     revision_of,
 )
 from ironpool.apiserver.listing import watch as watch_store
+from ironpool.apiserver.schemas import shape_of
+from ironpool.apiserver.strategic_patch import apply_strategic_patch
 from ironpool.store.interface import Document, KeyExists, KeyNotFound, RevisionConflict, Store
 
 # Metadata the server owns: a client's values for these are ignored on create and update.
-_SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation")
+_SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation",
+                  "managedFields")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' generateName alphabet
 _CONFLICT_RETRIES = 16
 E = TypeVar("E", bound=errors.ApiError)
@@ -216,6 +229,19 @@ def _delete_preconditions(options: Any) -> tuple[int | None, str | None]:
     return rv, pre.get("uid") or None
 
 
+def _tracker(
+    info: ResourceInfo, manager: str | None, subresource: str | None
+) -> Callable[[Document, Document], None] | None:
+    """Records an ordinary write by ``manager`` in the object's managedFields."""
+    if manager is None:
+        return None
+
+    def track(old: Document, new: Document) -> None:
+        track_update(info, old, new, manager, subresource)
+
+    return track
+
+
 class Registry:
     """CRUD, list and watch of API objects with Kubernetes semantics, over one :class:`Store`."""
 
@@ -274,7 +300,11 @@ class Registry:
         *,
         dry_run: bool = False,
         check: ObjectCheck | None = None,
+        manager: str | None = None,
+        applied: FieldSet | None = None,
     ) -> Document:
+        """POST: a new object; ``manager`` owns its fields (``applied``: the fields of an apply
+        configuration, owned as an Apply)."""
         obj = _body(info, body, namespace, None)
         name = _named(info, obj)
         ns = obj["metadata"].get("namespace")
@@ -283,6 +313,8 @@ class Registry:
         if check is not None:
             await check(None, obj, self.store)  # authorization answers before validation (Kubernetes)
         obj = validate_create(info, obj)
+        if manager is not None:
+            track_create(info, obj, manager, applied)
         key = info.key(ns, name)
         await self.admission.ready()
         # Admission's check, then the write with no suspension in between (see .admission).
@@ -332,12 +364,14 @@ class Registry:
         subresource: str | None = None,
         dry_run: bool = False,
         check: ObjectCheck | None = None,
+        manager: str | None = None,
     ) -> Document:
         """PUT: replace the object (or only its status, for ``subresource="status"``)."""
         new = _body(info, body, namespace, name)
         expected = parse_resource_version(new["metadata"].get("resourceVersion"))
         return await self._update(
-            info, namespace, name, lambda old: new, expected, subresource, dry_run, check
+            info, namespace, name, lambda old: new, expected, subresource, dry_run, check,
+            _tracker(info, manager, subresource),
         )
 
     async def patch(
@@ -350,19 +384,60 @@ class Registry:
         subresource: str | None = None,
         dry_run: bool = False,
         check: ObjectCheck | None = None,
+        manager: str | None = None,
+        strategic: bool = False,
     ) -> Document:
-        """PATCH with a JSON merge patch (RFC 7386)."""
+        """PATCH with a JSON merge patch (RFC 7386), or with ``strategic`` a strategic merge patch."""
         if not isinstance(patch, dict):
-            raise errors.BadRequest("a merge patch must be a JSON object")
+            raise errors.BadRequest(f"a {'strategic' if strategic else 'merge'} patch must be a JSON object")
         patch_meta = patch.get("metadata")
         expected = parse_resource_version(
             patch_meta.get("resourceVersion") if isinstance(patch_meta, dict) else None
         )
 
         def patched(old: Document) -> Document:
+            if strategic:
+                return _body(info, apply_strategic_patch(old, patch, shape_of(info)), namespace, name)
             return _body(info, apply_merge_patch(orjson.loads(orjson.dumps(old)), patch), namespace, name)
 
-        return await self._update(info, namespace, name, patched, expected, subresource, dry_run, check)
+        return await self._update(info, namespace, name, patched, expected, subresource, dry_run, check,
+                                  _tracker(info, manager, subresource))
+
+    async def apply(
+        self,
+        info: ResourceInfo,
+        namespace: str | None,
+        name: str,
+        config: Any,
+        *,
+        manager: str,
+        force: bool = False,
+        subresource: str | None = None,
+        dry_run: bool = False,
+        check: ObjectCheck | None = None,
+    ) -> Document:
+        """Server-side apply of ``config`` by ``manager`` (see :mod:`.fieldmanager`): creates the
+        object if it does not exist."""
+        if not isinstance(config, dict):
+            raise errors.BadRequest("an apply configuration must be an object")
+        config = _body(info, config, namespace, name)
+        if subresource is None and await self.store.get(info.key(namespace, name)) is None:
+            try:
+                return await self.create(info, namespace, orjson.loads(orjson.dumps(config)), dry_run=dry_run,
+                                         check=check, manager=manager, applied=field_set(config, info))
+            except errors.AlreadyExists:
+                pass  # created meanwhile: apply to it
+        owners: dict[int, list[Entry]] = {}
+
+        def merged(old: Document) -> Document:
+            obj, entries = apply_configuration(info, old, config, manager, force, subresource)
+            owners[id(old)] = entries
+            return _body(info, obj, namespace, name)
+
+        def owned(old: Document, new: Document) -> None:
+            store_entries(new, owners.pop(id(old)))
+
+        return await self._update(info, namespace, name, merged, None, subresource, dry_run, check, owned)
 
     async def _update(
         self,
@@ -374,6 +449,7 @@ class Registry:
         subresource: str | None,
         dry_run: bool,
         check: ObjectCheck | None,
+        ownership: Callable[[Document, Document], None] | None = None,
     ) -> Document:
         key = info.key(namespace, name)
         strategy = strategy_for(info)
@@ -398,6 +474,8 @@ class Registry:
                 raise
             if check is not None:
                 await check(old, obj, self.store)
+            if ownership is not None:
+                ownership(old, obj)
             if obj == old:
                 return old  # nothing changed: no write, no new resourceVersion (as Kubernetes)
             m = obj["metadata"]

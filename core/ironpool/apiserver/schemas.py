@@ -281,3 +281,30 @@ def shape_of(info: ResourceInfo) -> Shape:
     """The shape of objects of ``info``'s kind."""
     schemas = component_schemas(info.group, info.version)
     return _shape(schemas, {"$ref": _REF + kind_schema_name(info)}, {})
+
+
+def drop_unknown_fields(value: Any, shape: Shape, path: str = "") -> list[str]:
+    """Remove the fields ``shape`` does not know from ``value`` (in place); their paths.
+
+    For ``fieldValidation=Warn`` and ``Ignore``; directive keys of a strategic merge patch
+    (``$patch``, ``$setElementOrder/...``) are kept.
+    """
+    dropped: list[str] = []
+    if isinstance(value, dict) and shape.kind == "struct":
+        for key in list(value):
+            where = f"{path}.{key}" if path else key
+            if key.startswith("$"):
+                continue
+            sub = shape.fields.get(key)
+            if sub is None:
+                del value[key]
+                dropped.append(where)
+            else:
+                dropped += drop_unknown_fields(value[key], sub, where)
+    elif isinstance(value, dict) and shape.kind == "map" and shape.elem is not None:
+        for key, sub_value in value.items():
+            dropped += drop_unknown_fields(sub_value, shape.elem, f"{path}.{key}" if path else key)
+    elif isinstance(value, list) and shape.elem is not None:
+        for i, item in enumerate(value):
+            dropped += drop_unknown_fields(item, shape.elem, f"{path}[{i}]")
+    return dropped
