@@ -1,7 +1,7 @@
 """The apiserver's authorizer: what pool identities may do (IronCore's poollet RBAC plus the
 NodeRestriction-style check that a poollet writes only objects bound to its own pool).
 
-Identities (IronCore's names, ironcore-model.md §1.4):
+Identities (the user and group names IronCore's poollets authenticate as):
 
 - group ``system:masters``: everything;
 - user ``compute.ironcore.dev:system:machinepool:<pool>`` (group

@@ -1,4 +1,4 @@
-"""Pool capacity and allocatable figures (DESIGN.md "Capacity accounting").
+"""Pool capacity and allocatable figures (docs/architecture.md, "Capacity accounting").
 
 A machine pool publishes its shared cpu/memory figures — ``capacity`` (the host's totals) and
 ``allocatable`` (what ironpool machines may use in total, *not* reduced by the machines bound to the

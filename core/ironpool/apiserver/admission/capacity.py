@@ -1,7 +1,7 @@
 """Capacity admission: the apiserver refuses a bind that would overcommit a pool (a plugin of the
 admission chain, :class:`CapacityAdmission`).
 
-The invariant (DESIGN.md "Capacity accounting"): for every pool and every resource, the sum of the
+The invariant (docs/architecture.md, "Capacity accounting"): for every pool and every resource, the sum of the
 demands bound to the pool never exceeds the pool's ``status.allocatable`` (falling back per resource
 on ``status.capacity``; ``class/...`` keys are informational and ignored). A Machine demands its
 MachineClass's ``capabilities``; a Volume demands ``spec.resources.storage``.
