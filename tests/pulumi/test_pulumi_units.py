@@ -3,6 +3,7 @@ the configuration precedence, and what a program registers (under ``pulumi.runti
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from pathlib import Path
 from typing import Any
@@ -158,7 +159,18 @@ class Recorder(pulumi.runtime.Mocks):
         return {}, None
 
 
-def test_what_a_program_registers() -> None:
+@pytest.fixture
+def event_loop_for_pulumi() -> Any:
+    """The Pulumi SDK creates futures on the thread's current loop; an earlier asyncio test may have
+    left the main thread without one."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    yield loop
+    asyncio.set_event_loop(None)
+    loop.close()
+
+
+def test_what_a_program_registers(event_loop_for_pulumi: Any) -> None:
     recorder = Recorder()
     pulumi.runtime.set_mocks(recorder, preview=False)
 
