@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from ironpool.store.etcd import EtcdStore
 from ironpool.store.interface import (
     Document,
+    Guard,
+    GuardConflict,
+    GuardValue,
     KeyExists,
     KeyNotFound,
     RevisionCompacted,
@@ -20,8 +25,7 @@ from ironpool.store.interface import (
 )
 from ironpool.store.sqlite import SQLiteStore
 
-# An etcd backend adds "etcd" here and a branch in ``open_store`` (a later issue).
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "etcd"]
 
 StoreFactory = Callable[..., Awaitable[Store]]
 
@@ -30,15 +34,19 @@ StoreFactory = Callable[..., Awaitable[Store]]
 async def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreFactory]:
     """Opens stores of one backend on one location; calling it again reopens (a restart).
 
-    Options (``ring``, ``history``) tune the SQLite backend; other backends ignore them.
+    etcd stores share the session's cluster, each test under a key prefix of its own. Options:
+    ``ring`` tunes both backends' rings, ``history`` only SQLite's (etcd compacts by time).
     """
     opened: list[Store] = []
+    root = f"/t{next(_TESTS)}"
 
     async def _open(**options: int) -> Store:
+        store: Store
         if request.param == "sqlite":
-            store: Store = SQLiteStore(str(tmp_path / "store.db"), **options)
-        else:  # pragma: no cover - no other backend yet
-            raise AssertionError(request.param)
+            store = SQLiteStore(str(tmp_path / "store.db"), **options)
+        else:
+            cluster = request.getfixturevalue("etcd_cluster")
+            store = EtcdStore(cluster.endpoints + root, ring=options.get("ring"), compaction_interval=0)
         opened.append(store)
         return store
 
@@ -54,6 +62,7 @@ async def store(open_store: StoreFactory) -> Store:
 
 
 P = "/registry/compute.ironcore.dev/machines/"
+_TESTS = itertools.count()
 
 
 def doc(name: str, **spec: Any) -> Document:
@@ -331,3 +340,89 @@ async def test_list_raw_matches_list(store: Store) -> None:
         raw = await store.list_raw(P, **kwargs)  # type: ignore[arg-type]
         assert [orjson.loads(r) for r in raw.items] == parsed.items, kwargs
         assert (raw.revision, raw.more) == (parsed.revision, parsed.more), kwargs
+
+
+# -- guards -----------------------------------------------------------------------------------------
+
+U = "capacity/machinepools/p1"
+
+
+async def test_guards_commit_with_the_object(store: Store) -> None:
+    assert await store.read_guards([U, "other"]) == [GuardValue(U, None, 0), GuardValue("other", None, 0)]
+    a = await store.create(P + "default/a", doc("a"), guards=[Guard(U, 0, {"charges": {"a": 2}})])
+    [usage] = await store.read_guards([U])
+    assert usage == GuardValue(U, {"charges": {"a": 2}}, rv(a))
+    b = await store.update(P + "default/a", doc("a", x=1), expected_revision=rv(a),
+                           guards=[Guard(U, usage.revision, {"charges": {"a": 3}})])
+    assert (await store.read_guards([U]))[0] == GuardValue(U, {"charges": {"a": 3}}, rv(b))
+    gone = await store.delete(P + "default/a", guards=[Guard(U, rv(b), None)])
+    assert (await store.read_guards([U]))[0] == GuardValue(U, None, 0)
+    assert rv(gone) == await store.current_revision()
+
+
+async def test_a_moved_guard_refuses_the_whole_write(store: Store) -> None:
+    first = await store.create(P + "default/a", doc("a"), guards=[Guard(U, 0, {"n": 1})])
+    before = await store.current_revision()
+    # Stale guard revisions: nothing is written, and the error tells what the guard holds now.
+    with pytest.raises(GuardConflict) as info:
+        await store.create(P + "default/b", doc("b"),
+                           guards=[Guard("free", 0, {"x": 1}), Guard(U, 0, {"n": 2})])
+    assert info.value.current == [GuardValue(U, {"n": 1}, rv(first))]
+    with pytest.raises(GuardConflict):
+        await store.update(P + "default/a", doc("a", x=1), guards=[Guard(U, rv(first) - 1, {"n": 3})])
+    with pytest.raises(GuardConflict):
+        await store.delete(P + "default/a", guards=[Guard(U, rv(first), None, check_only=True),
+                                                    Guard("free", 7, None)])
+    assert await store.current_revision() == before
+    assert await store.get(P + "default/b") is None
+    assert (await store.get(P + "default/a") or {})["spec"] == {}
+    assert await store.read_guards([U, "free"]) == [GuardValue(U, {"n": 1}, rv(first)),
+                                                    GuardValue("free", None, 0)]
+    # The object's own precondition is judged first.
+    with pytest.raises(RevisionConflict):
+        await store.update(P + "default/a", doc("a"), expected_revision=rv(first) + 9,
+                           guards=[Guard(U, 0, {})])
+    with pytest.raises(KeyExists):
+        await store.create(P + "default/a", doc("a"), guards=[Guard(U, 0, {})])
+    # A check-only guard compares and leaves the key as it is.
+    updated = await store.update(P + "default/a", doc("a", x=2),
+                                 guards=[Guard(U, rv(first), None, check_only=True)])
+    assert (await store.read_guards([U]))[0] == GuardValue(U, {"n": 1}, rv(first))
+    assert rv(updated) == before + 1
+
+
+async def test_guards_are_neither_listed_nor_watched(store: Store) -> None:
+    base = await store.current_revision()
+    await store.create(P + "default/a", doc("a"),
+                       guards=[Guard("/registry/x", 0, {"n": 1}), Guard(U, 0, {"n": 1})])
+    assert [d["metadata"]["name"] for d in (await store.list("")).items] == ["a"]
+    assert len((await store.list_raw("")).items) == 1
+    await store.create(P + "default/b", doc("b"))
+    events = await collect(store.watch("", base), 2)
+    assert [e.key for e in events] == [P + "default/a", P + "default/b"]
+
+
+async def test_concurrent_guarded_writers_never_overcommit(store: Store) -> None:
+    """The pattern capacity admission uses: read the usage, decide, write object and usage together."""
+    room = 5
+
+    async def bind(i: int) -> bool:
+        while True:
+            [usage] = await store.read_guards([U])
+            charges = dict((usage.value or {}).get("charges") or {})
+            if len(charges) >= room:
+                return False
+            charges[str(i)] = 1
+            await asyncio.sleep(0)
+            try:
+                await store.create(P + f"default/m{i}", doc(f"m{i}"),
+                                   guards=[Guard(U, usage.revision, {"charges": charges})])
+                return True
+            except GuardConflict:
+                continue
+
+    results = await asyncio.gather(*(bind(i) for i in range(20)))
+    assert results.count(True) == room
+    [usage] = await store.read_guards([U])
+    assert usage.value is not None and len(usage.value["charges"]) == room
+    assert len((await store.list(P)).items) == room

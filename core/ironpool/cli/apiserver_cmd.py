@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+from typing import Any
 
 import click
 
@@ -19,14 +20,33 @@ def parse_listen(value: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port_s)
 
 
+def etcd_tls(cafile: str | None, certfile: str | None, keyfile: str | None) -> Any:
+    """The TLS settings to etcd from the ``--etcd-*`` flags (None: plain gRPC)."""
+    if cafile is None and certfile is None and keyfile is None:
+        return None
+    from ironpool.store.etcd_client import EtcdTls
+
+    try:
+        return EtcdTls(cafile, certfile, keyfile)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
 @click.command("apiserver")
 @click.option(
     "--store",
     "store_url",
     required=True,
     metavar="URL",
-    help="sqlite:///PATH (options: ?history=N&ring=N) or etcd://HOST:PORT[,HOST:PORT...]",
+    help="sqlite:///PATH (options: ?history=N&ring=N) or etcd://HOST:PORT[,HOST:PORT...][/KEY-PREFIX] "
+    "(options: ?compaction-interval=5m&ring=N)",
 )
+@click.option("--etcd-cafile", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="etcd store: reach the members over TLS, trusting this CA (PEM)")
+@click.option("--etcd-certfile", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="etcd store: client certificate (PEM) presented to the members (needs --etcd-keyfile)")
+@click.option("--etcd-keyfile", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="etcd store: the key of --etcd-certfile")
 @click.option("--listen", default="127.0.0.1:8443", show_default=True, metavar="HOST:PORT")
 @click.option(
     "--token-file",
@@ -52,6 +72,9 @@ def parse_listen(value: str) -> tuple[str, int]:
 )
 def apiserver(
     store_url: str,
+    etcd_cafile: str | None,
+    etcd_certfile: str | None,
+    etcd_keyfile: str | None,
     listen: str,
     token_file: str,
     tls_cert_file: str | None,
@@ -92,7 +115,7 @@ def apiserver(
         raise click.BadParameter(str(exc), param_hint="--token-file") from None
 
     try:
-        store = open_store(store_url)
+        store = open_store(store_url, etcd_tls=etcd_tls(etcd_cafile, etcd_certfile, etcd_keyfile))
     except (ValueError, OSError, sqlite3.Error, StoreError) as exc:
         raise click.BadParameter(f"{store_url}: {exc}", param_hint="--store") from None
 

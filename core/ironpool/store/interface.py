@@ -7,21 +7,28 @@ It follows etcd3's model so that SQLite and etcd are drop-ins for each other:
   every document it returns, as a decimal string);
 * ``list`` returns the revision it was read at, and ``watch(prefix, R)`` yields every change with a
   revision greater than ``R`` in revision order, so nothing is lost between a list and its watch;
-* a revision older than the retained history raises :class:`RevisionCompacted` (the client relists).
+* a revision older than the retained history raises :class:`RevisionCompacted` (the client relists);
+* a write may carry :class:`Guard` keys, committed in the same transaction as the object if each is
+  still at the revision it was read at (admission state shared by several apiservers: a pool's usage,
+  an address's owner).
 
 Keys look like ``/registry/{group}/{plural}/{namespace}/{name}`` (cluster-scoped objects use ``_``
-for the namespace). Kubernetes semantics (generation, finalizers, uid, validation) live one level
-up, in the apiserver's registry; the store only stores.
+for the namespace); every object key starts with ``/``. Kubernetes semantics (generation, finalizers,
+uid, validation) live one level up, in the apiserver's registry; the store only stores.
 """
 
 from __future__ import annotations
 
+import builtins
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
+
+if TYPE_CHECKING:
+    from ironpool.store.etcd_client import EtcdTls
 
 Document = dict[str, Any]
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
@@ -45,6 +52,46 @@ class RevisionConflict(StoreError):
 
 class RevisionCompacted(StoreError):
     """The requested revision is older than the history the store keeps; relist."""
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """A key committed together with an object write, if it is still at the revision read.
+
+    Guard keys hold state that admission decides on and that every apiserver over the store must
+    see the same way: a pool's usage (compare, then put the new usage), an address's owner (must
+    not exist, then put). A plugin reads them (:meth:`Store.read_guards`), decides, and hands the
+    guards to the write: the object and all its guards commit in one transaction, or none does
+    and the write raises :class:`GuardConflict`. They are a keyspace of their own: never listed,
+    watched or kept in history with the objects.
+
+    ``revision`` is what :meth:`Store.read_guards` answered (0: the key must not exist); after the
+    write the guard's revision is the revision of the object write that carried it. ``value`` is
+    the new content (None removes the key); ``check_only`` compares without writing.
+    """
+
+    key: str
+    revision: int
+    value: Document | None = None
+    check_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GuardValue:
+    """A guard key's content (None when absent) and revision (0 when absent)."""
+
+    key: str
+    value: Document | None
+    revision: int
+
+
+class GuardConflict(StoreError):
+    """A guard key changed since it was read; the object was not written. ``current`` holds what
+    the store has now for the guards that failed, so the caller can decide again and retry."""
+
+    def __init__(self, current: Sequence[GuardValue]) -> None:
+        self.current = list(current)
+        super().__init__("guard key(s) changed: " + ", ".join(g.key for g in self.current))
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,19 +167,29 @@ class Store(ABC):
         return RawStorePage([orjson.dumps(doc) for doc in page.items], page.revision, page.more)
 
     @abstractmethod
-    async def create(self, key: str, obj: Document) -> Document:
-        """Store a new document; returns it with its resourceVersion. Raises KeyExists."""
+    async def create(self, key: str, obj: Document, *, guards: Sequence[Guard] = ()) -> Document:
+        """Store a new document; returns it with its resourceVersion. Raises KeyExists, or
+        GuardConflict when a guard's key moved (see :class:`Guard`)."""
 
     @abstractmethod
-    async def update(self, key: str, obj: Document, *, expected_revision: int | None = None) -> Document:
+    async def update(
+        self, key: str, obj: Document, *, expected_revision: int | None = None, guards: Sequence[Guard] = ()
+    ) -> Document:
         """Replace a document; ``expected_revision`` (if given) must equal its current revision.
 
-        Raises KeyNotFound or RevisionConflict.
+        Raises KeyNotFound or RevisionConflict (checked first), or GuardConflict.
         """
 
     @abstractmethod
-    async def delete(self, key: str, *, expected_revision: int | None = None) -> Document:
-        """Remove a document; returns its last state. Raises KeyNotFound or RevisionConflict."""
+    async def delete(
+        self, key: str, *, expected_revision: int | None = None, guards: Sequence[Guard] = ()
+    ) -> Document:
+        """Remove a document; returns its last state. Raises KeyNotFound or RevisionConflict, or
+        GuardConflict."""
+
+    @abstractmethod
+    async def read_guards(self, keys: Sequence[str]) -> builtins.list[GuardValue]:
+        """The current content and revision of guard keys, in the order asked, read at one revision."""
 
     @abstractmethod
     def watch(self, prefix: str, revision: int) -> AsyncIterator[StoreEvent]:
@@ -155,14 +212,17 @@ class Store(ABC):
         """Release connections and files; pending watches end."""
 
 
-def open_store(url: str) -> Store:
-    """Open a store by URL: ``sqlite:///path/to/file.db`` (default backend) or ``etcd://host:port[,...]``."""
+def open_store(url: str, *, etcd_tls: EtcdTls | None = None) -> Store:
+    """Open a store by URL: ``sqlite:///path/to/file.db`` (default backend) or
+    ``etcd://host:port[,host:port...][/key-prefix][?options]`` (``etcd_tls``: TLS to its members)."""
     if url.startswith("sqlite://"):
+        if etcd_tls is not None:
+            raise ValueError("--etcd-cafile/--etcd-certfile/--etcd-keyfile only apply to an etcd:// store")
         from ironpool.store.sqlite import SQLiteStore
 
         return SQLiteStore(url.removeprefix("sqlite://"))
     if url.startswith("etcd://"):
         from ironpool.store.etcd import EtcdStore
 
-        return EtcdStore(url.removeprefix("etcd://"))
+        return EtcdStore(url.removeprefix("etcd://"), tls=etcd_tls)
     raise ValueError(f"--store: unsupported store URL {url!r}; use sqlite:///PATH or etcd://HOST:PORT")

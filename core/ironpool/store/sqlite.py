@@ -10,6 +10,8 @@ Layout:
   keeping every version: the state of a key at revision R is its current row if unchanged since R,
   otherwise the ``prev`` of its first event after R. The log is compacted to the last
   ``history`` revisions; the highest removed revision is kept in ``meta`` as ``compacted``.
+* ``guards(key, value, rev)`` holds the guard keys (:class:`~ironpool.store.interface.Guard`), each
+  with the revision of the object write that last set it; they have no history.
 
 Durability: ``journal_mode=WAL`` with ``synchronous=NORMAL`` commits each write to the WAL file
 without an fsync. A committed write survives the process being killed (``kill -9``), since the data
@@ -29,7 +31,7 @@ import builtins
 import fcntl
 import itertools
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -40,6 +42,9 @@ import orjson
 from ironpool.store.interface import (
     Document,
     EventType,
+    Guard,
+    GuardConflict,
+    GuardValue,
     KeyExists,
     KeyNotFound,
     RawStorePage,
@@ -66,6 +71,11 @@ CREATE TABLE IF NOT EXISTS events (
     prev BLOB
 );
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS guards (
+    key TEXT PRIMARY KEY,
+    value BLOB NOT NULL,
+    rev INTEGER NOT NULL
+) WITHOUT ROWID;
 """
 
 _TYPES: tuple[EventType, EventType, EventType] = ("ADDED", "MODIFIED", "DELETED")
@@ -260,7 +270,7 @@ class SQLiteStore(Store):
 
     # -- writes --------------------------------------------------------------------------------
 
-    async def create(self, key: str, obj: Document) -> Document:
+    async def create(self, key: str, obj: Document, *, guards: Sequence[Guard] = ()) -> Document:
         self._check_open()
         rev = self._rev + 1
         doc = _with_revision(obj, rev)
@@ -273,27 +283,34 @@ class SQLiteStore(Store):
                 )
             except sqlite3.IntegrityError:
                 raise KeyExists(key) from None
+            self._guard(guards, rev)
             self._log(rev, "ADDED", key, raw, None)
         self._publish(rev, "ADDED", key, doc, raw)
         return orjson.loads(raw)
 
-    async def update(self, key: str, obj: Document, *, expected_revision: int | None = None) -> Document:
+    async def update(
+        self, key: str, obj: Document, *, expected_revision: int | None = None, guards: Sequence[Guard] = ()
+    ) -> Document:
         self._check_open()
         rev = self._rev + 1
         doc = _with_revision(obj, rev)
         raw = orjson.dumps(doc)
         with self._txn():
             prev = self._current(key, expected_revision)
+            self._guard(guards, rev)
             self._db.execute("UPDATE objects SET value=?, mod_rev=? WHERE key=?", (raw, rev, key))
             self._log(rev, "MODIFIED", key, raw, prev)
         self._publish(rev, "MODIFIED", key, doc, raw)
         return orjson.loads(raw)
 
-    async def delete(self, key: str, *, expected_revision: int | None = None) -> Document:
+    async def delete(
+        self, key: str, *, expected_revision: int | None = None, guards: Sequence[Guard] = ()
+    ) -> Document:
         self._check_open()
         rev = self._rev + 1
         with self._txn():
             prev = self._current(key, expected_revision)
+            self._guard(guards, rev)
             doc = _with_revision(orjson.loads(prev), rev)
             raw = orjson.dumps(doc)
             self._db.execute("DELETE FROM objects WHERE key=?", (key,))
@@ -308,6 +325,39 @@ class SQLiteStore(Store):
         if expected_revision is not None and int(row[1]) != expected_revision:
             raise RevisionConflict(f"{key}: revision is {row[1]}, expected {expected_revision}")
         return bytes(row[0])
+
+    def _guard(self, guards: Sequence[Guard], rev: int) -> None:
+        """Check every guard against its stored revision, then write them (inside the write's
+        transaction: a GuardConflict rolls the object write back too)."""
+        if not guards:
+            return
+        current = self._read_guards([g.key for g in guards])
+        failed = [c for g, c in zip(guards, current, strict=True) if c.revision != g.revision]
+        if failed:
+            raise GuardConflict(failed)
+        for g in guards:
+            if g.check_only:
+                continue
+            if g.value is None:
+                self._db.execute("DELETE FROM guards WHERE key=?", (g.key,))
+            else:
+                self._db.execute(
+                    "INSERT INTO guards (key, value, rev) VALUES (?, ?, ?) "
+                    "ON CONFLICT(key) DO UPDATE SET value=excluded.value, rev=excluded.rev",
+                    (g.key, orjson.dumps(g.value), rev),
+                )
+
+    def _read_guards(self, keys: Sequence[str]) -> builtins.list[GuardValue]:
+        out = []
+        for key in keys:
+            row = self._db.execute("SELECT value, rev FROM guards WHERE key=?", (key,)).fetchone()
+            out.append(GuardValue(key, None, 0) if row is None else GuardValue(key, orjson.loads(row[0]),
+                                                                               int(row[1])))
+        return out
+
+    async def read_guards(self, keys: Sequence[str]) -> builtins.list[GuardValue]:
+        self._check_open()
+        return self._read_guards(keys)
 
     def _log(self, rev: int, type_: EventType, key: str, raw: bytes, prev: bytes | None) -> None:
         self._db.execute(

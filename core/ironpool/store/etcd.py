@@ -1,0 +1,498 @@
+"""The store on an etcd cluster: what Kubernetes and IronCore keep their state in.
+
+URL: ``etcd://HOST:PORT[,HOST:PORT...][/KEY-PREFIX][?ring=N&compaction-interval=DURATION]``. Objects
+live at ``KEY-PREFIX + key`` (``/registry/...`` as in Kubernetes when there is no prefix; a prefix lets
+several installations or tests share one cluster), guard keys at ``KEY-PREFIX#guard/...``, outside
+every object range.
+
+Semantics are the SQLite store's, from etcd's own: an object's resourceVersion is its key's
+``mod_revision``; create, update and delete are transactions comparing ``create_revision`` (absent)
+or ``mod_revision`` (the expected revision) together with the write's guards, so a write and its
+guards commit at one revision or not at all; a list is a range read at one revision, paged with
+``start_after``; a watch is an etcd watch from ``revision + 1`` (local watchers share one, see
+:mod:`.etcd_watch`); a compacted revision is etcd's "required revision has been compacted".
+
+Compaction runs as in kube-apiserver: every ``compaction-interval`` (default 5m, 0 = never) one
+apiserver, elected by a compare-and-swap on a counter key, compacts to the revision it saw one
+interval earlier, so every watcher has at least one interval to catch up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import logging
+import re
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from typing import Any
+from urllib.parse import parse_qs
+
+from ironpool.store import etcd_codec as codec
+from ironpool.store.etcd_client import CALL_TIMEOUT, EtcdConnection, EtcdTls, parse_endpoints, rpc
+from ironpool.store.etcd_watch import Feed, watch_batches
+from ironpool.store.interface import (
+    Document,
+    EventType,
+    Guard,
+    GuardConflict,
+    GuardValue,
+    KeyExists,
+    KeyNotFound,
+    RawStorePage,
+    RevisionCompacted,
+    RevisionConflict,
+    Store,
+    StoreError,
+    StoreEvent,
+    StorePage,
+)
+
+log = logging.getLogger("ironpool.store.etcd")
+
+DEFAULT_RING = 8192
+DEFAULT_COMPACTION_INTERVAL = 300.0
+_CHUNK = 1000  # keys per range request of a long list
+_GUARDS = b"#guard"
+_COMPACT_KEY = b"#compact_rev_key"
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def _range_end(key: bytes) -> bytes:
+    """The smallest key above every key starting with ``key`` (etcd's prefix range end)."""
+    end = bytearray(key)
+    for i in reversed(range(len(end))):
+        if end[i] < 0xFF:
+            end[i] += 1
+            return bytes(end[: i + 1])
+    return b"\0"
+
+
+def _duration(value: str, name: str) -> float:
+    match = _DURATION.match(value)
+    if match is None:
+        raise ValueError(f"--store: etcd option {name}={value!r} must be a duration such as 300s or 5m")
+    return float(match.group(1)) * _UNIT[match.group(2)]
+
+
+def parse_url(rest: str) -> tuple[list[str], str, dict[str, str]]:
+    """``HOST:PORT,...[/PREFIX][?OPTIONS]`` (what follows ``etcd://``) into its parts."""
+    rest, _, query = rest.partition("?")
+    hosts, slash, prefix = rest.partition("/")
+    options = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
+    unknown = set(options) - {"ring", "compaction-interval"}
+    if unknown:
+        raise ValueError(
+            f"--store: unknown etcd option(s) {sorted(unknown)}; known: compaction-interval, ring")
+    return parse_endpoints(hosts), (slash + prefix).rstrip("/"), options
+
+
+class EtcdStore(Store):
+    """:class:`Store` on an etcd v3 cluster (see the module docstring for layout and guarantees).
+
+    Use one instance per event loop; its connections are made on first use inside that loop.
+    """
+
+    def __init__(self, url: str, *, tls: EtcdTls | None = None, ring: int | None = None,
+                 compaction_interval: float | None = None) -> None:
+        endpoints, prefix, options = parse_url(url)
+        if ring is None:
+            value = options.get("ring", str(DEFAULT_RING))
+            if not value.isdigit() or int(value) < 1:
+                raise ValueError(f"--store: etcd option ring={value!r} must be a positive integer")
+            ring = int(value)
+        if compaction_interval is None:
+            compaction_interval = _duration(options.get("compaction-interval", "300s"), "compaction-interval")
+        self.endpoints = endpoints
+        self.prefix = prefix
+        self.ring_size = ring
+        self.compaction_interval = compaction_interval
+        self._root = prefix.encode()
+        self._guard_root = self._root + _GUARDS
+        self.conn = EtcdConnection(endpoints, tls)
+        self._feed: Feed | None = None
+        self._feed_lock = asyncio.Lock()
+        self._compacted = 0
+        self._compactor: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # -- keys ----------------------------------------------------------------------------------
+
+    def _key(self, key: str) -> bytes:
+        if not key.startswith("/"):
+            raise ValueError(f"store keys start with '/': {key!r}")
+        return self._root + key.encode()
+
+    def _range(self, prefix: str, start_after: str | None = None) -> tuple[bytes, bytes]:
+        """The etcd range of the object keys under ``prefix`` (every object key starts with ``/``,
+        so the guard and compaction keys never fall in it) after ``start_after``."""
+        base = self._root + (prefix or "/").encode()
+        start = base
+        if start_after:
+            start = max(base, self._root + start_after.encode() + b"\0")
+        return start, _range_end(base)
+
+    def _guard_key(self, key: str) -> bytes:
+        return self._guard_root + key.encode()
+
+    def _event(self, event: Any) -> StoreEvent:
+        kv = event.kv
+        key = kv.key[len(self._root) :].decode()
+        if event.type == 0:  # PUT
+            type_: EventType = "ADDED" if kv.version == 1 else "MODIFIED"
+            value = kv.value
+        else:
+            type_ = "DELETED"
+            value = event.prev_kv.value if event.HasField("prev_kv") else b'{"metadata":{}}'
+        rev = kv.mod_revision
+        return StoreEvent(type=type_, key=key, object=codec.doc_at(value, rev), revision=rev,
+                          raw=codec.raw_at(value, rev))
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        self._check_open()
+        if self._compactor is None and self.compaction_interval > 0:
+            self._compactor = asyncio.get_running_loop().create_task(self._compact_periodically(),
+                                                                     name="ironpool-etcd-compactor")
+
+    async def _kv(self, what: str, method: str, request: Any) -> Any:
+        self._start()
+
+        async def attempt(_index: int, kv: Any) -> Any:
+            return await getattr(kv, method)(request, timeout=CALL_TIMEOUT)
+
+        return await self.conn.call(what, attempt)
+
+    async def _read(self, start: bytes, end: bytes | None, revision: int, limit: int) -> Any:
+        m = rpc()
+        request = m.RangeRequest(key=start, range_end=end or b"", revision=revision, limit=limit)
+        try:
+            return await self._kv("range", "Range", request)
+        except RevisionCompacted:
+            self._compacted = max(self._compacted, revision)
+            raise RevisionCompacted(f"revision {revision} has been compacted") from None
+        except StoreError as exc:
+            if "future revision" in str(exc):
+                raise StoreError(f"revision {revision} is in the future") from None
+            raise
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    async def get(self, key: str) -> Document | None:
+        resp = await self._read(self._key(key), None, 0, 0)
+        if not resp.kvs:
+            return None
+        kv = resp.kvs[0]
+        return codec.doc_at(kv.value, kv.mod_revision)
+
+    async def get_raw(self, key: str) -> bytes | None:
+        resp = await self._read(self._key(key), None, 0, 0)
+        if not resp.kvs:
+            return None
+        kv = resp.kvs[0]
+        return codec.raw_at(kv.value, kv.mod_revision)
+
+    async def _chunks(self, prefix: str, start_after: str | None, revision: int | None,
+                      chunk: int) -> AsyncGenerator[tuple[int, Sequence[Any]], None]:
+        """``(read revision, kvs)`` of the keys under ``prefix`` after ``start_after``, ``chunk`` keys per
+        range request, all read at one revision (at least one, maybe empty, chunk)."""
+        if revision is not None and revision < 0:
+            raise StoreError(f"revision {revision} is not valid")
+        start, end = self._range(prefix, start_after)
+        read_rev = revision or 0
+        while True:
+            resp = await self._read(start, end, read_rev, chunk)
+            read_rev = read_rev or int(resp.header.revision)
+            yield read_rev, resp.kvs
+            if not resp.more or not resp.kvs:
+                return
+            start = resp.kvs[-1].key + b"\0"
+
+    async def list(
+        self,
+        prefix: str,
+        *,
+        limit: int = 0,
+        start_after: str | None = None,
+        revision: int | None = None,
+        predicate: Callable[[Document], bool] | None = None,
+    ) -> StorePage:
+        if limit < 0:
+            raise ValueError("limit must be >= 0")
+        items: builtins.list[Document] = []
+        read_rev = 0
+        more = False
+        chunk = limit + 1 if limit and predicate is None else _CHUNK
+        async with contextlib.aclosing(self._chunks(prefix, start_after, revision, chunk)) as chunks:
+            async for rev, kvs in chunks:
+                read_rev = rev
+                for kv in kvs:
+                    doc = codec.doc_at(kv.value, kv.mod_revision)
+                    if predicate is not None and not predicate(doc):
+                        continue
+                    if limit and len(items) >= limit:
+                        more = True
+                        break
+                    items.append(doc)
+                if more:
+                    break
+        return StorePage(items=items, revision=read_rev, more=more)
+
+    async def list_raw(
+        self, prefix: str, *, limit: int = 0, start_after: str | None = None, revision: int | None = None
+    ) -> RawStorePage:
+        if limit < 0:
+            raise ValueError("limit must be >= 0")
+        items: builtins.list[bytes] = []
+        read_rev = 0
+        async with contextlib.aclosing(
+            self._chunks(prefix, start_after, revision, limit + 1 if limit else _CHUNK)
+        ) as chunks:
+            async for read_rev, kvs in chunks:
+                items.extend(codec.raw_at(kv.value, kv.mod_revision) for kv in kvs)
+                if limit and len(items) > limit:
+                    return RawStorePage(items[:limit], read_rev, True)
+        return RawStorePage(items, read_rev, False)
+
+    async def current_revision(self) -> int:
+        resp = await self._read(self._root + _COMPACT_KEY, None, 0, 1)
+        return int(resp.header.revision)
+
+    async def read_guards(self, keys: Sequence[str]) -> builtins.list[GuardValue]:
+        if not keys:
+            return []
+        m = rpc()
+        ops = [m.RequestOp(request_range=m.RangeRequest(key=self._guard_key(k))) for k in keys]
+        resp = await self._kv("read guards", "Txn", m.TxnRequest(success=ops))
+        return [self._guard_value(k, r.response_range) for k, r in zip(keys, resp.responses, strict=True)]
+
+    @staticmethod
+    def _guard_value(key: str, response: Any) -> GuardValue:
+        if not response.kvs:
+            return GuardValue(key, None, 0)
+        kv = response.kvs[0]
+        return GuardValue(key, codec.guard_decode(kv.value), int(kv.mod_revision))
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def _guard_parts(self, guards: Sequence[Guard]) -> tuple[builtins.list[Any], builtins.list[Any]]:
+        m = rpc()
+        compares, ops = [], []
+        for g in guards:
+            gk = self._guard_key(g.key)
+            compares.append(
+                m.Compare(key=gk, target=m.Compare.MOD, result=m.Compare.EQUAL, mod_revision=g.revision))
+            if g.check_only:
+                continue
+            if g.value is None:
+                ops.append(m.RequestOp(request_delete_range=m.DeleteRangeRequest(key=gk)))
+            else:
+                ops.append(m.RequestOp(request_put=m.PutRequest(key=gk, value=codec.guard_encode(g.value))))
+        return compares, ops
+
+    async def _txn(self, what: str, key: bytes, compare: Any, op: Any, guards: Sequence[Guard],
+                   resolve: Callable[[Any, bool], Any]) -> Any:
+        """Run one object write with its guards; ``resolve(failure responses, retried)`` turns a failed
+        compare into the store's error, or into success when a retry finds its own earlier write."""
+        m = rpc()
+        guard_compares, guard_ops = self._guard_parts(guards)
+        failure = [m.RequestOp(request_range=m.RangeRequest(key=key))]
+        failure += [m.RequestOp(request_range=m.RangeRequest(key=self._guard_key(g.key))) for g in guards]
+        request = m.TxnRequest(compare=[compare, *guard_compares], success=[op, *guard_ops], failure=failure)
+        self._start()
+        tries = 0
+
+        async def attempt(_index: int, kv: Any) -> Any:
+            nonlocal tries
+            tries += 1
+            return await kv.Txn(request, timeout=CALL_TIMEOUT)
+
+        resp = await self.conn.call(what, attempt)
+        if resp.succeeded:
+            return resp
+        resolved = resolve(resp.responses[0].response_range, tries > 1)
+        if resolved is not None:
+            return resolved
+        current = [self._guard_value(g.key, r.response_range)
+                   for g, r in zip(guards, resp.responses[1:], strict=True)]
+        raise GuardConflict([c for g, c in zip(guards, current, strict=True) if c.revision != g.revision])
+
+    async def create(self, key: str, obj: Document, *, guards: Sequence[Guard] = ()) -> Document:
+        m = rpc()
+        ek = self._key(key)
+        value = codec.encode(obj)
+        compare = m.Compare(key=ek, target=m.Compare.CREATE, result=m.Compare.EQUAL, create_revision=0)
+        op = m.RequestOp(request_put=m.PutRequest(key=ek, value=value))
+
+        def resolve(current: Any, retried: bool) -> Any:
+            if current.kvs:
+                if retried and current.kvs[0].value == value:
+                    return current.kvs[0]  # our own first attempt committed before its answer was lost
+                raise KeyExists(key)
+            return None
+
+        resp = await self._txn("create", ek, compare, op, guards, resolve)
+        return codec.doc_at(value, _revision(resp))
+
+    async def update(
+        self, key: str, obj: Document, *, expected_revision: int | None = None, guards: Sequence[Guard] = ()
+    ) -> Document:
+        m = rpc()
+        ek = self._key(key)
+        value = codec.encode(obj)
+        op = m.RequestOp(request_put=m.PutRequest(key=ek, value=value))
+        resp = await self._txn("update", ek, self._expect(ek, expected_revision), op, guards,
+                               self._resolver(key, expected_revision, value))
+        return codec.doc_at(value, _revision(resp))
+
+    async def delete(
+        self, key: str, *, expected_revision: int | None = None, guards: Sequence[Guard] = ()
+    ) -> Document:
+        m = rpc()
+        ek = self._key(key)
+        op = m.RequestOp(request_delete_range=m.DeleteRangeRequest(key=ek, prev_kv=True))
+        resp = await self._txn("delete", ek, self._expect(ek, expected_revision), op, guards,
+                               self._resolver(key, expected_revision, None))
+        prev = resp.responses[0].response_delete_range.prev_kvs[0]
+        return codec.doc_at(prev.value, resp.header.revision)
+
+    @staticmethod
+    def _expect(ek: bytes, expected_revision: int | None) -> Any:
+        m = rpc()
+        if expected_revision is None:
+            return m.Compare(key=ek, target=m.Compare.VERSION, result=m.Compare.GREATER, version=0)
+        return m.Compare(key=ek, target=m.Compare.MOD, result=m.Compare.EQUAL, mod_revision=expected_revision)
+
+    @staticmethod
+    def _resolver(key: str, expected: int | None, value: bytes | None) -> Callable[[Any, bool], Any]:
+        def resolve(current: Any, retried: bool) -> Any:
+            if not current.kvs:
+                raise KeyNotFound(key)
+            kv = current.kvs[0]
+            if retried and value is not None and kv.value == value:
+                return kv  # our own first attempt committed before its answer was lost
+            if expected is not None and kv.mod_revision != expected:
+                raise RevisionConflict(f"{key}: revision is {kv.mod_revision}, expected {expected}")
+            return None
+
+        return resolve
+
+    # -- compaction ----------------------------------------------------------------------------
+
+    async def compact(self, revision: int) -> None:
+        m = rpc()
+        try:
+            await self._kv("compact", "Compact", m.CompactionRequest(revision=revision))
+        except RevisionCompacted:
+            pass  # compacted past it already
+        except StoreError as exc:
+            if "future revision" in str(exc):
+                raise StoreError(f"cannot compact to revision {revision}: it is in the future") from None
+            raise
+        self._compacted = max(self._compacted, revision)
+
+    async def _compact_periodically(self) -> None:
+        """kube-apiserver's compactor: each interval, whoever bumps the shared counter first compacts
+        to the revision the previous round saw."""
+        counter, last = 0, 0
+        while not self._closed:
+            await asyncio.sleep(self.compaction_interval)
+            try:
+                counter, last = await self._compact_round(counter, last)
+            except StoreError as exc:
+                log.warning("etcd compaction skipped: %s", exc)
+
+    async def _compact_round(self, counter: int, last: int) -> tuple[int, int]:
+        m = rpc()
+        key = self._root + _COMPACT_KEY
+        request = m.TxnRequest(
+            compare=[m.Compare(key=key, target=m.Compare.VERSION, result=m.Compare.EQUAL, version=counter)],
+            success=[m.RequestOp(request_put=m.PutRequest(key=key, value=str(last).encode()))],
+            failure=[m.RequestOp(request_range=m.RangeRequest(key=key))],
+        )
+        resp = await self._kv("compaction counter", "Txn", request)
+        now = int(resp.header.revision)
+        if not resp.succeeded:
+            kvs = resp.responses[0].response_range.kvs
+            return (int(kvs[0].version) if kvs else 0), now  # another apiserver compacts this round
+        if last:
+            await self.compact(last)
+        return counter + 1, now
+
+    # -- watch ---------------------------------------------------------------------------------
+
+    async def _feed_for(self, revision: int) -> Feed:
+        async with self._feed_lock:
+            feed = self._feed
+            if feed is None or not feed.usable:
+                current = await self.current_revision()
+                after = revision if current - revision <= self.ring_size else current
+                start, end = self._range("")
+                feed = self._feed = Feed(self.conn, start, end, after, self._event, self.ring_size)
+            return feed
+
+    async def watch(self, prefix: str, revision: int) -> AsyncIterator[StoreEvent]:
+        self._check_open()
+        if revision < self._compacted:
+            raise RevisionCompacted(f"revision {revision} has been compacted (oldest kept {self._compacted})")
+        try:
+            feed = await self._feed_for(revision)
+        except StoreError:
+            if self._closed:
+                return  # closed while starting: a watch ends when its store closes
+            raise
+        cursor = revision
+        while not self._closed:
+            batch = feed.after(cursor)
+            if batch is None:
+                break  # behind the ring, or the feed stopped: a watch of our own from here
+            if not batch:
+                await feed.wait()
+                continue
+            for event in batch:
+                cursor = event.revision
+                if event.key.startswith(prefix):
+                    yield event
+        if self._closed:
+            return
+        start, end = self._range(prefix)
+        try:
+            async for events in watch_batches(self.conn, start, end, cursor, self._event):
+                for event in events:
+                    yield event
+        except RevisionCompacted:
+            self._compacted = max(self._compacted, cursor + 1)
+            raise
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("store is closed")
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._compactor is not None:
+            self._compactor.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._compactor
+        feed, self._feed = self._feed, None
+        if feed is not None:
+            feed.wake()
+            await feed.stop()
+        await self.conn.close()
+
+
+def _revision(resp: Any) -> int:
+    """The revision a write committed at: the transaction's, or (a retried write that found its own
+    earlier attempt) that key's."""
+    if hasattr(resp, "header"):
+        return int(resp.header.revision)
+    return int(resp.mod_revision)
+
+
+__all__ = ["EtcdStore", "EtcdTls"]
