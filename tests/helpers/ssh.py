@@ -39,8 +39,8 @@ def run(endpoint: str, key: Path, command: str, timeout: float = 30.0) -> subpro
 def wait_run(endpoint: str, key: Path, command: str, timeout: float, what: str) -> str:
     """Retry :func:`run` until it succeeds (the guest's SSH server may still be starting); its stdout."""
 
-    def attempt() -> str | None:
+    def attempt() -> subprocess.CompletedProcess[str] | None:
         proc = run(endpoint, key, command)
-        return proc.stdout if proc.returncode == 0 else None
+        return proc if proc.returncode == 0 else None
 
-    return wait_for(attempt, timeout, what, interval=0.5)
+    return wait_for(attempt, timeout, what, interval=0.5).stdout

@@ -54,6 +54,7 @@ class FakeMachineRuntime(mgrpc.MachineRuntimeServicer):
     refuse_create: str = ""
     call_event: asyncio.Event = field(default_factory=asyncio.Event)
     events: list[epb.Event] = field(default_factory=list)
+    forwards: dict[tuple[str, str], int] = field(default_factory=dict)  # (machine id, NIC) -> SSH port
 
     def _record(self, method: str, request: Any) -> None:
         self.calls.append(Call(method, request, time.monotonic()))
@@ -98,9 +99,11 @@ class FakeMachineRuntime(mgrpc.MachineRuntimeServicer):
             m.status.volumes.append(mpb.VolumeStatus(name=v.name, handle=handle, state=mpb.VOLUME_ATTACHED))
         del m.status.network_interfaces[:]
         for n in m.spec.network_interfaces:
+            # As the libvirt runtime in its default (user) mode: the handle is the SSH forward.
+            port = self.forwards.setdefault((m.metadata.id, n.name), 22000 + len(self.forwards))
             m.status.network_interfaces.append(
                 mpb.NetworkInterfaceStatus(
-                    name=n.name, handle=f"nic-{n.name}", state=mpb.NETWORK_INTERFACE_ATTACHED
+                    name=n.name, handle=f"user://127.0.0.1:{port}", state=mpb.NETWORK_INTERFACE_ATTACHED
                 )
             )
 

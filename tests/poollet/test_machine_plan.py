@@ -82,6 +82,26 @@ def test_nics_and_power() -> None:
         SetPower(mpb.POWER_OFF), RecordGeneration(3)]
 
 
+def test_a_nic_differing_in_anything_is_replaced_and_an_unresolved_one_stays() -> None:
+    old = nic("eth0", "n", ("10.0.0.2",))
+    old.attributes["macAddress"] = "52:54:00:00:00:01"
+    changed = mpb.NetworkInterface()
+    changed.CopyFrom(old)
+    changed.attributes["macAddress"] = "52:54:00:00:00:02"
+    iri = machine(nics=[old, nic("eth1")])
+    assert plan(iri, {}, {"eth0": changed}, mpb.POWER_ON, 3, set(), {"eth0", "eth1"}) == [
+        DetachNic("eth0"), AttachNic(changed), RecordGeneration(3)]
+
+
+def test_annotations_are_recorded_when_they_differ() -> None:
+    mapping = {keys.NETWORK_INTERFACE_MAPPING_ANNOTATION: '{"eth0":{"name":"m-eth0","uid":"u"}}'}
+    iri = machine(nics=[nic("eth0")])
+    assert plan(iri, {}, {"eth0": nic("eth0")}, mpb.POWER_ON, 3, set(), {"eth0"}, mapping) == [
+        RecordGeneration(3, tuple(mapping.items()))]
+    iri.metadata.annotations.update(mapping)
+    assert plan(iri, {}, {"eth0": nic("eth0")}, mpb.POWER_ON, 3, set(), {"eth0"}, mapping) == []
+
+
 class Recorder:
     """An IRI runtime that records calls and bumps the generation on every change, as ours does."""
 

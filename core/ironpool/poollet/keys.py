@@ -22,6 +22,23 @@ MACHINE_POOL_LABEL = "machinepoollet.ironpool.dev/pool"
 # the IRI machine. Pool names repeat across installations (both default to the hostname); this does not.
 MACHINE_CLUSTER_LABEL = "machinepoollet.ironpool.dev/cluster-uid"
 
+# IronCore's IRI NIC labels (passed as JSON in the attributes below) and machine annotation.
+NIC_UID_LABEL = "machinepoollet.ironcore.dev/nic-uid"
+NIC_NAMESPACE_LABEL = "machinepoollet.ironcore.dev/nic-namespace"
+NIC_NAME_LABEL = "machinepoollet.ironcore.dev/nic-name"
+NETWORK_UID_LABEL = "machinepoollet.ironcore.dev/network-uid"
+NETWORK_NAMESPACE_LABEL = "machinepoollet.ironcore.dev/network-namespace"
+NETWORK_NAME_LABEL = "machinepoollet.ironcore.dev/network-name"
+NETWORK_INTERFACE_MAPPING_ANNOTATION = "machinepoollet.ironcore.dev/networkinterfacemapping"
+# IRI NIC attributes: IronCore's raw label JSON, and ironpool's MAC and addresses with their lengths
+# (a JSON list like ["10.0.0.2/24"]) that a host needs to serve the NIC its address.
+NIC_LABELS_ATTRIBUTE = "rawNICLabels"
+NETWORK_LABELS_ATTRIBUTE = "rawNetworkLabels"
+MAC_ADDRESS_ATTRIBUTE = "macAddress"
+ADDRESSES_ATTRIBUTE = "addresses"
+# ironpool addition: where the guest's SSH is reachable (host:port), for the front ends.
+SSH_ENDPOINT_ANNOTATION = "machinepoollet.ironpool.dev/ssh-endpoint"
+
 # --- volumepoollet --------------------------------------------------------------------------
 VOLUME_UID_LABEL = "volumepoollet.ironcore.dev/volume-uid"
 VOLUME_NAMESPACE_LABEL = "volumepoollet.ironcore.dev/volume-namespace"

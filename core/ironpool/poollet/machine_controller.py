@@ -19,7 +19,8 @@ import grpc.aio
 
 from ironpool.api.compute import Machine, MachineClass
 from ironpool.api.core import Secret
-from ironpool.api.errors import NotFound
+from ironpool.api.errors import Conflict, NotFound
+from ironpool.api.networking import Network, NetworkInterface
 from ironpool.api.storage import Volume
 from ironpool.client.controller import DONE, ObjectKey, Result, TerminalError
 from ironpool.client.events import EventRecorder
@@ -39,10 +40,18 @@ from ironpool.poollet.machine_iri import (
     device_names,
     failed_status,
     local_disk_volume,
-    network_interface,
     status_differs,
     volume_object_name,
     waiting_status,
+)
+from ironpool.poollet.machine_nics import (
+    NicRef,
+    controlled_by,
+    iri_nic,
+    mapping_annotation,
+    nic_object_name,
+    nic_problem,
+    ssh_endpoint,
 )
 from ironpool.poollet.machine_plan import apply, plan, refetch
 
@@ -57,8 +66,14 @@ class Dependencies:
     ignition: bytes = b""
     volumes: dict[str, mpb.Volume] = field(default_factory=dict)
     nics: dict[str, mpb.NetworkInterface] = field(default_factory=dict)
+    nic_refs: dict[str, NicRef] = field(default_factory=dict)  # machine NIC name -> its object
     claims: list[Volume] = field(default_factory=list)
+    nic_claims: list[NetworkInterface] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)
+
+    def annotations(self) -> dict[str, str]:
+        """The IRI machine annotations besides the generations (IronCore's NIC mapping)."""
+        return {keys.NETWORK_INTERFACE_MAPPING_ANNOTATION: mapping_annotation(self.nic_refs)}
 
 
 def secret_value(secret: Secret, key: str) -> bytes | None:
@@ -90,6 +105,8 @@ class MachineReconciler:
         runtime_name: str,
         delete_requeue: float = 1.0,
         events: EventRecorder | None = None,
+        nics: Informer[NetworkInterface] | None = None,
+        networks: Informer[Network] | None = None,
     ) -> None:
         self.client = client
         self.runtime = runtime
@@ -102,6 +119,8 @@ class MachineReconciler:
         self.runtime_name = runtime_name
         self.delete_requeue = delete_requeue
         self.events = events
+        self.nics = nics
+        self.networks = networks
         # Pool and installation labels stamped on every IRI machine created (see poollet.ownership).
         self.owner_labels: dict[str, str] = {keys.MACHINE_POOL_LABEL: pool}
         # Machines the informer saw deleted, by key: their uid, until the runtime has none left.
@@ -138,8 +157,9 @@ class MachineReconciler:
                                   "waiting for " + "; ".join(deps.waiting))
                 return DONE
             await self._claim(machine, deps.claims)
+            await self._claim_nics(machine, deps.nic_claims)
             desired = build_machine(machine, deps.runtime_class, deps.ignition,
-                                    list(deps.volumes.values()), list(deps.nics.values()))
+                                    list(deps.volumes.values()), list(deps.nics.values()), deps.annotations())
             desired.metadata.labels.update(self.owner_labels)
             try:
                 iri = await self.runtime.create_machine(desired)
@@ -162,19 +182,22 @@ class MachineReconciler:
                 iri = await refetch(self.runtime, iri)
         else:
             await self._claim(machine, deps.claims)
+            await self._claim_nics(machine, deps.nic_claims)
             iri = await self._update(machine, found[0], deps)
-        status = compute_status(machine, iri, self.runtime_name, now)
+        status = compute_status(machine, iri, self.runtime_name, now, deps.nic_refs)
         iri_gen_raw = iri.metadata.annotations.get(keys.IRI_MACHINE_GENERATION_ANNOTATION, "0")
         if iri.status.observed_generation < int(iri_gen_raw or 0):
             return Result(requeue_after=1.0)  # the runtime has not caught up with our last change yet
         if deps.waiting:
-            # A running machine stays Ready; what an added volume waits for goes into VolumesReady.
+            # A running machine stays Ready; what an added volume or NIC waits for goes into
+            # VolumesReady / NetworkInterfacesReady.
             for c in status["conditions"]:
-                if c["type"] == "VolumesReady" and c["status"] == "False":
+                if c["type"] in ("VolumesReady", "NetworkInterfacesReady") and c["status"] == "False":
                     c["message"] = "waiting for " + "; ".join(deps.waiting)
             await self._event(machine, "Normal", "WaitingForDependencies",
                               "waiting for " + "; ".join(deps.waiting))
         await self._patch_status(machine, status)
+        await self._report_nics(machine, iri, deps)
         return DONE
 
     async def _dedupe(self, found: Sequence[mpb.Machine]) -> list[mpb.Machine]:
@@ -191,7 +214,8 @@ class MachineReconciler:
 
     async def _update(self, machine: Machine, iri: mpb.Machine, deps: Dependencies) -> mpb.Machine:
         actions = plan(iri, deps.volumes, deps.nics, desired_power(machine), machine.metadata.generation or 0,
-                       {v.name for v in machine.spec.volumes or []})
+                       {v.name for v in machine.spec.volumes or []},
+                       {n.name for n in machine.spec.network_interfaces or []}, deps.annotations())
         return await apply(self.runtime, iri, actions)
 
     # -- dependencies ----------------------------------------------------------------------------
@@ -240,9 +264,28 @@ class MachineReconciler:
             src = ConnectionSource(access.driver, access.handle, dict(access.volume_attributes or {}), size)
             deps.volumes[v.name] = connection_volume(v, devices[v.name], src)
             deps.claims.append(vol)
-        for n in machine.spec.network_interfaces or []:
-            deps.nics[n.name] = network_interface(n)
+        self._resolve_nics(machine, deps)
         return deps
+
+    def _resolve_nics(self, machine: Machine, deps: Dependencies) -> None:
+        """The IRI NICs of the machine's usable NetworkInterfaces; the others go to ``waiting``."""
+        ns = machine.metadata.namespace or "default"
+        for n in machine.spec.network_interfaces or []:
+            obj_name = nic_object_name(machine, n) or ""
+            obj = self.nics.get(f"{ns}/{obj_name}") if self.nics is not None else None
+            net_ref = obj.spec.network_ref if obj is not None else None
+            network = (self.networks.get(f"{ns}/{net_ref.name}")
+                       if self.networks is not None and net_ref is not None else None)
+            problem = nic_problem(machine, n, obj, network)
+            if problem:
+                deps.waiting.append(f"NetworkInterface {ns}/{obj_name} ({problem})")
+                continue
+            assert obj is not None and network is not None
+            deps.nics[n.name] = iri_nic(n.name, obj, network)
+            deps.nic_refs[n.name] = NicRef(obj_name, obj.metadata.uid or "",
+                                           tuple(obj.status.ips or []) if obj.status else ())
+            if obj.spec.machine_ref is None or not obj.spec.machine_ref.uid:
+                deps.nic_claims.append(obj)
 
     @staticmethod
     def _volume_problem(machine: Machine, vol: Volume | None) -> str:
@@ -269,15 +312,58 @@ class MachineReconciler:
             await self.client.patch(Volume, vol.metadata.name or "", {"spec": {"claimRef": ref}},
                                     namespace=vol.metadata.namespace)
 
+    async def _claim_nics(self, machine: Machine, nics: Sequence[NetworkInterface]) -> None:
+        """Claim NetworkInterfaces as IronCore's claim manager does: ``spec.machineRef`` to this
+        machine, ``spec.providerID`` cleared (the runtime's handle is written once attached)."""
+        ref = {"name": machine.metadata.name, "uid": machine.metadata.uid}
+        for nic in nics:
+            await self.client.patch(NetworkInterface, nic.metadata.name or "",
+                                    {"spec": {"machineRef": ref, "providerID": None}},
+                                    namespace=nic.metadata.namespace)
+
     async def _release_unused_claims(self, machine: Machine, all_: bool = False) -> None:
-        """Clear ``claimRef`` on volumes this machine claimed but no longer (or, deleting, never) uses."""
+        """Clear ``claimRef`` on volumes, and ``machineRef`` and ``providerID`` on network interfaces,
+        this machine claimed but no longer (or, deleting, never) uses. Its ephemeral NICs go with it."""
         ns = machine.metadata.namespace or "default"
+        uid = machine.metadata.uid or ""
         used = set() if all_ else {volume_object_name(machine, v) for v in machine.spec.volumes or []}
-        for vol in self.volumes.by_index("claim-uid", machine.metadata.uid or ""):
+        for vol in self.volumes.by_index("claim-uid", uid):
             if vol.metadata.namespace == ns and vol.metadata.name not in used:
                 with contextlib.suppress(NotFound):
                     await self.client.patch(Volume, vol.metadata.name or "", {"spec": {"claimRef": None}},
                                             namespace=ns)
+        if self.nics is None:
+            return
+        spec_nics = [] if all_ else machine.spec.network_interfaces or []
+        used_nics = {nic_object_name(machine, n) for n in spec_nics}
+        for nic in self.nics.by_index("machine-uid", uid):
+            if nic.metadata.namespace != ns or nic.metadata.name in used_nics:
+                continue
+            if all_ and controlled_by(nic, machine):
+                continue  # deleted with the Machine by the networking controller
+            with contextlib.suppress(NotFound, Conflict):
+                await self.client.patch(NetworkInterface, nic.metadata.name or "",
+                                        {"spec": {"machineRef": None, "providerID": None}}, namespace=ns)
+
+    async def _report_nics(self, machine: Machine, iri: mpb.Machine, deps: Dependencies) -> None:
+        """Write back what the runtime reports of the NICs: each NetworkInterface's ``providerID``
+        (the IRI handle) and the Machine's SSH endpoint annotation."""
+        ns = machine.metadata.namespace or "default"
+        handles = {n.name: n.handle for n in iri.status.network_interfaces}
+        for name, ref in deps.nic_refs.items():
+            nic = self.nics.get(f"{ns}/{ref.name}") if self.nics is not None else None
+            handle = handles.get(name, "")
+            if nic is None or not handle or (nic.spec.provider_id or "") == handle:
+                continue
+            with contextlib.suppress(NotFound, Conflict):
+                await self.client.patch(NetworkInterface, ref.name, {"spec": {"providerID": handle}},
+                                        namespace=ns)
+        endpoint = ssh_endpoint([n.name for n in machine.spec.network_interfaces or []],
+                                iri.status.network_interfaces)
+        current = (machine.metadata.annotations or {}).get(keys.SSH_ENDPOINT_ANNOTATION, "")
+        if endpoint != current:
+            patch = {"metadata": {"annotations": {keys.SSH_ENDPOINT_ANNOTATION: endpoint or None}}}
+            await self.client.patch(Machine, machine.metadata.name or "", patch, namespace=ns)
 
     # -- deletion --------------------------------------------------------------------------------
 

@@ -11,11 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ironpool.api.compute import Machine, MachineNetworkInterface, MachineVolume
+from ironpool.api.compute import Machine, MachineVolume
 from ironpool.api.meta import Condition
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.poollet import keys
 from ironpool.poollet.conditions import condition
+from ironpool.poollet.machine_nics import NicRef, nic_object_name
 
 STATE_FROM_IRI: dict[int, str] = {
     mpb.MACHINE_PENDING: "Pending",
@@ -104,30 +105,16 @@ def connection_volume(volume: MachineVolume, device: str, src: ConnectionSource)
     return mpb.Volume(name=volume.name, device=device, connection=conn)
 
 
-def network_interface(nic: MachineNetworkInterface) -> mpb.NetworkInterface:
-    """An IRI NIC: the network is the ephemeral template's ``networkRef`` (a libvirt network name)."""
-    network_id, ips = "", []
-    attributes: dict[str, str] = {}
-    if nic.ephemeral is not None and nic.ephemeral.network_interface_template is not None:
-        spec: Mapping[str, Any] = nic.ephemeral.network_interface_template.spec or {}
-        ref = spec.get("networkRef") or {}
-        network_id = str(ref.get("name") or "") if isinstance(ref, Mapping) else ""
-        for ip in spec.get("ips") or []:
-            if isinstance(ip, Mapping) and ip.get("value"):
-                ips.append(str(ip["value"]))
-    elif nic.network_interface_ref is not None:
-        attributes["networkInterfaceRef"] = nic.network_interface_ref.name
-    return mpb.NetworkInterface(name=nic.name, network_id=network_id, ips=ips, attributes=attributes)
-
-
 def build_machine(
     machine: Machine,
     runtime_class: str,
     ignition: bytes,
     volumes: Sequence[mpb.Volume],
     nics: Sequence[mpb.NetworkInterface],
+    annotations: Mapping[str, str] | None = None,
 ) -> mpb.Machine:
-    """The ``CreateMachine`` payload. Power is On at create, like IronCore; Off follows as an update."""
+    """The ``CreateMachine`` payload. Power is On at create, like IronCore; Off follows as an update.
+    ``annotations`` go beside the generation annotations (the NIC mapping)."""
     spec = mpb.MachineSpec(
         power=mpb.POWER_ON, ignition_data=ignition, volumes=list(volumes), network_interfaces=list(nics),
     )
@@ -137,6 +124,7 @@ def build_machine(
     meta = mpb.Machine().metadata
     meta.labels.update(uid_labels(machine))
     meta.annotations.update(desired_annotations(machine, 0))
+    meta.annotations.update(annotations or {})
     return mpb.Machine(metadata=meta, spec=spec)
 
 
@@ -184,8 +172,10 @@ def compute_status(
     iri: mpb.Machine,
     runtime_name: str,
     now: str,
+    nic_refs: Mapping[str, NicRef] | None = None,
 ) -> dict[str, Any]:
-    """The API ``status`` the IRI machine implies (IronCore's updateStatus + ComputeMachineConditions)."""
+    """The API ``status`` the IRI machine implies (IronCore's updateStatus + ComputeMachineConditions).
+    ``nic_refs``: the NetworkInterface objects of the machine's NICs, for their addresses."""
     old = machine.status
     state = STATE_FROM_IRI.get(iri.status.state, "Pending")
     if iri.metadata.deleted_at:
@@ -203,8 +193,12 @@ def compute_status(
         [n.name for n in spec_nics], {n.name: n for n in iri.status.network_interfaces},
         mpb.NETWORK_INTERFACE_ATTACHED, old.network_interfaces if old else None, now)
     for entry, n in zip(nics, spec_nics, strict=True):
-        if n.network_interface_ref is not None:
-            entry["networkInterfaceRef"] = {"name": n.network_interface_ref.name}
+        object_name = nic_object_name(machine, n)
+        if object_name:
+            entry["networkInterfaceRef"] = {"name": object_name}
+        nic_ref = (nic_refs or {}).get(n.name)
+        if nic_ref is not None and nic_ref.ips:
+            entry["ips"] = list(nic_ref.ips)
 
     previous: list[Condition] = list(old.conditions or []) if old else []
     ready_reason = {"Running": "Running", "Pending": "Pending", "Terminating": "Terminating",
@@ -233,17 +227,21 @@ def waiting_status(machine: Machine, reasons: Sequence[str], now: str) -> dict[s
     """Status of a machine that cannot be created yet: ``Ready=False/WaitingForDependencies`` naming them."""
     previous = list(machine.status.conditions or []) if machine.status else []
     message = "waiting for " + "; ".join(reasons)
-    volume_reasons = [r for r in reasons if r.startswith("Volume ")]
-    out: dict[str, Any] = {
+
+    def ready(ctype: str, kind: str, what: str) -> dict[str, Any]:
+        waiting = [r for r in reasons if r.startswith(kind + " ")]
+        if waiting:
+            return condition(ctype, "False", f"{kind}NotReady", "; ".join(waiting), previous, now)
+        return condition(ctype, "True", ctype, f"all {what} ready", previous, now)
+
+    return {
         "state": "Pending",
         "conditions": [
             condition("Ready", "False", "WaitingForDependencies", message, previous, now),
-            condition("VolumesReady", "False" if volume_reasons else "True",
-                      "VolumeNotReady" if volume_reasons else "VolumesReady",
-                      "; ".join(volume_reasons) if volume_reasons else "all volumes ready", previous, now),
+            ready("VolumesReady", "Volume", "volumes"),
+            ready("NetworkInterfacesReady", "NetworkInterface", "network interfaces"),
         ],
     }
-    return out
 
 
 def failed_status(machine: Machine, message: str, now: str) -> dict[str, Any]:

@@ -2,13 +2,15 @@
 
 :func:`plan` compares the desired volumes, network interfaces and power with what the runtime reports
 and returns the IRI operations in the order IronCore's poollet applies them (detach before attach,
-power last, then the generation annotations). It touches nothing, so every case is a plain unit test;
-:func:`apply` runs a plan against a runtime.
+power last, then the annotations: generations and the NIC mapping). A NIC that differs in anything
+is detached and attached anew, never updated in place, as IronCore does. It touches nothing, so every
+case is a plain unit test; :func:`apply` runs a plan against a runtime.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -51,9 +53,11 @@ class SetPower:
 @dataclass(frozen=True)
 class RecordGeneration:
     """Annotate the IRI machine with the Machine generation it now reflects and its own generation
-    after the changes (IronCore's ``machine-generation`` / ``irimachine-generation``)."""
+    after the changes (IronCore's ``machine-generation`` / ``irimachine-generation``), and with
+    ``annotations`` (the NIC mapping)."""
 
     machine_generation: int
+    annotations: tuple[tuple[str, str], ...] = ()
 
 
 Action = DetachVolume | AttachVolume | ResizeVolume | DetachNic | AttachNic | SetPower | RecordGeneration
@@ -79,12 +83,13 @@ def _volume_actions(current: Mapping[str, mpb.Volume], want: Mapping[str, mpb.Vo
     return actions
 
 
-def _nic_actions(current: Mapping[str, mpb.NetworkInterface],
-                 want: Mapping[str, mpb.NetworkInterface]) -> list[Action]:
-    actions: list[Action] = [DetachNic(name) for name in current if name not in want]
+def _nic_actions(current: Mapping[str, mpb.NetworkInterface], want: Mapping[str, mpb.NetworkInterface],
+                 keep: set[str]) -> list[Action]:
+    """``keep``: names still in the Machine's spec whose NIC is not resolved yet (left attached)."""
+    actions: list[Action] = [DetachNic(name) for name in current if name not in want and name not in keep]
     for name, nic in want.items():
         cur = current.get(name)
-        if cur is not None and (cur.network_id, list(cur.ips)) == (nic.network_id, list(nic.ips)):
+        if cur is not None and cur == nic:
             continue
         if cur is not None:
             actions.append(DetachNic(name))
@@ -93,19 +98,24 @@ def _nic_actions(current: Mapping[str, mpb.NetworkInterface],
 
 
 def plan(iri: mpb.Machine, volumes: Mapping[str, mpb.Volume], nics: Mapping[str, mpb.NetworkInterface],
-         power: mpb.Power.ValueType, machine_generation: int, spec_volume_names: set[str]) -> list[Action]:
+         power: mpb.Power.ValueType, machine_generation: int, spec_volume_names: set[str],
+         spec_nic_names: AbstractSet[str] = frozenset(), annotations: Mapping[str, str] | None = None,
+         ) -> list[Action]:
     """The operations that make ``iri`` match the desired state (empty: nothing to do).
 
-    ``volumes`` are the resolved desired volumes; a name in ``spec_volume_names`` that is not among
-    them is still waiting for its Volume and stays attached as it is.
+    ``volumes`` and ``nics`` are the resolved desired ones; a name in ``spec_volume_names`` or
+    ``spec_nic_names`` that is not among them is still waiting for its object and stays attached as
+    it is. ``annotations`` are recorded on the IRI machine beside the generations.
     """
     actions = _volume_actions({v.name: v for v in iri.spec.volumes}, volumes, spec_volume_names)
-    actions += _nic_actions({n.name: n for n in iri.spec.network_interfaces}, nics)
+    actions += _nic_actions({n.name: n for n in iri.spec.network_interfaces}, nics, set(spec_nic_names))
     if iri.spec.power != power:
         actions.append(SetPower(power))
     recorded = iri.metadata.annotations.get(keys.MACHINE_GENERATION_ANNOTATION)
-    if actions or recorded != str(machine_generation):
-        actions.append(RecordGeneration(machine_generation))
+    extra = tuple(sorted((annotations or {}).items()))
+    if (actions or recorded != str(machine_generation)
+            or any(iri.metadata.annotations.get(k) != v for k, v in extra)):
+        actions.append(RecordGeneration(machine_generation, extra))
     return actions
 
 
@@ -146,10 +156,11 @@ async def apply(runtime: MachineOperations, iri: mpb.Machine, actions: list[Acti
                 await runtime.attach_network_interface(mid, nic)
             case SetPower(power):
                 await runtime.update_machine_power(mid, power)
-            case RecordGeneration(generation):
+            case RecordGeneration(generation, extra):
                 if i:  # the runtime's generation moved with the changes before
                     iri = await refetch(runtime, iri)
                 annotations = dict(iri.metadata.annotations)
+                annotations.update(extra)
                 annotations[keys.MACHINE_GENERATION_ANNOTATION] = str(generation)
                 annotations[keys.IRI_MACHINE_GENERATION_ANNOTATION] = str(iri.metadata.generation)
                 await runtime.update_machine_annotations(mid, annotations)

@@ -16,6 +16,7 @@ from ironpool.api.compute import Machine, MachineClass, MachinePool
 from ironpool.api.core import Secret
 from ironpool.api.errors import NotFound
 from ironpool.api.meta import object_key
+from ironpool.api.networking import Network, NetworkInterface
 from ironpool.api.storage import Volume
 from ironpool.client.controller import Controller, ObjectKey
 from ironpool.client.events import EventRecorder
@@ -29,6 +30,7 @@ from ironpool.poollet.classes import ClassMapper
 from ironpool.poollet.collector import CollectOptions, OrphanCollector
 from ironpool.poollet.machine_controller import MachineReconciler
 from ironpool.poollet.machine_iri import volume_object_name
+from ironpool.poollet.machine_nics import nic_object_name
 from ironpool.poollet.machinepool import MachinePoolReconciler, PoolIdentity, announce_pool
 from ironpool.poollet.ownership import Owner, Ownership, cluster_uid
 from ironpool.poollet.relist import Relister, retry_until_ok, sleep_or_stop
@@ -69,12 +71,29 @@ def _machine_indexers() -> dict[str, object]:
     def by_class(m: Machine) -> list[str]:
         return [m.spec.machine_class_ref.name]
 
-    return {"volume": by_volume, "secret": by_secret, "class": by_class}
+    def by_nic(m: Machine) -> list[str]:
+        ns = m.metadata.namespace or "default"
+        names = (nic_object_name(m, nic) for nic in m.spec.network_interfaces or [])
+        return [f"{ns}/{n}" for n in names if n]
+
+    return {"volume": by_volume, "secret": by_secret, "class": by_class, "nic": by_nic}
 
 
 def claim_uid_index(v: Volume) -> list[str]:
     ref = v.spec.claim_ref
     return [ref.uid] if ref is not None and ref.uid else []
+
+
+def _nic_indexers() -> dict[str, object]:
+    def by_machine(n: NetworkInterface) -> list[str]:
+        ref = n.spec.machine_ref
+        return [ref.uid] if ref is not None and ref.uid else []
+
+    def by_network(n: NetworkInterface) -> list[str]:
+        ref = n.spec.network_ref
+        return [f"{n.metadata.namespace or 'default'}/{ref.name}"] if ref is not None else []
+
+    return {"machine-uid": by_machine, "network": by_network}
 
 
 def iri_machine_key(m: mpb.Machine) -> str | None:
@@ -101,6 +120,10 @@ class MachinePoollet:
         self.classes: Informer[MachineClass] = Informer(client, MachineClass)
         self.volumes: Informer[Volume] = Informer(client, Volume, indexers={"claim-uid": claim_uid_index})
         self.secrets: Informer[Secret] = Informer(client, Secret)
+        self.nics: Informer[NetworkInterface] = Informer(
+            client, NetworkInterface, indexers=_nic_indexers(),  # type: ignore[arg-type]
+        )
+        self.networks: Informer[Network] = Informer(client, Network)
         self.mapper = ClassMapper()
         self.runtime_name = "iri"
         self.pool_reconciler = MachinePoolReconciler(
@@ -113,6 +136,7 @@ class MachinePoollet:
         self.machine_reconciler = MachineReconciler(
             client, runtime, options.pool, self.machines, self.classes, self.volumes, self.secrets,
             self.mapper, self.runtime_name, delete_requeue=options.delete_requeue, events=self.events,
+            nics=self.nics, networks=self.networks,
         )
         self._forwarded: dict[tuple[str, int, str, str], None] = {}
         self.machine_controller = Controller("machine", self.machine_reconciler.reconcile,
@@ -152,7 +176,7 @@ class MachinePoollet:
             on_delete=machine_deleted,
         )
 
-        def dependents(index: str, obj: Volume | Secret) -> None:
+        def dependents(index: str, obj: Volume | Secret | NetworkInterface) -> None:
             ref = f"{obj.metadata.namespace or 'default'}/{obj.metadata.name}"
             for m in self.machines.by_index(index, ref):
                 mc.enqueue(ObjectKey.of(m))
@@ -167,6 +191,19 @@ class MachinePoollet:
             on_update=lambda old, new: dependents("secret", new),
             on_delete=lambda s: dependents("secret", s),
         )
+        self.nics.add_event_handler(
+            on_add=lambda n: dependents("nic", n),
+            on_update=lambda old, new: dependents("nic", new),
+            on_delete=lambda n: dependents("nic", n),
+        )
+
+        def network_changed(net: Network) -> None:
+            key = f"{net.metadata.namespace or 'default'}/{net.metadata.name}"
+            for nic in self.nics.by_index("network", key):
+                dependents("nic", nic)
+
+        self.networks.add_event_handler(on_add=network_changed, on_update=lambda o, n: network_changed(n),
+                                        on_delete=network_changed)
 
         def class_changed(c: MachineClass) -> None:
             self.pool_controller.enqueue(pool_key)
@@ -262,7 +299,7 @@ class MachinePoollet:
         self._own(uid)
         self.runtime_name = version.runtime_name or "iri"
         self.machine_reconciler.runtime_name = self.runtime_name
-        informers = (self.machines, self.classes, self.volumes, self.secrets)
+        informers = (self.machines, self.classes, self.volumes, self.secrets, self.nics, self.networks)
         for inf in informers:
             inf.start()
         try:

@@ -54,8 +54,8 @@ def test_mode_from_the_network_label_else_the_host() -> None:
     ({nics.NETWORK_LABELS_ATTRIBUTE: "[1]"}, InvalidArgument, "rawNetworkLabels: not a JSON object"),
     ({"macAddress": "01:00:5e:00:00:01"}, InvalidArgument, "macAddress: '01:00:5e:00:00:01' is not"),
     ({"macAddress": "52:54:00:zz:00:01"}, InvalidArgument, "macAddress"),
-    ({"addresses": "10.1.0.6/24"}, InvalidArgument, "attributes.addresses: '10.1.0.6/24' does not list"),
-    ({"addresses": "bogus"}, InvalidArgument, "attributes.addresses: 'bogus' is not a list"),
+    ({"addresses": '["10.1.0.6/24"]'}, InvalidArgument, "attributes.addresses: '[\"10.1.0.6/24\"]' does not"),
+    ({"addresses": "10.1.0.5/24"}, InvalidArgument, "attributes.addresses: '10.1.0.5/24' is not a JSON list"),
 ])
 def test_bad_input_names_the_field(attrs: dict[str, str], error: type[Exception], words: str) -> None:
     with pytest.raises(error) as exc:
@@ -73,13 +73,13 @@ def test_bad_input_names_the_field(attrs: dict[str, str], error: type[Exception]
     (("nonsense",), "", "nic.ips[0]: 'nonsense' is not an IP address"),
 ])
 def test_addresses_the_guest_cannot_have(ips: tuple[str, ...], addresses: str, words: str) -> None:
-    attrs = {"addresses": addresses} if addresses else {}
+    attrs = {"addresses": json.dumps([addresses])} if addresses else {}
     with pytest.raises(InvalidArgument, match=words.replace("[", r"\[").replace("]", r"\]")):
         record(ips=ips, **attrs)
 
 
 def test_mac_and_address() -> None:
-    given = record(macAddress="52-54-00-AB-CD-EF", addresses="10.1.0.5/16")
+    given = record(macAddress="52-54-00-AB-CD-EF", addresses='["10.1.0.5/16"]')
     assert (given.mac, given.address) == ("52:54:00:ab:cd:ef", "10.1.0.5/16")
     derived = record()
     assert derived.mac.startswith("52:54:00:") and derived.mac == record().mac  # stable
@@ -90,14 +90,14 @@ def test_mac_and_address() -> None:
 
 
 def test_user_netdev_hands_out_exactly_the_address() -> None:
-    nic = record(addresses="10.1.0.5/24")
+    nic = record(addresses='["10.1.0.5/24"]')
     args = nics.user_netdev(nic, "ipnet-x", "127.0.0.1:40022", 22)
     assert args == {"type": "user", "id": "ipnet-x", "net": "10.1.0.0/24", "host": "10.1.0.1",
                     "dhcpstart": "10.1.0.5", "dns": "10.1.0.254",
                     "hostfwd": [{"str": "tcp:127.0.0.1:40022-10.1.0.5:22"}]}
     # the DNS address is moved off the guest's, and stays apart from the gateway in a /30
     assert nics.user_netdev(record(ips=("10.1.0.254",)), "i", "127.0.0.1:1", 22)["dns"] == "10.1.0.253"
-    small = nics.user_netdev(record(ips=("10.1.0.2",), addresses="10.1.0.2/30"), "i", "127.0.0.1:1", 22)
+    small = nics.user_netdev(record(ips=("10.1.0.2",), addresses='["10.1.0.2/30"]'), "i", "127.0.0.1:1", 22)
     assert (small["host"], small["dhcpstart"]) == ("10.1.0.1", "10.1.0.2") and small["dns"] == "10.1.0.3"
     plain = nics.user_netdev(record(ips=()), "i", "127.0.0.1:2", 2222)
     assert plain == {"type": "user", "id": "i", "hostfwd": [{"str": "tcp:127.0.0.1:2-:2222"}]}
@@ -125,7 +125,7 @@ def test_interfaces_in_the_domain() -> None:
 
 
 def test_libvirt_accepts_the_network_and_it_reads_back() -> None:
-    nat = record(addresses="10.1.0.5/24", **labels(mode="nat"))
+    nat = record(addresses='["10.1.0.5/24"]', **labels(mode="nat"))
     xml = nics.libvirt_network_xml(nat.network, "nat", nat.address, nat.mac)
     root = ET.fromstring(xml)
     assert root.find("forward").get("mode") == "nat"  # type: ignore[union-attr]

@@ -30,7 +30,7 @@ def nic(name: str, network_id: str, address: str, mode: str = "", bridge: str = 
     labels = {"networking.ironpool.dev/mode": mode} if mode else {}
     if bridge:
         labels["networking.ironpool.dev/bridge"] = bridge
-    attributes = {"addresses": address, "rawNetworkLabels": json.dumps(labels, sort_keys=True)}
+    attributes = {"addresses": json.dumps([address]), "rawNetworkLabels": json.dumps(labels, sort_keys=True)}
     return mpb.NetworkInterface(name=name, network_id=network_id, ips=[address.split("/")[0]],
                                 attributes=attributes)
 

@@ -144,10 +144,13 @@ def _address(nic: machine_pb2.NetworkInterface, field: str) -> str:
     path = f"{field}.attributes.{ADDRESSES_ATTRIBUTE}"
     if raw:
         try:
-            ifaces = [ipaddress.ip_interface(a.strip()) for a in raw.split(",")]
+            listed = json.loads(raw)
+            if not isinstance(listed, list):
+                raise ValueError(raw)
+            ifaces = [ipaddress.ip_interface(str(a)) for a in listed]
         except ValueError:
             raise InvalidArgument(
-                f"{path}: {raw[:80]!r} is not a list of addresses like 10.0.0.5/24") from None
+                f"{path}: {raw[:80]!r} is not a JSON list of addresses like [\"10.0.0.5/24\"]") from None
         if [i.ip for i in ifaces] != ips:
             raise InvalidArgument(f"{path}: {raw[:80]!r} does not list the addresses of ips")
     else:
