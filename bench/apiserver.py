@@ -1,10 +1,13 @@
-"""Benchmark of ``ironpool apiserver`` on SQLite: creates/s, gets/s, a 10,000-item list, RSS.
+"""Benchmark of ``ironpool apiserver`` on SQLite: creates/s, gets/s, a 10,000-item list (as JSON
+and as the Table kubectl asks for), RSS; over plain HTTP and over HTTPS in the same run.
 
-Starts the apiserver as a subprocess on a fresh SQLite file and drives it from this process (the
+For each scheme it starts the apiserver as a subprocess on a fresh SQLite file (HTTPS with a
+certificate from a throwaway CA, as ``ironpool up`` makes one) and drives it from this process (the
 load generator, a separate process sharing the same cores) with a lean asyncio HTTP/1.1 keep-alive
-client: ``--clients`` connections, each sending one request at a time. Prints one JSON line.
-Besides rates and latencies, each phase reports the apiserver's own CPU time per request
-(``server_cpu_us``), which other load on the machine disturbs far less than the rates.
+client: ``--clients`` connections, each sending one request at a time. Prints one JSON line with
+both runs and what TLS costs (``tls``: the HTTPS rate as a share of the HTTP one). Besides rates and
+latencies, each phase reports the apiserver's own CPU time per request (``server_cpu_us``), which
+other load on the machine disturbs far less than the rates.
 
     .venv/bin/python bench/apiserver.py [--clients 8] [--creates 10000] [--gets 30000] [--objects 100000]
 """
@@ -18,38 +21,43 @@ import json
 import os
 import secrets
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import uvloop
 
 MACHINES = "/apis/compute.ironcore.dev/v1alpha1/namespaces/default/machines"
 CLASSES = "/apis/compute.ironcore.dev/v1alpha1/machineclasses"
+TABLE = ("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,"
+         "application/json")
 
 
 class Conn:
     """One keep-alive HTTP/1.1 connection; responses must carry Content-Length."""
 
-    def __init__(self, host: str, port: int, token: str) -> None:
-        self.host, self.port = host, port
+    def __init__(self, host: str, port: int, token: str, tls: ssl.SSLContext | None = None) -> None:
+        self.host, self.port, self.tls = host, port, tls
         self.auth = f"Authorization: Bearer {token}\r\n".encode()
         self.reader: asyncio.StreamReader
         self.writer: asyncio.StreamWriter
 
     async def open(self) -> None:
-        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port, ssl=self.tls)
         sock = self.writer.get_extra_info("socket")
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+    async def request(self, method: str, path: str, body: bytes = b"", accept: str = "") -> tuple[int, bytes]:
         head = (
             f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n"
+            f"Content-Length: {len(body)}\r\n" + (f"Accept: {accept}\r\n" if accept else "")
         ).encode()
         self.writer.write(head + self.auth + b"\r\n" + body)
         header = await self.reader.readuntil(b"\r\n\r\n")
@@ -75,19 +83,30 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@dataclass(frozen=True)
+class Target:
+    """One apiserver under test: where it listens, its token, its process and (HTTPS) its CA."""
+
+    port: int
+    token: str
+    pid: int
+    tls: ssl.SSLContext | None = None
+    host: str = "127.0.0.1"
+
+    def conn(self) -> Conn:
+        return Conn(self.host, self.port, self.token, self.tls)
+
+
 async def run_phase(
-    host: str,
-    port: int,
-    token: str,
+    target: Target,
     clients: int,
     total: int,
     make: Callable[[int], tuple[str, str, bytes]],
     expect: int,
-    pid: int,
 ) -> dict[str, float]:
     """``total`` requests over ``clients`` connections; rate, latency percentiles (ms) and the
-    apiserver's (process ``pid``) CPU time per request."""
-    conns = [Conn(host, port, token) for _ in range(clients)]
+    apiserver's CPU time per request."""
+    conns = [target.conn() for _ in range(clients)]
     await asyncio.gather(*(c.open() for c in conns))
     latencies: list[float] = []
     counter = iter(range(total))
@@ -101,9 +120,9 @@ async def run_phase(
             if status != expect:
                 raise RuntimeError(f"{method} {path}: HTTP {status}: {payload[:300]!r}")
 
-    start, cpu_start = time.perf_counter(), cpu_seconds(pid)
+    start, cpu_start = time.perf_counter(), cpu_seconds(target.pid)
     await asyncio.gather(*(worker(c) for c in conns))
-    elapsed, cpu = time.perf_counter() - start, cpu_seconds(pid) - cpu_start
+    elapsed, cpu = time.perf_counter() - start, cpu_seconds(target.pid) - cpu_start
     for c in conns:
         c.close()
     return {
@@ -143,87 +162,130 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def bench(args: argparse.Namespace, url: str, port: int, token: str, pid: int) -> dict[str, object]:
-    host = "127.0.0.1"
-    result: dict[str, object] = {"clients": args.clients, "store": "sqlite", "cores": os.cpu_count()}
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}) as c:
-        r = await c.post(
-            CLASSES,
-            json={
-                "apiVersion": "compute.ironcore.dev/v1alpha1",
-                "kind": "MachineClass",
-                "metadata": {"name": "small"},
-                "capabilities": {"cpu": "1", "memory": "1Gi"},
-            },
-        )
-        r.raise_for_status()
+async def timed_lists(target: Target, accept: str, expect_items: int) -> dict[str, object]:
+    """Five reads of the whole Machine list, as JSON or as a Table; median and fastest time."""
+    conn = target.conn()
+    await conn.open()
+    times, parse_times = [], []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        status, body = await conn.request("GET", MACHINES, accept=accept)
+        t1 = time.perf_counter()
+        doc = json.loads(body)
+        parse_times.append(time.perf_counter() - t1)
+        times.append(t1 - t0)
+        items = doc.get("rows") if accept else doc.get("items")
+        assert status == 200 and len(items) == expect_items, (status, len(items))
+    conn.close()
+    return {
+        "median_s": round(statistics.median(times), 3),
+        "min_s": round(min(times), 3),
+        "bytes": len(body),
+        "client_json_parse_s": round(statistics.median(parse_times), 3),
+    }
 
+
+async def bench(args: argparse.Namespace, target: Target) -> dict[str, object]:
+    result: dict[str, object] = {}
+    conn = target.conn()
+    await conn.open()
+    status, payload = await conn.request("POST", CLASSES, json.dumps({
+        "apiVersion": "compute.ironcore.dev/v1alpha1", "kind": "MachineClass",
+        "metadata": {"name": "small"}, "capabilities": {"cpu": "1", "memory": "1Gi"},
+    }).encode())
+    conn.close()
+    assert status == 201, payload
     result["create"] = await run_phase(
-        host,
-        port,
-        token,
-        args.clients,
-        args.creates,
-        lambda i: ("POST", MACHINES, machine(f"m{i:07d}")),
-        201,
-        pid,
+        target, args.clients, args.creates, lambda i: ("POST", MACHINES, machine(f"m{i:07d}")), 201
     )
     result["get"] = await run_phase(
-        host,
-        port,
-        token,
-        args.clients,
-        args.gets,
-        lambda i: ("GET", f"{MACHINES}/m{(i * 7919) % args.creates:07d}", b""),
-        200,
-        pid,
+        target, args.clients, args.gets,
+        lambda i: ("GET", f"{MACHINES}/m{(i * 7919) % args.creates:07d}", b""), 200,
     )
     # Top up to 10,000 Machines for the list.
     if args.creates < 10_000:
         await run_phase(
-            host,
-            port,
-            token,
-            args.clients,
-            10_000 - args.creates,
-            lambda i: ("POST", MACHINES, machine(f"m{args.creates + i:07d}")),
-            201,
-            pid,
+            target, args.clients, 10_000 - args.creates,
+            lambda i: ("POST", MACHINES, machine(f"m{args.creates + i:07d}")), 201,
         )
-    conn = Conn(host, port, token)
-    await conn.open()
-    list_times, parse_times = [], []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        status, body = await conn.request("GET", MACHINES)
-        t1 = time.perf_counter()
-        items = json.loads(body)["items"]
-        parse_times.append(time.perf_counter() - t1)
-        list_times.append(t1 - t0)
-        assert status == 200 and len(items) == 10_000, (status, len(items))
-    conn.close()
-    result["list_10000"] = {
-        "median_s": round(statistics.median(list_times), 3),
-        "min_s": round(min(list_times), 3),
-        "bytes": len(body),
-        "client_json_parse_s": round(statistics.median(parse_times), 3),
-    }
-    result["rss_mib_10000"] = round(rss_kib(pid) / 1024, 1)
+    json_list = await timed_lists(target, "", 10_000)
+    result["list_10000"] = json_list
+    result["rss_mib_10000"] = round(rss_kib(target.pid) / 1024, 1)
+    table = await timed_lists(target, TABLE, 10_000)
+    table["vs_json"] = round(float(str(table["median_s"])) / max(float(str(json_list["median_s"])), 1e-9), 2)
+    result["table_list_10000"] = table
     existing = max(args.creates, 10_000)
     if args.objects > existing:
         fill = await run_phase(
-            host,
-            port,
-            token,
-            args.clients,
-            args.objects - existing,
-            lambda i: ("POST", MACHINES, machine(f"m{existing + i:07d}")),
-            201,
-            pid,
+            target, args.clients, args.objects - existing,
+            lambda i: ("POST", MACHINES, machine(f"m{existing + i:07d}")), 201,
         )
         result["fill_create_per_s"] = fill["per_s"]
-    result[f"rss_mib_{max(args.objects, existing)}"] = round(rss_kib(pid) / 1024, 1)
+    result[f"rss_mib_{max(args.objects, existing)}"] = round(rss_kib(target.pid) / 1024, 1)
     return result
+
+
+def tls_files(tmp: Path) -> tuple[list[str], ssl.SSLContext]:
+    """A throwaway CA and serving certificate for 127.0.0.1: the apiserver's flags and the client's
+    context."""
+    from ironpool.allinone.access import prepare_tls
+
+    tls = prepare_tls(tmp / "pki", "127.0.0.1")
+    assert tls.client_ca_file is not None
+    flags = ["--tls-cert-file", tls.cert_file, "--tls-private-key-file", tls.key_file,
+             "--client-ca-file", tls.client_ca_file]
+    return flags, ssl.create_default_context(cafile=tls.client_ca_file)
+
+
+@contextlib.contextmanager
+def serving(https: bool = False) -> Iterator[tuple[str, Target]]:
+    """``ironpool apiserver`` on a fresh SQLite file (HTTPS with a throwaway CA), stopped
+    afterwards: its URL and the :class:`Target` to load it with."""
+    with tempfile.TemporaryDirectory(prefix="ironpool-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        token = secrets.token_hex(16)
+        (tmp / "tokens.csv").write_text(f'{token},admin,1,"system:masters"\n')
+        port = free_port()
+        flags, context = tls_files(tmp) if https else ([], None)
+        url = f"{'https' if https else 'http'}://127.0.0.1:{port}"
+        log_path = tmp / "apiserver.log"
+        log = open(log_path, "wb")  # noqa: SIM115 - handed to the child
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ironpool.cli.main", "apiserver", "--store", f"sqlite:///{tmp}/bench.db",
+             "--listen", f"127.0.0.1:{port}", "--token-file", f"{tmp}/tokens.csv", "--log-level", "warning",
+             *flags],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if httpx.get(f"{url}/readyz", timeout=0.5, verify=context or True).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"apiserver did not start: {log_path.read_text()}")
+                time.sleep(0.05)
+            yield url, Target(port, token, proc.pid, context)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def running_apiserver() -> Iterator[tuple[str, int, str, int]]:
+    """``ironpool apiserver`` over plain HTTP on a fresh SQLite file, stopped afterwards:
+    (url, port, token, pid)."""
+    with serving() as (url, target):
+        yield url, target.port, target.token, target.pid
+
+
+def _share(result: dict[str, object], scheme: str, phase: str) -> float:
+    phase_result = result[scheme]
+    assert isinstance(phase_result, dict)
+    return float(phase_result[phase]["per_s"])
 
 
 def main() -> None:
@@ -235,42 +297,21 @@ def main() -> None:
     parser.add_argument("--gets", type=int, default=30_000)
     parser.add_argument("--objects", type=int, default=100_000, help="objects stored when RSS is measured")
     args = parser.parse_args()
-    with running_apiserver() as (url, port, token, pid):
-        result = asyncio.run(bench(args, url, port, token, pid))
+    result: dict[str, object] = {"clients": args.clients, "store": "sqlite", "cores": os.cpu_count()}
+    for scheme in ("http", "https"):
+        with serving(https=scheme == "https") as (_, target):
+            # uvloop, as the apiserver itself runs: asyncio's own TLS layer (pure Python) in the
+            # load generator would take the cores the server is measured on.
+            result[scheme] = uvloop.run(bench(args, target))
+    https, http = result["https"], result["http"]
+    assert isinstance(https, dict) and isinstance(http, dict)
+    result["tls"] = {
+        "create_rate_share": round(_share(result, "https", "create") / _share(result, "http", "create"), 3),
+        "get_rate_share": round(_share(result, "https", "get") / _share(result, "http", "get"), 3),
+        "list_time_ratio": round(https["list_10000"]["median_s"] / http["list_10000"]["median_s"], 3),
+    }
     result["note"] = "load generator is a separate process on the same cores as the apiserver"
     print(json.dumps(result))
-
-
-@contextlib.contextmanager
-def running_apiserver() -> Iterator[tuple[str, int, str, int]]:
-    """``ironpool apiserver`` on a fresh SQLite file, stopped afterwards: (url, port, token, pid)."""
-    with tempfile.TemporaryDirectory(prefix="ironpool-bench-") as tmp:
-        token = secrets.token_hex(16)
-        (Path(tmp) / "tokens.csv").write_text(f'{token},admin,1,"system:masters"\n')
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        log = open(Path(tmp) / "apiserver.log", "wb")  # noqa: SIM115 - handed to the child
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ironpool.cli.main", "apiserver", "--store", f"sqlite:///{tmp}/bench.db",
-             "--listen", f"127.0.0.1:{port}", "--token-file", f"{tmp}/tokens.csv", "--log-level", "warning"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if httpx.get(f"{url}/readyz", timeout=0.5).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"apiserver did not start: {(Path(tmp) / 'apiserver.log').read_text()}")
-                time.sleep(0.05)
-            yield url, port, token, proc.pid
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
 
 
 if __name__ == "__main__":

@@ -219,13 +219,15 @@ def test_generation_and_status_subresource(client: httpx.Client) -> None:
     assert revision(client) == before
 
 
-def test_strategic_merge_patch_is_unsupported(client: httpx.Client) -> None:
+def test_patch_types(client: httpx.Client) -> None:
     create(client, CLASSES, machine_class())
-    r = client.patch(
-        f"{CLASSES}/small", content=b"{}", headers={"Content-Type": "application/strategic-merge-patch+json"}
-    )
+    r = client.patch(f"{CLASSES}/small", content=b'{"metadata":{"labels":{"tier":"gold"}}}',
+                     headers={"Content-Type": "application/strategic-merge-patch+json"})
+    assert r.status_code == 200 and r.json()["metadata"]["labels"] == {"tier": "gold"}, r.text
+    json_patch = {"Content-Type": "application/json-patch+json"}
+    r = client.patch(f"{CLASSES}/small", content=b"[]", headers=json_patch)
     body = assert_status(r, 415, "UnsupportedMediaType")
-    assert "merge-patch+json" in body["message"]
+    assert "merge-patch+json" in body["message"] and "apply-patch+yaml" in body["message"]
 
 
 def test_finalizers_delay_removal(client: httpx.Client) -> None:

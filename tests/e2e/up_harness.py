@@ -45,6 +45,8 @@ class UpInstance:
     classes: list[Path] = field(default_factory=lambda: [REPO / "examples" / "classes"])
     extra_args: list[str] = field(default_factory=list)
     default_names: bool = False
+    python: str = sys.executable  # another environment's interpreter runs its own installed ironpool
+    build_tiny: bool = False  # let `up` run its packaged image build (a no-op when --images is current)
     tag: str = field(default_factory=lambda: secrets.token_hex(4))
     process: subprocess.Popen[bytes] | None = None
     port: int = field(default_factory=free_port)
@@ -86,9 +88,9 @@ class UpInstance:
         return {**os.environ, "IRONPOOL_CONFIG": str(self.config_path), "PYTHONUNBUFFERED": "1"}
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "ironpool.cli.main", "up", "--data-dir", str(self.data_dir),
-               "--listen", f"127.0.0.1:{self.port}", "--images", str(self.images), "--no-tiny-image",
-               "--heartbeat-interval", "2"]
+        cmd = [self.python, "-m", "ironpool.cli.main", "up", "--data-dir", str(self.data_dir),
+               "--listen", f"127.0.0.1:{self.port}", "--images", str(self.images),
+               "--tiny-image" if self.build_tiny else "--no-tiny-image", "--heartbeat-interval", "2"]
         if not self.default_names:
             cmd += ["--pool", self.pool, "--storage-pool", self.storage_pool]
         for c in self.classes:
@@ -145,7 +147,7 @@ class UpInstance:
 
     def cli(self, *args: str, check: bool = True, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
         """Run ``ironpool ARGS`` the way a user does: configured only by the file ``up`` wrote."""
-        proc = subprocess.run([sys.executable, "-m", "ironpool.cli.main", *args], env=self.env,
+        proc = subprocess.run([self.python, "-m", "ironpool.cli.main", *args], env=self.env,
                               capture_output=True, text=True, timeout=timeout, check=False)
         if check and proc.returncode != 0:
             raise AssertionError(f"ironpool {' '.join(args)} failed ({proc.returncode}):\n"

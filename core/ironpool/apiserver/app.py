@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib.metadata
 import logging
+import os
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -29,6 +32,7 @@ from ironpool.api.resources import ResourceInfo, by_path
 from ironpool.apiserver.auth import Authenticator, Authorizer, User
 from ironpool.apiserver.authz import authorize as authorize_identities
 from ironpool.apiserver.bootstrap import Bootstrap
+from ironpool.apiserver.fieldmanager import manager_from_user_agent
 from ironpool.apiserver.listing import ListOptions
 from ironpool.apiserver.metrics import Metrics
 from ironpool.apiserver.namespace_controller import NamespaceController
@@ -42,6 +46,7 @@ from ironpool.apiserver.openapi import (
     openapi_v3_group_version,
 )
 from ironpool.apiserver.registry import Registry
+from ironpool.apiserver.schemas import drop_unknown_fields, shape_of
 from ironpool.apiserver.tables import TableWriter, include_object, table_version, writer_for
 from ironpool.apiserver.tls import TlsFiles, client_subject, uvicorn_tls
 from ironpool.store.interface import Store
@@ -50,6 +55,10 @@ log = logging.getLogger("ironpool.apiserver")
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+_PATCH_TYPES = (MERGE_PATCH, STRATEGIC_PATCH, APPLY_PATCH)
+_FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
 CURL_DEFAULT = "application/x-www-form-urlencoded"
 _ALL_VERBS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 DEFAULT_WATCH_TIMEOUT = 1800.0
@@ -64,8 +73,12 @@ class RequestEntityTooLarge(errors.ApiError):
     reason = "RequestEntityTooLarge"
 
 
-def json_response(data: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(data), status_code=status, media_type=JSON)
+def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type=JSON, headers=headers)
+
+
+def _media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
 def error_response(exc: errors.ApiError) -> Response:
@@ -113,7 +126,7 @@ cached_request_info = functools.lru_cache(maxsize=8192)(parse_path)
 
 async def read_body(request: Request, *, patch: bool = False, optional: bool = False) -> Any:
     """The JSON (or YAML) body; 415 for other media types, 400 for malformed input."""
-    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    ctype = _media_type(request)
     buffer = bytearray()
     async for chunk in request.stream():
         buffer += chunk
@@ -124,18 +137,14 @@ async def read_body(request: Request, *, patch: bool = False, optional: bool = F
         return None
     if ctype == CURL_DEFAULT:
         ctype = ""  # `curl -d` labels every body so; read it as JSON (a merge patch for PATCH)
-    if patch:
-        if ctype not in ("", MERGE_PATCH):
-            raise errors.UnsupportedMediaType(
-                f"PATCH supports only JSON merge patch; send Content-Type: {MERGE_PATCH} "
-                f"(got {ctype or 'none'})"
-            )
-    elif ctype in ("application/yaml", "application/x-yaml", "text/yaml"):
+    if patch and ctype not in ("", *_PATCH_TYPES):
+        raise errors.UnsupportedMediaType(f"PATCH supports {', '.join(_PATCH_TYPES)} (got {ctype or 'none'})")
+    if ctype in ("application/yaml", "application/x-yaml", "text/yaml", APPLY_PATCH):
         try:
             return yaml.safe_load(body)
         except yaml.YAMLError as exc:
             raise errors.BadRequest(f"the request body is not valid YAML: {exc}") from None
-    elif ctype not in ("", JSON, "text/json"):
+    elif not patch and ctype not in ("", JSON, "text/json"):
         raise errors.UnsupportedMediaType(f"unsupported Content-Type {ctype!r}; send {JSON}")
     try:
         return orjson.loads(body)
@@ -156,6 +165,46 @@ def dry_run(request: Request) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class WriteOptions:
+    """The query parameters of a write: who makes it, and what to do with unknown fields."""
+
+    manager: str
+    field_validation: str
+    force: bool
+
+    @classmethod
+    def of(cls, request: Request, apply: bool = False) -> WriteOptions:
+        q = request.query_params
+        manager = q.get("fieldManager") or ""
+        if len(manager) > 128 or not manager.isprintable():
+            raise errors.BadRequest("fieldManager: must be at most 128 printable characters")
+        if apply and not manager:
+            raise errors.BadRequest("fieldManager: required for apply patches (application/apply-patch+yaml)")
+        validation = q.get("fieldValidation") or "Strict"
+        if validation not in _FIELD_VALIDATION:
+            raise errors.BadRequest(f"fieldValidation: must be one of {', '.join(_FIELD_VALIDATION)}, "
+                                    f"got {validation!r}")
+        force = truthy(q.get("force"))
+        if force and not apply:
+            raise errors.BadRequest("force: only allowed for apply patches (application/apply-patch+yaml)")
+        return cls(manager or manager_from_user_agent(request.headers.get("user-agent")), validation, force)
+
+    def unknown_fields(self, info: ResourceInfo, body: Any, sub: str | None = None) -> list[str]:
+        """With ``Warn`` or ``Ignore``, drop the fields the kind does not know from ``body``;
+        ``Strict`` leaves them for validation to refuse."""
+        if self.field_validation == "Strict":
+            return []
+        return drop_unknown_fields(body, shape_of(info))
+
+
+def _warnings(dropped: list[str], validation: str) -> dict[str, str]:
+    if validation != "Warn" or not dropped:
+        return {}
+    # One Warning header value per unknown field, as Kubernetes sends them.
+    return {"Warning": ", ".join(f'299 - "unknown field \\"{f}\\""' for f in dropped)}
+
+
 def list_options(request: Request) -> ListOptions:
     q = request.query_params
     limit_s = q.get("limit") or "0"
@@ -169,6 +218,7 @@ def list_options(request: Request) -> ListOptions:
         limit=limit,
         continue_token=q.get("continue", ""),
         resource_version=q.get("resourceVersion", ""),
+        send_initial_events=truthy(q.get("sendInitialEvents")),
     )
 
 
@@ -240,10 +290,13 @@ class ApiServer:
                 if info.namespaced and ns is None:
                     raise errors.MethodNotAllowed(f"create {info.plural} under /namespaces/{{namespace}}/")
                 body = await read_body(request)
+                opts = WriteOptions.of(request)
+                dropped = opts.unknown_fields(info, body)
                 created = await reg.create(
-                    info, ns, body, dry_run=dry_run(request), check=cond.objects if cond else None
+                    info, ns, body, dry_run=dry_run(request), check=cond.objects if cond else None,
+                    manager=opts.manager,
                 )
-                return "POST", json_response(created, 201)
+                return "POST", json_response(created, 201, _warnings(dropped, opts.field_validation))
             raise errors.MethodNotAllowed(f"{method} is not supported on a collection of {info.plural}")
         if info.namespaced and ns is None:
             raise errors.NotFound(
@@ -261,13 +314,21 @@ class ApiServer:
         if method in ("PUT", "PATCH"):
             patch = method == "PATCH"
             cond = self.authorize(user, "patch" if patch else "update", _resource(info, sub), ns, name)
+            ctype = _media_type(request)
             body = await read_body(request, patch=patch)
-            write = reg.patch if patch else reg.update
-            obj = await write(
-                info, ns, name, body, subresource=sub, dry_run=dry_run(request),
-                check=cond.objects if cond else None,
-            )
-            return method, json_response(obj)
+            opts = WriteOptions.of(request, apply=patch and ctype == APPLY_PATCH)
+            dropped = opts.unknown_fields(info, body)
+            check = cond.objects if cond else None
+            if not patch:
+                obj = await reg.update(info, ns, name, body, subresource=sub, dry_run=dry_run(request),
+                                       check=check, manager=opts.manager)
+            elif ctype == APPLY_PATCH:
+                obj = await reg.apply(info, ns, name, body, manager=opts.manager, force=opts.force,
+                                      subresource=sub, dry_run=dry_run(request), check=check)
+            else:
+                obj = await reg.patch(info, ns, name, body, subresource=sub, dry_run=dry_run(request),
+                                      check=check, manager=opts.manager, strategic=ctype == STRATEGIC_PATCH)
+            return method, json_response(obj, headers=_warnings(dropped, opts.field_validation))
         if method == "DELETE" and sub is None:
             cond = self.authorize(user, "delete", info.plural, ns, name)
             options = await read_body(request, optional=True)
@@ -327,7 +388,7 @@ class ApiServer:
                     pending = None
                 last_rev = str(rev)
                 body = raw or orjson.dumps(obj)
-                if table is not None:
+                if table is not None and type_ != "BOOKMARK":
                     body = table.event(body, last_rev)
                 yield b'{"type":"' + type_.encode() + b'","object":' + body + b"}\n"
         except errors.ApiError as exc:
@@ -356,6 +417,9 @@ class ApiServer:
         except Exception as exc:
             return Response(f"store not ready: {exc}".encode(), status_code=503, media_type="text/plain")
         return Response(b"ok", media_type="text/plain")
+
+    async def version(self, request: Request) -> Response:
+        return json_response(server_version())
 
     async def metrics_endpoint(self, request: Request) -> Response:
         body, content_type = await self.metrics.render()
@@ -402,6 +466,22 @@ class WatchTable:
         return body
 
 
+@functools.cache
+def server_version() -> dict[str, str]:
+    """``/version`` in Kubernetes' ``version.Info`` form, naming ironpool's own version (clients such
+    as the Python client's DynamicClient read it before anything else)."""
+    try:
+        version = importlib.metadata.version("ironpool")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - a source tree without metadata
+        version = "0.0.0"
+    major, _, rest = version.partition(".")
+    return {
+        "major": major, "minor": rest.partition(".")[0], "gitVersion": f"v{version}", "gitCommit": "",
+        "gitTreeState": "", "buildDate": "", "goVersion": "python{}.{}".format(*sys.version_info[:2]),
+        "compiler": "cpython", "platform": f"{sys.platform}/{os.uname().machine}",
+    }
+
+
 def _resource(info: ResourceInfo, sub: str | None) -> str:
     return f"{info.plural}/{sub}" if sub else info.plural
 
@@ -421,6 +501,7 @@ def build_app(
         Route("/livez", server.healthz, methods=["GET"]),
         Route("/readyz", server.readyz, methods=["GET"]),
         Route("/metrics", server.metrics_endpoint, methods=["GET"]),
+        Route("/version", server.version, methods=["GET"]),
         Route("/openapi/v3", server.openapi_v3, methods=["GET"]),
         Route("/openapi/v3/{gv:path}", server.openapi_v3_group_version, methods=["GET"]),
         Route("/openapi.json", server.openapi, methods=["GET"]),

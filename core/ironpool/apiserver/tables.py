@@ -3,7 +3,8 @@
 A client that sends ``Accept: application/json;as=Table;v=v1;g=meta.k8s.io`` gets a Table instead
 of the object or list: column definitions from the kind's strategy (:attr:`Strategy.columns`, the
 same ones ``ironpool get`` prints; ``wide`` columns are priority 1, shown by ``-o wide``) and one
-row of cells per object, with the object as ``PartialObjectMetadata`` (the default), in full
+row of cells per object, with the object as ``PartialObjectMetadata`` (the default; its
+``managedFields`` left out), in full
 (``includeObject=Object``) or not at all (``includeObject=None``). In a watch, the first event's
 Table carries the column definitions and later ones only rows, as Kubernetes sends them.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -75,14 +77,32 @@ def _epoch(timestamp: Any) -> float | None:
         return None
 
 
+_AGE_MARK = "\x00age\x00"
+_AGE_JSON = orjson.dumps(_AGE_MARK)
+
+
+@functools.lru_cache(maxsize=4096)
+def _age_json(seconds: int) -> bytes:
+    return orjson.dumps(age_of(seconds))
+
+
+@dataclass(frozen=True)
+class _Row:
+    """A row's JSON around its age cells, the creation time, and the object's metadata JSON
+    (without managedFields: no printer needs them, and they would double a Table's size)."""
+
+    pieces: list[bytes]
+    created: float | None
+    metadata: bytes
+
+
 class TableWriter:
-    """Renders objects of one kind as Table rows; a row's cells are computed once per stored
-    version of an object (the age is filled in at each answer)."""
+    """Renders objects of one kind as Table rows; a row is rendered once per stored version of an
+    object (only the age is filled in at each answer)."""
 
     def __init__(self, info: ResourceInfo) -> None:
         self.info = info
         self.columns: tuple[Column, ...] = strategy_for(info).columns
-        self._age_at = [i for i, c in enumerate(self.columns) if c is AGE]
         self.definitions = [
             {
                 "name": c.header,
@@ -93,35 +113,37 @@ class TableWriter:
             }
             for c in self.columns
         ]
-        self._rows: dict[bytes, tuple[list[Any], float | None, bytes]] = {}
+        self._rows: dict[bytes, _Row] = {}
 
-    def _parts(self, raw: bytes) -> tuple[list[Any], float | None, bytes]:
-        parts = self._rows.get(raw)
-        if parts is None:
+    def _row(self, raw: bytes) -> _Row:
+        row = self._rows.get(raw)
+        if row is None:
             obj = orjson.loads(raw)
-            meta = obj.get("metadata") or {}
-            cells = [None if c is AGE else _cell(c.get(obj)) for c in self.columns]
-            parts = (cells, _epoch(meta.get("creationTimestamp")), orjson.dumps(meta))
+            meta = dict(obj.get("metadata") or {})
+            meta.pop("managedFields", None)
+            cells = [_AGE_MARK if c is AGE else _cell(c.get(obj)) for c in self.columns]
+            row = _Row(orjson.dumps(cells).split(_AGE_JSON), _epoch(meta.get("creationTimestamp")),
+                       orjson.dumps(meta))
             if len(self._rows) >= _CACHE_LIMIT:
                 self._rows.clear()
-            self._rows[raw] = parts
-        return parts
+            self._rows[raw] = row
+        return row
 
     def row(self, raw: bytes, include: str, version: str, now: float) -> bytes:
         """One row of the stored object ``raw``."""
-        cells, created, meta = self._parts(raw)
-        if self._age_at:
-            age = age_of(int(now - created)) if created is not None else None
-            cells = list(cells)
-            for i in self._age_at:
-                cells[i] = age
-        out = b'{"cells":' + orjson.dumps(cells)
+        row = self._row(raw)
+        if len(row.pieces) == 1:
+            cells = row.pieces[0]
+        else:
+            age = _age_json(int(now - row.created)) if row.created is not None else b"null"
+            cells = age.join(row.pieces)
         if include == "Metadata":
-            out += (b',"object":{"kind":"PartialObjectMetadata","apiVersion":"' + TABLE_GROUP.encode() + b"/"
-                    + version.encode() + b'","metadata":' + meta + b"}")
-        elif include == "Object":
-            out += b',"object":' + raw
-        return out + b"}"
+            return b"".join((b'{"cells":', cells, b',"object":{"kind":"PartialObjectMetadata","apiVersion":"',
+                             TABLE_GROUP.encode(), b"/", version.encode(), b'","metadata":', row.metadata,
+                             b"}}"))
+        if include == "Object":
+            return b"".join((b'{"cells":', cells, b',"object":', raw, b"}"))
+        return b'{"cells":' + cells + b"}"
 
     def table(self, items: list[bytes], metadata: dict[str, Any], include: str, version: str,
               headers: bool = True) -> bytes:
@@ -133,7 +155,7 @@ class TableWriter:
             "metadata": metadata,
             "columnDefinitions": self.definitions if headers else [],
         })
-        rows = b",".join(self.row(raw, include, version, now) for raw in items)
+        rows = b",".join([self.row(raw, include, version, now) for raw in items])
         return head[:-1] + b',"rows":[' + rows + b"]}"
 
 

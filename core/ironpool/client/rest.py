@@ -213,6 +213,13 @@ class Client:
                   subresource: str | None = None, dry_run: bool = False) -> Obj:
         return self.call(self.ops.patch_raw(info, name, patch, namespace, subresource, dry_run))
 
+    def apply_raw(self, info: ResourceInfo, name: str, obj: Obj, field_manager: str,
+                  namespace: str | None = None, force: bool = False, subresource: str | None = None,
+                  dry_run: bool = False) -> Obj:
+        """Server-side apply (``PATCH`` with ``application/apply-patch+yaml``)."""
+        return self.call(self.ops.apply_raw(info, name, obj, field_manager, namespace, force, subresource,
+                                            dry_run))
+
     def delete_raw(self, info: ResourceInfo, name: str, namespace: str | None = None,
                    resource_version: str | None = None, dry_run: bool = False) -> Obj | None:
         return self.call(self.ops.delete_raw(info, name, namespace, resource_version, dry_run))
@@ -344,6 +351,13 @@ class AsyncClient:
     async def patch_raw(self, info: ResourceInfo, name: str, patch: Obj, namespace: str | None = None,
                         subresource: str | None = None, dry_run: bool = False) -> Obj:
         return await self.call(self.ops.patch_raw(info, name, patch, namespace, subresource, dry_run))
+
+    async def apply_raw(self, info: ResourceInfo, name: str, obj: Obj, field_manager: str,
+                        namespace: str | None = None, force: bool = False, subresource: str | None = None,
+                        dry_run: bool = False) -> Obj:
+        """Server-side apply (``PATCH`` with ``application/apply-patch+yaml``)."""
+        return await self.call(self.ops.apply_raw(info, name, obj, field_manager, namespace, force,
+                                                  subresource, dry_run))
 
     async def delete_raw(self, info: ResourceInfo, name: str, namespace: str | None = None,
                          resource_version: str | None = None, dry_run: bool = False) -> Obj | None:

@@ -25,6 +25,7 @@ U = TypeVar("U")
 Obj = dict[str, Any]
 WatchEventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
 MERGE_PATCH = "application/merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"  # a JSON body is YAML too
 
 
 class ServerUnreachable(Exception):
@@ -239,6 +240,17 @@ class Operations:
         ns = self.namespace_for(info, namespace)
         return Op(Request("PATCH", self.path(info, ns, name, subresource), _dry_run({}, dry_run), patch,
                           MERGE_PATCH), _identity)
+
+    def apply_raw(self, info: ResourceInfo, name: str, obj: Obj, field_manager: str,
+                  namespace: str | None = None, force: bool = False, subresource: str | None = None,
+                  dry_run: bool = False) -> Op[Obj]:
+        """Server-side apply of ``obj`` as ``field_manager`` (``force``: take over conflicting fields)."""
+        ns = self.namespace_for(info, namespace)
+        params = _dry_run({"fieldManager": field_manager}, dry_run)
+        if force:
+            params["force"] = "true"
+        path = self.path(info, ns, name, subresource)
+        return Op(Request("PATCH", path, params, obj, APPLY_PATCH), _identity)
 
     def delete_raw(self, info: ResourceInfo, name: str, namespace: str | None = None,
                    resource_version: str | None = None, dry_run: bool = False) -> Op[Obj | None]:
