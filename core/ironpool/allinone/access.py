@@ -9,13 +9,12 @@ sign one for a user (CN = user, O = groups) with the CA's key, as with a kubeadm
 from __future__ import annotations
 
 import ipaddress
-import os
 import socket
 from pathlib import Path
 
 import yaml
 
-from ironpool.apiserver.certs import CertificateAuthority, ensure_serving_cert
+from ironpool.apiserver.certs import CertificateAuthority, ensure_serving_cert, write_private
 from ironpool.apiserver.tls import TlsFiles
 
 KUBECONFIG_NAME = "ironpool"
@@ -59,9 +58,5 @@ def write_kubeconfig(path: Path, server: str, token: str, ca_file: str | None,
         "current-context": KUBECONFIG_NAME,
         "preferences": {},
     }
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        yaml.safe_dump(config, fh, sort_keys=False)
-    os.replace(tmp, path)
+    write_private(path, yaml.safe_dump(config, sort_keys=False).encode())
     return path

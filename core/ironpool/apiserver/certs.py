@@ -44,13 +44,23 @@ def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-def _write_private(path: Path, data: bytes) -> None:
+def write_private(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` with mode 0600, atomically (a crash leaves the old file or none)."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
     os.replace(tmp, path)
+
+
+def _key_usage(ca: bool) -> x509.KeyUsage:
+    """Signatures only (ECDSA keys neither encipher nor agree keys in TLS 1.2+); a CA also signs
+    certificates and revocation lists."""
+    return x509.KeyUsage(
+        digital_signature=True, key_cert_sign=ca, crl_sign=ca, content_commitment=False,
+        key_encipherment=False, data_encipherment=False, key_agreement=False, encipher_only=False,
+        decipher_only=False,
+    )
 
 
 def _new_key() -> ec.EllipticCurvePrivateKey:
@@ -107,18 +117,11 @@ class CertificateAuthority:
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(days=CA_DAYS))
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                    key_encipherment=False, data_encipherment=False, key_agreement=False,
-                    encipher_only=False, decipher_only=False,
-                ),
-                critical=True,
-            )
+            .add_extension(_key_usage(ca=True), critical=True)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
             .sign(key, hashes.SHA256())
         )
-        _write_private(paths.key, _key_pem(key))
+        write_private(paths.key, _key_pem(key))
         paths.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         return cls(paths, cert, key)
 
@@ -157,14 +160,7 @@ class CertificateAuthority:
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(days=days))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True, key_cert_sign=False, crl_sign=False, content_commitment=False,
-                    key_encipherment=False, data_encipherment=False, key_agreement=False,
-                    encipher_only=False, decipher_only=False,
-                ),
-                critical=True,
-            )
+            .add_extension(_key_usage(ca=False), critical=True)
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
             .add_extension(
                 x509.AuthorityKeyIdentifier.from_issuer_public_key(self.cert.public_key()),  # type: ignore[arg-type]
@@ -179,7 +175,7 @@ class CertificateAuthority:
 
     def write(self, paths: CertPaths, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> CertPaths:
         """Store a certificate issued by :meth:`issue` (the key with mode 0600)."""
-        _write_private(paths.key, _key_pem(key))
+        write_private(paths.key, _key_pem(key))
         tmp = paths.cert.with_name(paths.cert.name + ".tmp")
         tmp.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         os.replace(tmp, paths.cert)

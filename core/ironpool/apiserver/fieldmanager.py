@@ -44,14 +44,6 @@ APPLY = "Apply"
 UPDATE = "Update"
 
 
-def _child(shape: Shape, key: str) -> Shape:
-    if shape.kind == "struct":
-        return shape.fields.get(key, ANY)
-    if shape.kind in ("map", "any"):
-        return shape.elem or ANY
-    return ANY
-
-
 def _item_step(item: Any, shape: Shape) -> str:
     keys = {k: item.get(k) for k in shape.keys} if isinstance(item, dict) else {}
     return "k:" + orjson.dumps(keys).decode()
@@ -65,7 +57,7 @@ def _walk(value: Any, shape: Shape, prefix: Path) -> Iterator[Path]:
     """The leaf paths of ``value``."""
     if isinstance(value, dict) and value and shape.kind in ("struct", "map", "any"):
         for key, sub in value.items():
-            yield from _walk(sub, _child(shape, key), (*prefix, f"f:{key}"))
+            yield from _walk(sub, shape.child(key), (*prefix, f"f:{key}"))
     elif isinstance(value, list) and shape.kind == "list_map":
         elem = shape.elem or ANY
         for item in value:
@@ -109,7 +101,7 @@ def value_at(obj: Any, path: Path, shape: Shape) -> Any:
         kind, _, rest = step.partition(":")
         if kind == "f":
             cur = cur.get(rest) if isinstance(cur, dict) else None
-            sh = _child(sh, rest)
+            sh = sh.child(rest)
         elif kind == "k":
             wanted = orjson.loads(rest)
             items = cur if isinstance(cur, list) else []
@@ -250,7 +242,7 @@ def _merge(live: Any, config: Any, shape: Shape) -> Any:
     if isinstance(config, dict) and isinstance(live, dict) and shape.kind in ("struct", "map", "any"):
         out = dict(live)
         for key, value in config.items():
-            out[key] = _merge(live.get(key), value, _child(shape, key))
+            out[key] = _merge(live.get(key), value, shape.child(key))
         return out
     if isinstance(config, list) and isinstance(live, list) and shape.kind == "list_map":
         out_list = list(live)
@@ -278,7 +270,7 @@ def _remove(obj: Any, path: Path, shape: Shape) -> None:
         if not rest:
             obj.pop(arg, None)
         elif arg in obj:
-            _remove(obj[arg], rest, _child(shape, arg))
+            _remove(obj[arg], rest, shape.child(arg))
             if obj[arg] in ({}, []) and rest[-1] != ".":
                 obj.pop(arg)  # nothing of it is left that anyone set
     elif kind == "k" and isinstance(obj, list):

@@ -237,9 +237,17 @@ class Shape:
     (free-form, merged like a map)."""
 
     kind: ShapeKind
-    fields: dict[str, Shape] = field(default_factory=dict, compare=False, hash=False)
+    fields: dict[str, Shape] = field(default_factory=dict, compare=False, hash=False, repr=False)
     elem: Shape | None = None
     keys: tuple[str, ...] = ()
+
+    def child(self, key: str) -> Shape:
+        """The shape of the value under ``key`` (anything goes where the schema does not say)."""
+        if self.kind == "struct":
+            return self.fields.get(key, ANY)
+        if self.kind in ("map", "any"):
+            return self.elem or ANY
+        return ANY
 
 
 ANY = Shape("any")

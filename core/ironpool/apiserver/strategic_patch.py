@@ -21,14 +21,6 @@ _ORDER = "$setElementOrder/"
 _DELETE_PRIMITIVE = "$deleteFromPrimitiveList/"
 
 
-def _child(shape: Shape, key: str) -> Shape:
-    if shape.kind == "struct":
-        return shape.fields.get(key, ANY)
-    if shape.kind in ("map", "any"):
-        return shape.elem or ANY
-    return ANY
-
-
 def _item_key(item: Any, keys: tuple[str, ...]) -> tuple[Any, ...] | None:
     if not isinstance(item, dict):
         return None
@@ -73,7 +65,7 @@ def _merge_map(
         if value is None:
             target.pop(key, None)
             continue
-        sub = _child(shape, key)
+        sub = shape.child(key)
         current = target.get(key)
         if isinstance(value, dict) and sub.kind in ("struct", "map", "any"):
             merged = _merge_map(current if isinstance(current, dict) else {}, value, sub, path)
@@ -90,7 +82,7 @@ def _merge_map(
             target[key] = copy.deepcopy(value)
     for name, order in orders.items():
         if isinstance(target.get(name), list):
-            target[name] = _reorder(target[name], order, _child(shape, name))
+            target[name] = _reorder(target[name], order, shape.child(name))
     if isinstance(retain, list):
         for key in [k for k in target if k not in retain]:
             del target[key]
