@@ -37,8 +37,10 @@ class ApiServer:
         return {"Authorization": f"Bearer {token or self.admin_token}"}
 
 
-def start_apiserver(tmp: Path, db_path: Path | None = None, port: int | None = None) -> ApiServer:
-    """Start ``ironpool apiserver`` as a subprocess and wait for ``/readyz``."""
+def start_apiserver(tmp: Path, db_path: Path | None = None, port: int | None = None,
+                    store_url: str | None = None) -> ApiServer:
+    """Start ``ironpool apiserver`` as a subprocess and wait for ``/readyz``; on ``db_path`` (SQLite)
+    unless ``store_url`` names another store (``etcd://...``)."""
     admin, user = secrets.token_hex(16), secrets.token_hex(16)
     token_file = tmp / "tokens.csv"
     if not token_file.exists():
@@ -51,7 +53,7 @@ def start_apiserver(tmp: Path, db_path: Path | None = None, port: int | None = N
     log_path = tmp / f"apiserver-{port}.log"
     log = open(log_path, "ab")  # noqa: SIM115 - handed to the child process
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ironpool.cli.main", "apiserver", "--store", f"sqlite:///{db}",
+        [sys.executable, "-m", "ironpool.cli.main", "apiserver", "--store", store_url or f"sqlite:///{db}",
          "--listen", f"127.0.0.1:{port}", "--token-file", str(token_file)],
         stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )

@@ -8,10 +8,14 @@ controllers let go) and removes the namespace once nothing is left in it and it 
 It runs inside the apiserver process and learns of changes from the registry, as one of its commit
 observers: a namespace marked or changed while terminating, and any write in a terminating
 namespace, queue that namespace. Reconciling is level-based (it reads the namespace and its content
-from the store), so a repeated trigger costs one pass and none is lost by coalescing. No task runs
-while nothing is terminating; :meth:`NamespaceController.resume` picks up namespaces a previous
-process left terminating. With several apiservers over one store each would see only its own writes;
-a store watch would replace the observer then (several apiservers are not built yet).
+from the store), so a repeated trigger costs one pass and none is lost by coalescing.
+:meth:`NamespaceController.resume` picks up namespaces a previous process left terminating.
+
+With several apiservers over one store each hears only of its own writes: a namespace marked through
+another apiserver, or a finalizer removed through another one, makes no commit here. So every
+apiserver also looks for terminating namespaces every :data:`RESYNC` seconds, and a namespace whose
+content still waits for finalizers is looked at again after :data:`_RETRY_AFTER` seconds; any of
+them may finish a namespace (deletes are idempotent, the removal a compare-and-swap).
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from ironpool.store.interface import Document, KeyNotFound, RevisionConflict, St
 log = logging.getLogger("ironpool.apiserver.namespaces")
 
 _NAMESPACED = tuple(r for r in RESOURCES if r.namespaced)
-_RETRY_AFTER = 1.0  # seconds before a namespace whose reconcile failed is tried again
+_RETRY_AFTER = 1.0  # seconds before a namespace whose reconcile failed (or waits) is tried again
+RESYNC = 30.0  # seconds between looks for namespaces marked through other apiservers
 
 
 class NamespaceController:
@@ -43,6 +48,7 @@ class NamespaceController:
         self._terminating: set[str] = set()
         self._queue: dict[str, None] = {}  # an ordered set: a namespace is queued at most once
         self._worker: asyncio.Task[None] | None = None
+        self._resync: asyncio.Task[None] | None = None
         registry.observers.append(self)
 
     # -- triggers ------------------------------------------------------------------------------
@@ -61,11 +67,28 @@ class NamespaceController:
                 self.enqueue(namespace)
 
     async def resume(self) -> None:
-        """Queue the namespaces found terminating in the store (left by an earlier process)."""
+        """Queue the namespaces found terminating in the store (left by an earlier process, or
+        marked through another apiserver), now and every :data:`RESYNC` seconds."""
+        await self._look()
+        if self._resync is None:
+            self._resync = asyncio.get_running_loop().create_task(self._resync_loop(),
+                                                                  name="ironpool-namespace-resync")
+
+    async def _look(self) -> None:
         for ns in (await self.store.list(NAMESPACES.prefix(None))).items:
             if ns["metadata"].get("deletionTimestamp"):
                 self._terminating.add(ns["metadata"]["name"])
                 self.enqueue(ns["metadata"]["name"])
+
+    async def _resync_loop(self) -> None:
+        while True:
+            await asyncio.sleep(RESYNC)
+            try:
+                await self._look()
+            except StoreError:
+                return  # the store is closed: the process is stopping
+            except Exception:
+                log.exception("looking for terminating namespaces failed")
 
     def enqueue(self, namespace: str) -> None:
         """Reconcile ``namespace`` soon (starts the worker if it is not running)."""
@@ -97,13 +120,17 @@ class NamespaceController:
             return
         self._terminating.add(namespace)
         empty = True
+        waiting = False
         for info in _NAMESPACED:
             for item in (await self.store.list(info.prefix(namespace))).items:
                 empty = False
                 if item["metadata"].get("deletionTimestamp"):
-                    continue  # waiting for its finalizers; its removal queues the namespace again
+                    waiting = True  # for its finalizers; a removal here queues the namespace again,
+                    continue  # one through another apiserver is found by the retry below
                 with contextlib.suppress(errors.NotFound):  # removed meanwhile
                     await self.registry.delete(info, namespace, item["metadata"]["name"])
+        if waiting:
+            asyncio.get_running_loop().call_later(_RETRY_AFTER, self.enqueue, namespace)
         if empty and not ns["metadata"].get("finalizers"):
             # A newer version (or its removal) is another commit, which queues the namespace again.
             with contextlib.suppress(KeyNotFound, RevisionConflict):

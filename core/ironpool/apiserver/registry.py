@@ -15,12 +15,15 @@ One write, in order (Kubernetes' ``BeforeCreate``/``GuaranteedUpdate``):
 3. server-owned metadata is set or carried over, once;
 4. the authorizer's condition on the stored object (:data:`~.auth.ObjectCheck`);
 5. validation and defaulting by the kind's strategy;
-6. admission ``validate`` (synchronous), then the store write with no await in between;
+6. admission ``validate`` (synchronous), then admission ``guard`` around the store write: plugins
+   that must hold across apiservers (capacity) attach guard keys the write commits with;
 7. the observers (admission plugins, the namespace controller) are told what was committed.
 
 Updates and deletes run steps 2-6 in one read-modify-write loop (:meth:`Registry._retrying`),
 written once: a concurrent writer's newer revision makes the loop read again and retry, unless the
-client pinned a resourceVersion, which makes it a 409 as in Kubernetes.
+client pinned a resourceVersion, which makes it a 409 as in Kubernetes. A guard key that moved
+(``GuardConflict``: another write changed the state admission decided on) is retried in any case:
+the client's object did not change. Creates retry that way too.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ from ironpool.apiserver.listing import (
 from ironpool.apiserver.listing import watch as watch_store
 from ironpool.apiserver.schemas import shape_of
 from ironpool.apiserver.strategic_patch import apply_strategic_patch
-from ironpool.store.interface import Document, KeyExists, KeyNotFound, RevisionConflict, Store
+from ironpool.store.interface import Document, GuardConflict, KeyExists, KeyNotFound, RevisionConflict, Store
 
 # Metadata the server owns: a client's values for these are ignored on create and update.
 _SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation",
@@ -273,6 +276,8 @@ class Registry:
             except RevisionConflict:
                 if pinned:
                     raise _conflict(info, name) from None
+            except GuardConflict:
+                pass  # the state admission decided on moved, not the object: decide again
             except KeyNotFound:
                 raise _not_found(info, name) from None
         raise errors.Conflict(
@@ -282,11 +287,17 @@ class Registry:
             retry_after_seconds=1,
         )
 
-    async def remove(self, info: ResourceInfo, namespace: str | None, name: str, revision: int) -> Document:
+    async def remove(self, info: ResourceInfo, namespace: str | None, name: str, revision: int,
+                     old: Document | None = None) -> Document:
         """Remove an object whose deletion is complete (its last finalizer is gone, or a controller
-        finalized it). Raises the store's KeyNotFound and RevisionConflict."""
+        finalized it); ``old`` is the object at ``revision`` when the caller has it (admission's
+        guards release what it held). Raises the store's KeyNotFound, RevisionConflict and
+        GuardConflict."""
         key = info.key(namespace, name)
-        removed = await self.store.delete(key, expected_revision=revision)
+        await self.admission.ready()
+        async with self.admission.guarded(Attributes("DELETE", info, namespace, name, old, None)) as guarded:
+            removed = await self.store.delete(key, expected_revision=revision, guards=guarded.guards)
+            guarded.revision = revision_of(removed)
         self._committed(info, key, None)
         return removed
 
@@ -317,16 +328,27 @@ class Registry:
             track_create(info, obj, manager, applied)
         key = info.key(ns, name)
         await self.admission.ready()
-        # Admission's check, then the write with no suspension in between (see .admission).
-        self.admission.validate(Attributes("CREATE", info, ns, name, None, obj, dry_run=dry_run))
-        if dry_run:
-            if await self.store.get(key) is not None:
-                raise _already_exists(info, name)
-            return obj
-        try:
-            created = await self.store.create(key, obj)
-        except KeyExists:
-            raise _already_exists(info, name) from None
+        attrs = Attributes("CREATE", info, ns, name, None, obj, dry_run=dry_run)
+        for _ in range(_CONFLICT_RETRIES):
+            # Admission's check, then the write with no suspension in between (see .admission).
+            self.admission.validate(attrs)
+            try:
+                async with self.admission.guarded(attrs) as guarded:
+                    if dry_run:
+                        if await self.store.get(key) is not None:
+                            raise _already_exists(info, name)
+                        return obj
+                    try:
+                        created = await self.store.create(key, obj, guards=guarded.guards)
+                    except KeyExists:
+                        raise _already_exists(info, name) from None
+                    guarded.revision = revision_of(created)
+                break
+            except GuardConflict:
+                continue  # the state admission decided on moved: decide again
+        else:
+            raise errors.Conflict(f"{info.plural} {name!r}: too many concurrent writers, try again",
+                                  kind=info.plural, name=name, retry_after_seconds=1)
         self._committed(info, key, created)
         return created
 
@@ -485,14 +507,15 @@ class Registry:
                 and not strategy.finalized_by_controller
             ):
                 # The last finalizer of an object being deleted is gone: remove it.
-                return obj if dry_run else await self.remove(info, namespace, name, old_rev)
+                return obj if dry_run else await self.remove(info, namespace, name, old_rev, old)
             # Admission's check, then the write with no await in between (see .admission).
-            self.admission.validate(
-                Attributes("UPDATE", info, namespace, name, old, obj, subresource, dry_run)
-            )
-            if dry_run:
-                return obj
-            updated = await self.store.update(key, obj, expected_revision=old_rev)
+            attrs = Attributes("UPDATE", info, namespace, name, old, obj, subresource, dry_run)
+            self.admission.validate(attrs)
+            async with self.admission.guarded(attrs) as guarded:
+                if dry_run:
+                    return obj
+                updated = await self.store.update(key, obj, expected_revision=old_rev, guards=guarded.guards)
+                guarded.revision = revision_of(updated)
             self._committed(info, key, updated)
             return updated
 
@@ -554,14 +577,18 @@ class Registry:
                 await check(old, None, self.store)
             self.admission.validate(Attributes("DELETE", info, namespace, name, old, None, dry_run=dry_run))
             if not m.get("finalizers") and not strategy.finalized_by_controller:
-                return old if dry_run else await self.remove(info, namespace, name, old_rev)
+                return old if dry_run else await self.remove(info, namespace, name, old_rev, old)
             if m.get("deletionTimestamp"):
                 return old
             marked = {**old, "metadata": {**m, "deletionTimestamp": now_rfc3339()}}
             strategy.prepare_for_delete(marked)
             if dry_run:
                 return marked
-            marked = await self.store.update(key, marked, expected_revision=old_rev)
+            attrs = Attributes("UPDATE", info, namespace, name, old, marked)
+            async with self.admission.guarded(attrs) as guarded:
+                marked = await self.store.update(key, marked, expected_revision=old_rev,
+                                                 guards=guarded.guards)
+                guarded.revision = revision_of(marked)
             self._committed(info, key, marked)
             return marked
 

@@ -1,11 +1,14 @@
 """Admission: plugins that may refuse (or complete) a write before it is stored, run as one chain.
 
-As in Kubernetes, each write passes every plugin twice: :meth:`AdmissionPlugin.admit` before the
-object is validated (may await, e.g. read the namespace), and :meth:`AdmissionPlugin.validate` on
-the validated object right before the write. ``validate`` is synchronous on purpose: the registry
-writes right after it without another await, so a check on in-memory state (capacity) and the write
-it guards are atomic with respect to every other request. After the write, the registry tells its
-observers (every plugin is one) what was committed, so plugins that keep state stay exact.
+As in Kubernetes, each write passes every plugin: :meth:`AdmissionPlugin.admit` before the object
+is validated (may await, e.g. read the namespace), and :meth:`AdmissionPlugin.validate` on the
+validated object right before the write. ``validate`` is synchronous: within one apiserver nothing
+commits between it and the write. :meth:`AdmissionPlugin.guard` wraps the write itself: a decision
+that must hold with several apiservers over one store (capacity) reads shared state there and
+attaches guard keys that the store commits in the same transaction as the object, or refuses the
+whole write (see :class:`ironpool.store.interface.Guard`). After the write, the registry tells its
+observers (every plugin is one) what was committed; :class:`.mirror.StoreMirror` keeps a plugin's
+in-memory view current with the writes of the other apiservers too.
 
 The default chain is :func:`default_chain`: ``NamespaceLifecycle``, ``CapacityAdmission``, then
 ``IPAM`` (addresses, MACs and prefixes, :mod:`.ipam`).

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
-from dataclasses import dataclass
+import contextlib
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from ironpool.api.resource_info import ResourceInfo
-from ironpool.store.interface import Document
+from ironpool.store.interface import Document, Guard
 
 Operation = Literal["CREATE", "UPDATE", "DELETE"]
 
@@ -33,6 +34,15 @@ class Attributes:
     dry_run: bool = False
 
 
+@dataclass(slots=True)
+class Guarded:
+    """The guard keys the plugins attach to one write (:meth:`AdmissionPlugin.guard`), and the
+    revision it committed at once it did (None: not written, e.g. a dry run or a refusal)."""
+
+    guards: list[Guard] = field(default_factory=list)
+    revision: int | None = None
+
+
 class AdmissionPlugin:
     """One admission plugin; every hook defaults to allowing and recording nothing."""
 
@@ -50,6 +60,16 @@ class AdmissionPlugin:
     def validate(self, attrs: Attributes) -> None:
         """Refuse (raise an ``ApiError``) right before the write; must not await (see the module)."""
 
+    @contextlib.asynccontextmanager
+    async def guard(self, attrs: Attributes, guarded: Guarded) -> AsyncIterator[None]:
+        """Around the store write: read shared state (may await), refuse (raise an ``ApiError``) or
+        append :class:`~ironpool.store.interface.Guard` keys to ``guarded.guards``; the write then
+        carries them, so the decision holds for every apiserver over the store. The body is the
+        write: afterwards ``guarded.revision`` tells whether it committed, and a
+        :class:`~ironpool.store.interface.GuardConflict` raised from it means a guard moved (the
+        registry reads and decides again). Locks a plugin takes here are held across the write."""
+        yield
+
     def committed(self, info: ResourceInfo, key: str, doc: Document | None) -> None:
         """A write of ``key`` was committed (``doc`` as stored, None when the object was removed)."""
 
@@ -62,12 +82,13 @@ class AdmissionChain:
         self.plugins = tuple(plugins)
         self._admitters: dict[str, tuple[AdmissionPlugin, ...]] = {}
         self._validators: dict[str, tuple[AdmissionPlugin, ...]] = {}
+        self._guards: dict[str, tuple[AdmissionPlugin, ...]] = {}
         self._ready = False
         self._lock = asyncio.Lock()
 
     def _for(self, kind: str, phase: str) -> tuple[AdmissionPlugin, ...]:
-        """The plugins that look at ``kind`` and override ``phase`` (``admit`` or ``validate``)."""
-        cache = self._admitters if phase == "admit" else self._validators
+        """The plugins that look at ``kind`` and override ``phase`` (``admit``, ``validate``, ``guard``)."""
+        cache = {"admit": self._admitters, "validate": self._validators, "guard": self._guards}[phase]
         plugins = cache.get(kind)
         if plugins is None:
             plugins = cache[kind] = tuple(
@@ -94,3 +115,17 @@ class AdmissionChain:
     def validate(self, attrs: Attributes) -> None:
         for plugin in self._for(attrs.info.kind, "validate"):
             plugin.validate(attrs)
+
+    @contextlib.asynccontextmanager
+    async def guarded(self, attrs: Attributes) -> AsyncIterator[Guarded]:
+        """Every plugin's :meth:`AdmissionPlugin.guard` around the write the body makes; the body
+        sends ``guarded.guards`` with it and sets ``guarded.revision`` once it committed."""
+        guarded = Guarded()
+        plugins = self._for(attrs.info.kind, "guard")
+        if not plugins:
+            yield guarded
+            return
+        async with contextlib.AsyncExitStack() as stack:
+            for plugin in plugins:
+                await stack.enter_async_context(plugin.guard(attrs, guarded))
+            yield guarded
