@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import ApiServer, start_apiserver, stop_apiserver
 from tests.helpers.etcd import EtcdCluster, etcd_cluster
+from tests.helpers.net import free_port
+from tests.helpers.runtimes import start_ironpool, wait_serving
 
 _ROOTS = itertools.count()
 
@@ -59,3 +64,56 @@ def two_apiservers(etcd: EtcdCluster, tmp_path_factory: pytest.TempPathFactory) 
         yield plane
     finally:
         plane.stop()
+
+
+@dataclass
+class SchedulerProcess:
+    """An ``ironpool scheduler`` replica with leader election and its /metrics."""
+
+    process: subprocess.Popen[bytes]
+    log: Path
+    metrics_url: str
+
+    def metrics(self) -> dict[str, float]:
+        """``name{label=value,...}`` -> value of every sample on /metrics; {} while it does not answer."""
+        try:
+            text = httpx.get(self.metrics_url, timeout=2).text
+        except httpx.HTTPError:
+            return {}
+        samples: dict[str, float] = {}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+                samples[f"{s.name}{{{labels}}}"] = s.value
+        return samples
+
+    @property
+    def leading(self) -> bool:
+        return self.metrics().get("leader_election_master_status{name=ironpool-scheduler}") == 1.0
+
+    def holder(self) -> str | None:
+        """The Lease holder this replica last saw (from ``ironpool_scheduler_leader``)."""
+        for key, value in self.metrics().items():
+            if key.startswith("ironpool_scheduler_leader{") and value == 1.0:
+                return key.split("holder=", 1)[1].split(",")[0].rstrip("}")
+        return None
+
+    def identity(self) -> str | None:
+        for key in self.metrics():
+            if key.startswith("ironpool_scheduler_identity{"):
+                return key.split("identity=", 1)[1].rstrip("}")
+        return None
+
+
+def start_scheduler(plane: ControlPlane, tmp: Path, name: str, *args: str) -> SchedulerProcess:
+    """A scheduler replica given every apiserver of ``plane``, serving /metrics on a free port."""
+    config = tmp / f"{name}.yaml"
+    config.write_text("queue: {initialBackoffSeconds: 0.05, maxBackoffSeconds: 0.5}\n")
+    port = free_port()
+    servers = ",".join(s.url for s in plane.servers)
+    log = tmp / f"{name}.log"
+    proc = start_ironpool(["scheduler", "--server", servers, "--token-file", str(plane.servers[0].token_file),
+                           "--config", str(config), "--metrics-listen", f"127.0.0.1:{port}", *args], log)
+    replica = SchedulerProcess(proc, log, f"http://127.0.0.1:{port}/metrics")
+    wait_serving(proc, lambda: bool(replica.metrics()), log, f"scheduler {name}")
+    return replica

@@ -156,8 +156,8 @@ async def test_volume_scheduler_places_by_storage(apiserver: Any, quiet_config: 
 @pytest.fixture
 def racing_schedulers(apiserver: Any, tmp_path: Path) -> Iterator[list[Path]]:
     """Two processes named ``default`` (racing for the same Machines) and one named ``second``
-    (racing for the same pools with other Machines); the apiserver's capacity admission alone
-    prevents overcommit."""
+    (racing for the same pools with other Machines), without leader election; the apiserver's
+    capacity admission alone prevents overcommit."""
     logs = []
     procs = []
     for i, name in enumerate(("default", "default", "second")):
@@ -168,7 +168,8 @@ def racing_schedulers(apiserver: Any, tmp_path: Path) -> Iterator[list[Path]]:
         logs.append(log)
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "ironpool.cli.main", "scheduler", "--server", apiserver.url,
-             "--token-file", str(apiserver.token_file), "--config", str(cfg), "--log-level", "INFO"],
+             "--token-file", str(apiserver.token_file), "--config", str(cfg), "--log-level", "INFO",
+             "--no-leader-elect"],
             stdout=open(log, "wb"), stderr=subprocess.STDOUT,  # noqa: SIM115
             env={**os.environ, "PYTHONUNBUFFERED": "1"}))
     try:

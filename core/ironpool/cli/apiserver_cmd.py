@@ -12,11 +12,11 @@ import click
 from ironpool.cli.common import setup_logging
 
 
-def parse_listen(value: str) -> tuple[str, int]:
+def parse_listen(value: str, option: str = "--listen") -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:PORT`` for IPv6) into its parts."""
     host, sep, port_s = value.rpartition(":")
     if not sep or not port_s.isdigit() or not 0 < int(port_s) < 65536:
-        raise click.BadParameter(f"{value!r} is not HOST:PORT", param_hint="--listen")
+        raise click.BadParameter(f"{value!r} is not HOST:PORT", param_hint=option)
     return host.strip("[]") or "0.0.0.0", int(port_s)
 
 

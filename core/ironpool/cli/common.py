@@ -23,7 +23,8 @@ def server_options(f: F) -> F:
     f = click.option("--token-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
                      help="File holding the bearer token.")(f)
     return click.option("--server", default=None,
-                        help="apiserver URL (default: client config / IRONPOOL_SERVER).")(f)
+                        help="apiserver URL, or several of one control plane comma-separated (failover) "
+                             "(default: client config / IRONPOOL_SERVER).")(f)
 
 
 def log_level_option(f: F) -> F:

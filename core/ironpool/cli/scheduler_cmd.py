@@ -29,28 +29,73 @@ def _scheduler_config(path: Path | None) -> Any:
         raise click.BadParameter(str(exc), param_hint="--config") from exc
 
 
+def _election(name: str, namespace: str, lease: float, renew: float, retry: float) -> Any:
+    from ironpool.client.leaderelection import LeaderElectionConfig
+
+    try:
+        return LeaderElectionConfig(name, namespace, lease_duration=lease, renew_deadline=renew,
+                                    retry_period=retry)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--leader-elect-*") from None
+
+
 @click.command("scheduler")
 @server_options
 @click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Scheduler configuration YAML (profiles, queue timings).")
 @click.option("--bind-concurrency", default=64, show_default=True, type=click.IntRange(1, 1024),
               help="Bindings in flight at once.")
+@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True,
+              help="Run as one of several replicas: only the holder of a coordination.k8s.io Lease "
+                   "schedules.")
+@click.option("--leader-elect-resource-name", default="ironpool-scheduler", show_default=True)
+@click.option("--leader-elect-resource-namespace", default="kube-system", show_default=True)
+@click.option("--leader-elect-lease-duration", default=10.0, show_default=True, type=click.FloatRange(0.5),
+              help="Seconds a standby waits after the Lease was last seen renewed before taking it over.")
+@click.option("--leader-elect-renew-deadline", default=7.0, show_default=True, type=click.FloatRange(0.2),
+              help="Seconds the leader keeps trying to renew before it stops scheduling.")
+@click.option("--leader-elect-retry-period", default=2.0, show_default=True, type=click.FloatRange(0.1),
+              help="Seconds between tries to take or renew the Lease.")
+@click.option("--metrics-listen", default=None, metavar="HOST:PORT",
+              help="Serve Prometheus /metrics here (who leads, what was scheduled).")
 @log_level_option
 def scheduler(server: str | None, token_file: Path | None, config_path: Path | None, bind_concurrency: int,
-              log_level: str) -> None:
-    """Place Machines on MachinePools and Volumes on VolumePools until stopped (SIGINT/SIGTERM)."""
+              leader_elect: bool, leader_elect_resource_name: str, leader_elect_resource_namespace: str,
+              leader_elect_lease_duration: float, leader_elect_renew_deadline: float,
+              leader_elect_retry_period: float, metrics_listen: str | None, log_level: str) -> None:
+    """Place Machines on MachinePools and Volumes on VolumePools until stopped (SIGINT/SIGTERM).
+
+    Several replicas may run against one control plane (each given every apiserver with
+    ``--server URL1,URL2``): they elect one leader through a Lease, and a standby takes over when it
+    stops renewing it.
+    """
+    from ironpool.cli.apiserver_cmd import parse_listen
     from ironpool.client.rest import AsyncClient
+    from ironpool.scheduler.leading import run_elected
+    from ironpool.scheduler.metrics import SchedulerMetrics
     from ironpool.scheduler.runner import run_scheduler
 
     setup_logging(log_level)
     config = _scheduler_config(config_path)
     cfg = client_config(server, None, token_file)
+    election = _election(leader_elect_resource_name, leader_elect_resource_namespace,
+                         leader_elect_lease_duration, leader_elect_renew_deadline, leader_elect_retry_period)
+    listen = None if metrics_listen is None else parse_listen(metrics_listen, "--metrics-listen")
+    metrics = SchedulerMetrics(election.name, election.identity if leader_elect else "")
+    http = None if listen is None else metrics.serve(*listen)
 
     async def main(stop: asyncio.Event) -> None:
         async with AsyncClient(cfg) as client:
-            await run_scheduler(client, config, stop, bind_concurrency=bind_concurrency)
+            if leader_elect:
+                await run_elected(client, config, stop, election, metrics, bind_concurrency=bind_concurrency)
+            else:
+                await run_scheduler(client, config, stop, bind_concurrency=bind_concurrency)
 
-    run_until_signalled(main)
+    try:
+        run_until_signalled(main)
+    finally:
+        if http is not None:
+            http.shutdown()
 
 
 @click.command("schedule")

@@ -3,6 +3,10 @@
 Precedence, lowest first: the config file (``$IRONPOOL_CONFIG`` or ``~/.config/ironpool/config.yaml``),
 then ``IRONPOOL_SERVER`` / ``IRONPOOL_TOKEN`` / ``IRONPOOL_NAMESPACE``, then explicit arguments
 (the CLI's ``--server``/``--token``/``--namespace``).
+
+``server`` may name several apiservers of one control plane: comma-separated
+(``https://a:8443,https://b:8443``), or as a YAML list in the file. The client fails over between
+them (:mod:`ironpool.client.failover`).
 """
 
 from __future__ import annotations
@@ -62,8 +66,18 @@ class ClientConfig:
             )
         return cls._from_mapping(data, str(path))
 
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """The apiserver URLs ``server`` names, in order."""
+        return tuple(s.strip() for s in self.server.split(",") if s.strip())
+
     @classmethod
     def _from_mapping(cls, data: dict[str, Any], origin: str) -> ClientConfig:
+        servers = data.get("server")
+        if isinstance(servers, list):
+            if not all(isinstance(s, str) for s in servers):
+                raise ConfigError(f"{origin}: server must be a URL or a list of URLs")
+            data = {**data, "server": ",".join(servers)}
         for key in ("server", "token", "ca_file", "namespace"):
             value = data.get(key)
             if value is not None and not isinstance(value, str):
@@ -106,10 +120,11 @@ class ClientConfig:
 
     def require_server(self) -> ClientConfig:
         """Self, or a ConfigError telling the user how to configure a server."""
-        if not self.server:
+        if not self.servers:
             raise ConfigError("no server configured: set IRONPOOL_SERVER or run `ironpool up`")
-        if not self.server.startswith(("http://", "https://")):
-            raise ConfigError(f"server {self.server!r} must be an http:// or https:// URL")
+        for server in self.servers:
+            if not server.startswith(("http://", "https://")):
+                raise ConfigError(f"server {server!r} must be an http:// or https:// URL")
         return self
 
     def save(self, path: Path | None = None) -> Path:

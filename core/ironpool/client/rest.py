@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from ironpool.api.resources import ResourceInfo
 from ironpool.client.config import ClientConfig
+from ironpool.client.failover import ServerList
 from ironpool.client.wire import (
     ListResult,
     Obj,
@@ -50,8 +51,7 @@ def _httpx_options(config: ClientConfig, timeout: float) -> dict[str, Any]:
     if config.token:
         headers["Authorization"] = f"Bearer {config.token}"
     verify: Any = False if config.insecure else (config.ca_file or True)
-    return {"base_url": config.server.rstrip("/"), "headers": headers, "verify": verify,
-            "timeout": httpx.Timeout(timeout), "limits": _LIMITS}
+    return {"headers": headers, "verify": verify, "timeout": httpx.Timeout(timeout), "limits": _LIMITS}
 
 
 def _watch_timeout(timeout_seconds: int | None) -> httpx.Timeout:
@@ -60,17 +60,8 @@ def _watch_timeout(timeout_seconds: int | None) -> httpx.Timeout:
     return httpx.Timeout(10.0, read=read)
 
 
-# A pooled keep-alive connection the server closed (a restart, an idle timeout) fails before any
-# answer; a safe request is sent once more on a fresh connection, as Go's net/http does.
-_RESEND_SAFE = frozenset({"GET", "HEAD"})
-
-
-def _resend(method: str, exc: httpx.TransportError, attempt: int) -> bool:
-    return attempt == 0 and method in _RESEND_SAFE and isinstance(exc, httpx.RemoteProtocolError)
-
-
-def _unreachable(config: ClientConfig, exc: Exception) -> ServerUnreachable:
-    return ServerUnreachable(f"cannot reach the apiserver at {config.server}: {exc or type(exc).__name__}")
+def _unreachable(server: str, exc: Exception) -> ServerUnreachable:
+    return ServerUnreachable(f"cannot reach the apiserver at {server}: {exc or type(exc).__name__}")
 
 
 class _Typed:
@@ -117,6 +108,7 @@ class Client:
         self.ops = Operations(config.namespace)
         self._typed = _Typed(self.ops)
         self._http = httpx.Client(**_httpx_options(config, timeout))
+        self.servers = ServerList(config.servers)
 
     def __enter__(self) -> Client:
         return self
@@ -130,14 +122,17 @@ class Client:
     def call(self, op: Op[T]) -> T:
         """Send one Op and decode its answer (raising ApiError / ServerUnreachable)."""
         req = op.request
-        for attempt in (0, 1):
+        attempt = 0
+        while True:
+            server = self.servers.current
             try:
-                resp = self._http.request(req.method, req.path, params=req.params, content=req.content(),
-                                          headers=req.headers())
+                resp = self._http.request(req.method, server + req.path, params=req.params,
+                                          content=req.content(), headers=req.headers())
                 break
             except httpx.TransportError as exc:
-                if not _resend(req.method, exc, attempt):
-                    raise _unreachable(self.config, exc) from exc
+                if not self.servers.again(req.method, exc, attempt, server):
+                    raise _unreachable(server, exc) from exc
+                attempt += 1
         return op.decode(decode_body(resp.status_code, resp.content))
 
     # -- typed -----------------------------------------------------------------------------
@@ -234,8 +229,9 @@ class Client:
         yield from self._stream(req, timeout_seconds)
 
     def _stream(self, req: Request, timeout_seconds: int | None) -> Iterator[WatchEvent[Obj]]:
+        server = self.servers.current
         try:
-            with self._http.stream(req.method, req.path, params=req.params,
+            with self._http.stream(req.method, server + req.path, params=req.params,
                                    timeout=_watch_timeout(timeout_seconds)) as resp:
                 if resp.status_code != 200:
                     decode_body(resp.status_code, resp.read())
@@ -247,7 +243,8 @@ class Client:
                 except _STREAM_CUT:
                     return  # a watch cut mid-stream just ends; the caller resumes from its last RV
         except httpx.TransportError as exc:
-            raise _unreachable(self.config, exc) from exc
+            self.servers.again(req.method, exc, 0, server)  # the next watch goes elsewhere if need be
+            raise _unreachable(server, exc) from exc
 
 
 class AsyncClient:
@@ -258,6 +255,7 @@ class AsyncClient:
         self.ops = Operations(config.namespace)
         self._typed = _Typed(self.ops)
         self._http = httpx.AsyncClient(**_httpx_options(config, timeout))
+        self.servers = ServerList(config.servers)
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -270,14 +268,17 @@ class AsyncClient:
 
     async def call(self, op: Op[T]) -> T:
         req = op.request
-        for attempt in (0, 1):
+        attempt = 0
+        while True:
+            server = self.servers.current
             try:
-                resp = await self._http.request(req.method, req.path, params=req.params,
+                resp = await self._http.request(req.method, server + req.path, params=req.params,
                                                 content=req.content(), headers=req.headers())
                 break
             except httpx.TransportError as exc:
-                if not _resend(req.method, exc, attempt):
-                    raise _unreachable(self.config, exc) from exc
+                if not self.servers.again(req.method, exc, attempt, server):
+                    raise _unreachable(server, exc) from exc
+                attempt += 1
         return op.decode(decode_body(resp.status_code, resp.content))
 
     # -- typed -----------------------------------------------------------------------------
@@ -369,8 +370,9 @@ class AsyncClient:
                         allow_bookmarks: bool = True) -> AsyncIterator[WatchEvent[Obj]]:
         req = self.ops.watch_request(info, namespace, resource_version, label_selector, field_selector,
                                      timeout_seconds, allow_bookmarks)
+        server = self.servers.current
         try:
-            async with self._http.stream(req.method, req.path, params=req.params,
+            async with self._http.stream(req.method, server + req.path, params=req.params,
                                          timeout=_watch_timeout(timeout_seconds)) as resp:
                 if resp.status_code != 200:
                     decode_body(resp.status_code, await resp.aread())
@@ -382,4 +384,5 @@ class AsyncClient:
                 except _STREAM_CUT:
                     return
         except httpx.TransportError as exc:
-            raise _unreachable(self.config, exc) from exc
+            self.servers.again(req.method, exc, 0, server)  # the next watch goes elsewhere if need be
+            raise _unreachable(server, exc) from exc

@@ -30,6 +30,7 @@ from typing import Any
 
 from ironpool.api.strategies.classes import MachineClassStrategy, VolumeClassStrategy
 from ironpool.api.strategies.event import EventStrategy
+from ironpool.api.strategies.lease import LeaseStrategy
 from ironpool.api.strategies.machine import MachineStrategy
 from ironpool.api.strategies.namespace import NamespaceStrategy
 from ironpool.api.strategies.network import NetworkStrategy
@@ -53,4 +54,5 @@ STRATEGIES: tuple[Strategy[Any], ...] = (
     SecretStrategy(),
     NamespaceStrategy(),
     EventStrategy(),
+    LeaseStrategy(),
 )
