@@ -17,7 +17,6 @@ from ironpool.scheduler.metrics import SchedulerMetrics
 from ironpool.scheduler.runner import SchedulerRunner
 
 
-
 async def run_elected(client: AsyncClient, config: SchedulerConfig | None, stop: asyncio.Event,
                       election: LeaderElectionConfig, metrics: SchedulerMetrics | None = None,
                       **options: Any) -> None:
