@@ -114,6 +114,41 @@ class EtcdCluster:
             member.process.kill()
             member.process.wait()
 
+    def _status(self, member: EtcdMember) -> tuple[int, int]:
+        """``(this member's id, the leader's id)`` as ``member`` reports them."""
+        from aetcd import rpc
+
+        channel = _channel(member.endpoint, self.tls)
+        try:
+            status = rpc.MaintenanceStub(channel).Status(rpc.StatusRequest(), timeout=2.0)
+            return int(status.header.member_id), int(status.leader)
+        finally:
+            channel.close()
+
+    def make_leader(self, member: EtcdMember, timeout: float = 15.0) -> None:
+        """Hand the raft leadership to ``member`` (etcd's MoveLeader, sent to the current leader)."""
+        from aetcd import rpc
+
+        target, _ = self._status(member)
+        deadline = time.monotonic() + timeout
+        while True:
+            ids = {self._status(m)[0]: m for m in self.members if m.alive}
+            leader = ids.get(self._status(member)[1])
+            if leader is member:
+                return
+            if leader is not None:
+                channel = _channel(leader.endpoint, self.tls)
+                try:
+                    request = rpc.MoveLeaderRequest(targetID=target)
+                    rpc.MaintenanceStub(channel).MoveLeader(request, timeout=5.0)
+                except grpc.RpcError:
+                    pass  # an election in between: look again
+                finally:
+                    channel.close()
+            if time.monotonic() > deadline:
+                pytest.fail(f"etcd {member.name} did not become the leader within {timeout}s")
+            time.sleep(0.1)
+
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Until every live member answers a linearizable read (the cluster has a leader)."""
         from aetcd import rpc
@@ -145,12 +180,15 @@ class EtcdCluster:
                     member.process.wait()
 
 
-def _answers(rpc: object, endpoint: str, tls: EtcdTlsFiles | None) -> bool:
+def _channel(endpoint: str, tls: EtcdTlsFiles | None) -> grpc.Channel:
     if tls is None:
-        channel = grpc.insecure_channel(endpoint)
-    else:
-        creds = grpc.ssl_channel_credentials(tls.ca.read_bytes(), tls.key.read_bytes(), tls.cert.read_bytes())
-        channel = grpc.secure_channel(endpoint, creds)
+        return grpc.insecure_channel(endpoint)
+    creds = grpc.ssl_channel_credentials(tls.ca.read_bytes(), tls.key.read_bytes(), tls.cert.read_bytes())
+    return grpc.secure_channel(endpoint, creds)
+
+
+def _answers(rpc: object, endpoint: str, tls: EtcdTlsFiles | None) -> bool:
+    channel = _channel(endpoint, tls)
     try:
         stub = rpc.KVStub(channel)  # type: ignore[attr-defined]
         stub.Range(rpc.RangeRequest(key=b"/", limit=1), timeout=1.0)  # type: ignore[attr-defined]
