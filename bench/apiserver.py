@@ -274,14 +274,6 @@ def serving(https: bool = False) -> Iterator[tuple[str, Target]]:
             proc.wait(timeout=10)
 
 
-@contextlib.contextmanager
-def running_apiserver() -> Iterator[tuple[str, int, str, int]]:
-    """``ironpool apiserver`` over plain HTTP on a fresh SQLite file, stopped afterwards:
-    (url, port, token, pid)."""
-    with serving() as (url, target):
-        yield url, target.port, target.token, target.pid
-
-
 def _share(result: dict[str, object], scheme: str, phase: str) -> float:
     phase_result = result[scheme]
     assert isinstance(phase_result, dict)
