@@ -155,3 +155,15 @@ def test_client_certificate_of_another_ca_is_refused(server: Server, tmp_path: P
     mallory = server.client_cert(stranger, "mallory", ["system:masters"])
     with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
         httpx.get(server.url + NAMESPACES, verify=server.context(mallory))
+
+
+def test_ironpool_client_verifies_with_ca_file(server: Server, tmp_path: Path) -> None:
+    from ironpool.api.resources import resolve
+    from ironpool.client import Client, ClientConfig, ConfigError
+
+    config = ClientConfig(server=server.url, token="admintok", ca_file=server.tls.client_ca_file)
+    with Client(config) as client:
+        names = [n["metadata"]["name"] for n in client.list_raw(resolve("namespaces")).items]
+    assert names == ["kube-system"]
+    with pytest.raises(ConfigError, match=r"ca_file .*missing\.pem: cannot load it"):
+        Client(ClientConfig(server=server.url, token="admintok", ca_file=str(tmp_path / "missing.pem")))

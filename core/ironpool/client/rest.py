@@ -11,6 +11,7 @@ Namespaces: object calls on a namespaced kind default to the configured namespac
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, TypeVar
 
@@ -18,7 +19,7 @@ import httpx
 from pydantic import BaseModel
 
 from ironpool.api.resources import ResourceInfo
-from ironpool.client.config import ClientConfig
+from ironpool.client.config import ClientConfig, ConfigError
 from ironpool.client.failover import ServerList
 from ironpool.client.wire import (
     ListResult,
@@ -50,8 +51,21 @@ def _httpx_options(config: ClientConfig, timeout: float) -> dict[str, Any]:
     headers = {"Accept": "application/json", "User-Agent": "ironpool-client"}
     if config.token:
         headers["Authorization"] = f"Bearer {config.token}"
-    verify: Any = False if config.insecure else (config.ca_file or True)
-    return {"headers": headers, "verify": verify, "timeout": httpx.Timeout(timeout), "limits": _LIMITS}
+    return {"headers": headers, "verify": _verify(config), "timeout": httpx.Timeout(timeout),
+            "limits": _LIMITS}
+
+
+def _verify(config: ClientConfig) -> ssl.SSLContext | bool:
+    """How to check the server's certificate: against ``ca_file`` alone (the CA ``ironpool up`` made),
+    else the system's CAs, or not at all with ``insecure``."""
+    if config.insecure:
+        return False
+    if config.ca_file:
+        try:
+            return ssl.create_default_context(cafile=config.ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"ca_file {config.ca_file}: cannot load it: {exc}") from None
+    return True
 
 
 def _watch_timeout(timeout_seconds: int | None) -> httpx.Timeout:
@@ -215,6 +229,13 @@ class Client:
         return self.call(self.ops.apply_raw(info, name, obj, field_manager, namespace, force, subresource,
                                             dry_run))
 
+    def bind_raw(self, info: ResourceInfo, name: str, target_kind: str, target: str,
+                 namespace: str | None = None, resource_version: str | None = None,
+                 dry_run: bool = False) -> Obj:
+        """Bind to a pool through the ``binding`` subresource (see ``Operations.bind_raw``)."""
+        return self.call(self.ops.bind_raw(info, name, target_kind, target, namespace, resource_version,
+                                           dry_run))
+
     def delete_raw(self, info: ResourceInfo, name: str, namespace: str | None = None,
                    resource_version: str | None = None, dry_run: bool = False) -> Obj | None:
         return self.call(self.ops.delete_raw(info, name, namespace, resource_version, dry_run))
@@ -359,6 +380,13 @@ class AsyncClient:
         """Server-side apply (``PATCH`` with ``application/apply-patch+yaml``)."""
         return await self.call(self.ops.apply_raw(info, name, obj, field_manager, namespace, force,
                                                   subresource, dry_run))
+
+    async def bind_raw(self, info: ResourceInfo, name: str, target_kind: str, target: str,
+                       namespace: str | None = None, resource_version: str | None = None,
+                       dry_run: bool = False) -> Obj:
+        """Bind to a pool through the ``binding`` subresource (see ``Operations.bind_raw``)."""
+        return await self.call(self.ops.bind_raw(info, name, target_kind, target, namespace, resource_version,
+                                                 dry_run))
 
     async def delete_raw(self, info: ResourceInfo, name: str, namespace: str | None = None,
                          resource_version: str | None = None, dry_run: bool = False) -> Obj | None:
