@@ -137,3 +137,29 @@ def test_unknown_fields_are_dropped_for_warn_and_ignore() -> None:
     dropped = drop_unknown_fields(obj, shape_of(MACHINES))
     assert sorted(dropped) == ["metadata.bogus", "spec.colour", "spec.volumes[0].size"]
     assert "colour" not in obj["spec"] and obj["spec"]["volumes"] == [{"name": "root", "emptyDisk": {}}]
+
+
+async def test_apply_that_creates_needs_the_right_to_create(tmp_path: Path) -> None:
+    import httpx
+    from ironpool.apiserver.app import build_app
+    from ironpool.apiserver.auth import Authenticator, parse_token_file
+
+    store = SQLiteStore(str(tmp_path / "http.db"))
+    tokens = ('a,admin,1,"system:masters"\n'
+              'p,compute.ironcore.dev:system:machinepool:p1,2,"compute.ironcore.dev:system:machinepools"\n')
+    app = build_app(store, Authenticator(parse_token_file(tokens)))
+    pool = {"apiVersion": "compute.ironcore.dev/v1alpha1", "kind": "MachinePool",
+            "metadata": {"name": "p2", "labels": {"zone": "a"}}}
+    path = "/apis/compute.ironcore.dev/v1alpha1/machinepools/p2"
+    apply = {"Content-Type": "application/apply-patch+yaml"}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
+        r = await c.patch(path, params={"fieldManager": "x"}, json=pool,
+                          headers={**apply, "Authorization": "Bearer p"})
+        assert r.status_code == 403, r.text  # pool p1 may not create pool p2
+        r = await c.patch(path, json=pool, headers={**apply, "Authorization": "Bearer a"})
+        assert r.status_code == 400 and "fieldManager" in r.json()["message"]
+        admin = {**apply, "Authorization": "Bearer a"}
+        r = await c.patch(path, params={"fieldManager": "x"}, json=pool, headers=admin)
+        assert r.status_code == 200, r.text
+        assert r.json()["metadata"]["managedFields"][0]["operation"] == "Apply"
+    await store.close()

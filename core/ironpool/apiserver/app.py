@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ironpool.api import errors
 from ironpool.api.resources import ResourceInfo, by_path
-from ironpool.apiserver.auth import Authenticator, Authorizer, User
+from ironpool.apiserver.auth import Authenticator, Authorizer, ObjectCheck, User
 from ironpool.apiserver.authz import authorize as authorize_identities
 from ironpool.apiserver.bootstrap import Bootstrap
 from ironpool.apiserver.fieldmanager import manager_from_user_agent
@@ -326,8 +326,14 @@ class ApiServer:
                 obj = await reg.update(info, ns, name, body, subresource=sub, dry_run=dry_run(request),
                                        check=check, manager=opts.manager)
             elif ctype == APPLY_PATCH:
+                def may_create() -> ObjectCheck | None:
+                    # Applying to a missing object creates it: that takes the right to create.
+                    created = self.authorize(user, "create", info.plural, ns, None)
+                    return created.objects if created else None
+
                 obj = await reg.apply(info, ns, name, body, manager=opts.manager, force=opts.force,
-                                      subresource=sub, dry_run=dry_run(request), check=check)
+                                      subresource=sub, dry_run=dry_run(request), check=check,
+                                      may_create=may_create)
             else:
                 obj = await reg.patch(info, ns, name, body, subresource=sub, dry_run=dry_run(request),
                                       check=check, manager=opts.manager, strategic=ctype == STRATEGIC_PATCH)

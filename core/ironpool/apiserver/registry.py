@@ -437,16 +437,19 @@ class Registry:
         subresource: str | None = None,
         dry_run: bool = False,
         check: ObjectCheck | None = None,
+        may_create: Callable[[], ObjectCheck | None] | None = None,
     ) -> Document:
         """Server-side apply of ``config`` by ``manager`` (see :mod:`.fieldmanager`): creates the
-        object if it does not exist."""
+        object if it does not exist, once ``may_create`` (the authorizer's say on a create: raises
+        Forbidden, or returns its condition) allows it."""
         if not isinstance(config, dict):
             raise errors.BadRequest("an apply configuration must be an object")
         config = _body(info, config, namespace, name)
         if subresource is None and await self.store.get(info.key(namespace, name)) is None:
+            create_check = may_create() if may_create is not None else check
             try:
                 return await self.create(info, namespace, orjson.loads(orjson.dumps(config)), dry_run=dry_run,
-                                         check=check, manager=manager, applied=field_set(config, info))
+                                         check=create_check, manager=manager, applied=field_set(config, info))
             except errors.AlreadyExists:
                 pass  # created meanwhile: apply to it
         owners: dict[int, list[Entry]] = {}
