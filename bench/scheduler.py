@@ -26,6 +26,7 @@ import gc
 import importlib.util
 import json
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -149,7 +150,7 @@ def run_inprocess(wl: ModuleType, workload: dict[str, Any], args: argparse.Names
     return out
 
 
-def _start_apiserver(tmp: Path) -> tuple[Any, str, Path]:
+def _start_apiserver(tmp: Path, profile: str | None = None) -> tuple[Any, str, Path]:
     """``ironpool apiserver`` on a fresh SQLite file; returns (process, url, token file)."""
     import secrets
     import socket
@@ -164,7 +165,8 @@ def _start_apiserver(tmp: Path) -> tuple[Any, str, Path]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = open(tmp / "apiserver.log", "wb")  # noqa: SIM115 - handed to the child
-    proc = subprocess.Popen([sys.executable, "-m", "ironpool.cli.main", "apiserver", "--store",
+    prof = ["-m", "cProfile", "-o", profile] if profile else []
+    proc = subprocess.Popen([sys.executable, *prof, "-m", "ironpool.cli.main", "apiserver", "--store",
                              f"sqlite:///{tmp / 'bench.db'}", "--listen", f"127.0.0.1:{port}",
                              "--token-file", str(token_file)], stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -194,7 +196,7 @@ async def run_api(wl: ModuleType, workload: dict[str, Any], args: argparse.Names
     from ironpool.client.wire import resource_for_model
 
     tmp = Path(tempfile.mkdtemp(prefix="ironpool-bench-"))
-    proc, url, token_file = _start_apiserver(tmp)
+    proc, url, token_file = _start_apiserver(tmp, args.profile_apiserver)
     token = token_file.read_text().split(",")[0]
     sched: Any = None
     try:
@@ -278,8 +280,8 @@ async def run_api(wl: ModuleType, workload: dict[str, Any], args: argparse.Names
         if sched is not None:
             sched.terminate()
             sched.wait(timeout=10)
-        proc.terminate()
-        proc.wait(timeout=10)
+        proc.send_signal(signal.SIGINT)  # a clean exit, so a profile is written
+        proc.wait(timeout=30)
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -297,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--api-timeout", type=float, default=300.0, help="api mode: give up after N seconds")
     ap.add_argument("--keep", action="store_true", help="api mode: keep the temp dir (db, logs)")
     ap.add_argument("--profile-scheduler", default=None, help="api mode: cProfile the scheduler into FILE")
+    ap.add_argument("--profile-apiserver", default=None, help="api mode: cProfile the apiserver into FILE")
     ap.add_argument("--bind-concurrency", type=int, default=8, help="api mode: scheduler binds in flight")
     args = ap.parse_args(argv)
     wl = load_workload_module()

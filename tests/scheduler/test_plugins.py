@@ -23,19 +23,18 @@ from tests.scheduler.sched_docs import machine, machine_class, machine_pool, vol
 
 
 class FakeClient:
-    """Records merge patches as the AsyncClient would send them; ``fail`` maps object names to errors."""
+    """Records bindings as the AsyncClient would post them; ``fail`` maps object names to errors."""
 
     def __init__(self, fail: dict[str, Exception] | None = None) -> None:
-        self.patches: list[tuple[str, str, dict[str, Any], str | None]] = []
+        self.bindings: list[tuple[str, str, str, str, str | None, str | None]] = []
         self.fail = dict(fail or {})
 
-    async def patch_raw(self, info: Any, name: str, patch: dict[str, Any],
-                        namespace: str | None = None) -> dict[str, Any]:
+    async def bind_raw(self, info: Any, name: str, target_kind: str, target: str,
+                       namespace: str | None = None, resource_version: str | None = None) -> dict[str, Any]:
         if name in self.fail:
             raise self.fail[name]
-        self.patches.append((info.kind, name, patch, namespace))
-        return {"kind": info.kind, "metadata": {"name": name, "namespace": namespace, "resourceVersion": "2"},
-                "spec": patch["spec"]}
+        self.bindings.append((info.kind, name, target_kind, target, namespace, resource_version))
+        return {"kind": "Status", "status": "Success", "metadata": {"resourceVersion": "8"}}
 
 
 def hosts_core() -> SchedulerCore:
@@ -57,9 +56,11 @@ async def test_default_binder_writes_the_pool_ref_with_the_decided_resource_vers
     client = FakeClient()
     status = await DefaultBinder().bind(client, state, req, "host-a")  # type: ignore[arg-type]
     assert status.ok
-    assert client.patches == [("Machine", "m", {"metadata": {"resourceVersion": "7"},
-                                                "spec": {"machinePoolRef": {"name": "host-a"}}}, "default")]
-    assert state.bound is not None and state.bound["metadata"]["resourceVersion"] == "2"
+    assert client.bindings == [("Machine", "m", "MachinePool", "host-a", "default", "7")]
+    # The object as now stored, for the Scheduled condition: the decided one, bound, at the new version.
+    assert state.bound is not None and state.bound["metadata"]["resourceVersion"] == "8"
+    assert state.bound["spec"]["machinePoolRef"] == {"name": "host-a"}
+    assert state.bound["metadata"]["uid"] == req.uid
 
 
 async def test_default_binder_returns_the_error_as_its_status() -> None:
@@ -88,9 +89,9 @@ async def test_volume_binding_places_binds_and_confirms_a_machines_new_volume() 
     status = await core.framework_for(req).bind(client, decision)  # type: ignore[arg-type]
     assert status.ok
     # PreBind bound the Volume first, then the Bind plugin the Machine
-    assert [(kind, name, p["spec"]) for kind, name, p, _ in client.patches] == [
-        ("Volume", "disk", {"volumePoolRef": {"name": "host-b"}}),
-        ("Machine", "vm", {"machinePoolRef": {"name": "host-b"}}),
+    assert [b[:4] for b in client.bindings] == [
+        ("Volume", "disk", "VolumePool", "host-b"),
+        ("Machine", "vm", "MachinePool", "host-b"),
     ]
     core.framework_for(req).post_bind(decision)  # PostBind: the Volume's assume timer runs
     assert core.cache.placements[("volume", "default/disk")].deadline is not None
@@ -111,7 +112,7 @@ async def test_volume_binding_prebind_failure_stops_before_the_machine_and_unres
     client = FakeClient({"disk": Conflict("volume changed")})
     status = await core.framework_for(req).bind(client, decision)  # type: ignore[arg-type]
     assert status.code is Code.ERROR and status.plugin == "VolumeBinding"
-    assert client.patches == []  # the Machine was not bound
+    assert client.bindings == []  # the Machine was not bound
     core.unreserve(decision)
     assert ("volume", "default/disk") not in core.cache.placements
     assert ("machine", "default/vm") not in core.cache.placements

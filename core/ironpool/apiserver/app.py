@@ -31,6 +31,7 @@ from ironpool.api import errors
 from ironpool.api.resources import ResourceInfo, by_path
 from ironpool.apiserver.auth import Authenticator, Authorizer, ObjectCheck, User
 from ironpool.apiserver.authz import authorize as authorize_identities
+from ironpool.apiserver.binding import BINDABLE
 from ironpool.apiserver.bootstrap import Bootstrap
 from ironpool.apiserver.fieldmanager import manager_from_user_agent
 from ironpool.apiserver.listing import ListOptions
@@ -112,12 +113,14 @@ def parse_path(path: str) -> RequestInfo:
     info = by_path(group, version, rest[0])
     if namespace is not None and not info.namespaced:
         raise errors.NotFound(f"{info.plural} are cluster-scoped; there is no {path}")
-    if len(rest) > 3 or (len(rest) == 3 and rest[2] != "status"):
+    if len(rest) > 3 or (len(rest) == 3 and rest[2] not in ("status", "binding")):
         raise errors.NotFound(f"the server could not find the requested resource ({path})")
     name = rest[1] if len(rest) >= 2 else None
     subresource = rest[2] if len(rest) == 3 else None
     if subresource == "status" and not info.has_status:
         raise errors.NotFound(f"{info.plural} have no status subresource")
+    if subresource == "binding" and info.kind not in BINDABLE:
+        raise errors.NotFound(f"{info.plural} have no binding subresource")
     return RequestInfo(info, namespace, name, subresource)
 
 
@@ -306,6 +309,8 @@ class ApiServer:
                 f"namespaced {info.plural} live under /namespaces/{{namespace}}/{info.plural}"
             )
         sub = t.subresource
+        if sub == "binding" and method != "POST":
+            raise errors.MethodNotAllowed(f"{method} is not supported on {request.url.path}: POST a Binding")
         if method == "GET":
             self.authorize(user, "get", info.plural, ns, name)  # conditions are for lists and writes
             raw = await reg.get_raw(info, ns, name)
@@ -338,6 +343,11 @@ class ApiServer:
                 obj = await reg.patch(info, ns, name, body, subresource=sub, dry_run=dry_run(request),
                                       check=check, manager=opts.manager, strategic=ctype == STRATEGIC_PATCH)
             return method, json_response(obj, headers=_warnings(dropped, opts.field_validation))
+        if method == "POST" and sub == "binding":
+            cond = self.authorize(user, "create", _resource(info, sub), ns, name)
+            status = await reg.bind(info, ns, name, await read_body(request), dry_run=dry_run(request),
+                                    check=cond.objects if cond else None)
+            return "POST", json_response(status, 201)
         if method == "DELETE" and sub is None:
             cond = self.authorize(user, "delete", info.plural, ns, name)
             options = await read_body(request, optional=True)

@@ -43,6 +43,7 @@ from ironpool.api.resources import strategy_for
 from ironpool.api.validation import validate_create, validate_status_update, validate_update
 from ironpool.apiserver.admission import AdmissionChain, AdmissionPlugin, Attributes, default_chain
 from ironpool.apiserver.auth import ObjectCheck
+from ironpool.apiserver.binding import bound, mark_scheduled, parse_binding, success
 from ironpool.apiserver.fieldmanager import (
     Entry,
     FieldSet,
@@ -424,6 +425,24 @@ class Registry:
 
         return await self._update(info, namespace, name, patched, expected, subresource, dry_run, check,
                                   _tracker(info, manager, subresource))
+
+    async def bind(
+        self,
+        info: ResourceInfo,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        *,
+        dry_run: bool = False,
+        check: ObjectCheck | None = None,
+    ) -> Document:
+        """POST to the ``binding`` subresource (:mod:`.binding`): set the object's pool reference;
+        the Status it answers with."""
+        binding = parse_binding(info, name, body)
+        obj = await self._update(info, namespace, name, lambda old: bound(info, old, binding),
+                                 binding.resource_version, None, dry_run, check,
+                                 lambda old, new: mark_scheduled(new, binding.pool))
+        return success(info, obj)
 
     async def apply(
         self,

@@ -229,6 +229,13 @@ class Client:
         return self.call(self.ops.apply_raw(info, name, obj, field_manager, namespace, force, subresource,
                                             dry_run))
 
+    def bind_raw(self, info: ResourceInfo, name: str, target_kind: str, target: str,
+                 namespace: str | None = None, resource_version: str | None = None,
+                 dry_run: bool = False) -> Obj:
+        """Bind to a pool through the ``binding`` subresource (see ``Operations.bind_raw``)."""
+        return self.call(self.ops.bind_raw(info, name, target_kind, target, namespace, resource_version,
+                                           dry_run))
+
     def delete_raw(self, info: ResourceInfo, name: str, namespace: str | None = None,
                    resource_version: str | None = None, dry_run: bool = False) -> Obj | None:
         return self.call(self.ops.delete_raw(info, name, namespace, resource_version, dry_run))
@@ -373,6 +380,13 @@ class AsyncClient:
         """Server-side apply (``PATCH`` with ``application/apply-patch+yaml``)."""
         return await self.call(self.ops.apply_raw(info, name, obj, field_manager, namespace, force,
                                                   subresource, dry_run))
+
+    async def bind_raw(self, info: ResourceInfo, name: str, target_kind: str, target: str,
+                       namespace: str | None = None, resource_version: str | None = None,
+                       dry_run: bool = False) -> Obj:
+        """Bind to a pool through the ``binding`` subresource (see ``Operations.bind_raw``)."""
+        return await self.call(self.ops.bind_raw(info, name, target_kind, target, namespace, resource_version,
+                                                 dry_run))
 
     async def delete_raw(self, info: ResourceInfo, name: str, namespace: str | None = None,
                          resource_version: str | None = None, dry_run: bool = False) -> Obj | None:

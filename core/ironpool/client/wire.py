@@ -252,6 +252,21 @@ class Operations:
         path = self.path(info, ns, name, subresource)
         return Op(Request("PATCH", path, params, obj, APPLY_PATCH), _identity)
 
+    def bind_raw(self, info: ResourceInfo, name: str, target_kind: str, target: str,
+                 namespace: str | None = None, resource_version: str | None = None,
+                 dry_run: bool = False) -> Op[Obj]:
+        """POST a ``v1`` Binding to the object's ``binding`` subresource (Kubernetes' pods/binding):
+        ``target`` names the pool; ``resource_version`` is a precondition. Answers the Status, whose
+        ``metadata.resourceVersion`` is the bound object's."""
+        ns = self.namespace_for(info, namespace)
+        metadata: Obj = {"name": name}
+        if resource_version:
+            metadata["resourceVersion"] = str(resource_version)
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": metadata,
+                "target": {"kind": target_kind, "name": target}}
+        path = self.path(info, ns, name, "binding")
+        return Op(Request("POST", path, _dry_run({}, dry_run), body), _identity)
+
     def delete_raw(self, info: ResourceInfo, name: str, namespace: str | None = None,
                    resource_version: str | None = None, dry_run: bool = False) -> Op[Obj | None]:
         ns = self.namespace_for(info, namespace)

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ironpool.api import Machine, Volume
+from ironpool.api.conditions import SCHEDULED, scheduled_message, with_condition
 from ironpool.api.errors import ApiError, Conflict, NotFound
-from ironpool.api.meta import now_rfc3339
 from ironpool.client.events import EventRecorder
 from ironpool.client.rest import AsyncClient
 from ironpool.client.wire import resource_for_model
@@ -26,23 +26,6 @@ from ironpool.scheduler.model import Kind
 log = logging.getLogger(__name__)
 COMPONENT = "ironpool-scheduler"
 _MODELS: dict[Kind, Any] = {"machine": Machine, "volume": Volume}
-
-
-def with_condition(obj: dict[str, Any], status: str, reason: str,
-                   message: str) -> list[dict[str, Any]] | None:
-    """The object's conditions with ``Scheduled`` set; None if it already says exactly that."""
-    conditions = [dict(c) for c in ((obj.get("status") or {}).get("conditions") or [])]
-    for c in conditions:
-        if c.get("type") == "Scheduled":
-            if c.get("status") == status and c.get("reason") == reason and c.get("message") == message:
-                return None
-            if c.get("status") != status:
-                c["lastTransitionTime"] = now_rfc3339()
-            c.update(status=status, reason=reason, message=message, lastUpdateTime=now_rfc3339())
-            return conditions
-    conditions.append({"type": "Scheduled", "status": status, "reason": reason, "message": message,
-                       "lastTransitionTime": now_rfc3339(), "lastUpdateTime": now_rfc3339()})
-    return conditions
 
 
 Job = tuple[Kind, dict[str, Any], bool, str, str]
@@ -74,7 +57,7 @@ class Reporter:
 
     def scheduled(self, kind: Kind, key: str, obj: dict[str, Any], pool: str) -> None:
         self._last_failure.pop((kind, key), None)
-        self.submit(kind, obj, True, "Scheduled", f"Successfully assigned {key} to {pool}")
+        self.submit(kind, obj, True, SCHEDULED, scheduled_message(key, pool))
 
     def forget(self, kind: Kind, key: str) -> None:
         """The object is bound (by anyone) or gone: a later failure is news again."""
@@ -127,7 +110,7 @@ class Reporter:
         meta = obj.get("metadata") or {}
         current = obj
         for _ in range(3):
-            conditions = with_condition(current, "True" if scheduled else "False", reason, message)
+            conditions = with_condition(current, SCHEDULED, "True" if scheduled else "False", reason, message)
             if conditions is None:
                 return
             patch = {"metadata": {"resourceVersion": (current.get("metadata") or {}).get("resourceVersion")},

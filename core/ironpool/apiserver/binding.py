@@ -1,0 +1,102 @@
+"""The ``binding`` subresource of Machines and Volumes, as Kubernetes' ``pods/binding``.
+
+``POST .../machines/{name}/binding`` with a small ``v1`` ``Binding`` naming the pool::
+
+    {"apiVersion": "v1", "kind": "Binding",
+     "metadata": {"name": "web-1", "resourceVersion": "42"},
+     "target": {"kind": "MachinePool", "name": "host-1"}}
+
+sets the object's ``spec.machinePoolRef`` (``spec.volumePoolRef`` for a Volume) through the same
+update path as any write (validation, admission with its capacity check, the store's
+compare-and-swap), without sending or merging the whole object. ``metadata.resourceVersion`` and
+``metadata.uid``, when given, are preconditions (409 if the object moved on). An object that is
+already bound is a 409 Conflict, as Kubernetes answers for a pod already assigned to a node. As
+Kubernetes sets ``PodScheduled``, the binding sets the object's ``Scheduled`` condition in the same
+write, so a scheduler need not write it after. The answer is a ``Status`` of ``Success`` (201),
+whose ``metadata.resourceVersion`` is the bound object's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ironpool.api import errors
+from ironpool.api.conditions import SCHEDULED, scheduled_message, set_condition
+from ironpool.api.resource_info import ResourceInfo
+from ironpool.store.interface import Document
+
+#: kind -> (the pool kind a Binding targets, the spec field it sets)
+BINDABLE = {"Machine": ("MachinePool", "machinePoolRef"), "Volume": ("VolumePool", "volumePoolRef")}
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """A parsed Binding: the pool, and the preconditions on the object."""
+
+    pool: str
+    resource_version: int | None
+    uid: str | None
+
+
+def _invalid(field: str, message: str) -> errors.Invalid:
+    return errors.Invalid(f"Binding: {field}: {message}", kind="Binding",
+                          causes=[errors.Cause(field, message, "FieldValueInvalid")])
+
+
+def parse_binding(info: ResourceInfo, name: str, body: Any) -> Binding:
+    """The Binding in ``body`` for the object ``name`` of ``info``'s kind; 400/422 naming the field."""
+    pool_kind, _ = BINDABLE[info.kind]
+    if not isinstance(body, dict):
+        raise errors.BadRequest("the request body must be a v1 Binding object")
+    if body.get("kind", "Binding") != "Binding" or body.get("apiVersion", "v1") != "v1":
+        raise errors.BadRequest(f"the body is {body.get('apiVersion')}/{body.get('kind')}, not v1/Binding")
+    meta = body.get("metadata") or {}
+    if not isinstance(meta, dict):
+        raise _invalid("metadata", "must be an object")
+    if meta.get("name") not in (None, name):
+        raise errors.BadRequest(f"the name of the binding ({meta.get('name')}) does not match the name in "
+                                f"the path ({name})")
+    target = body.get("target")
+    if not isinstance(target, dict):
+        raise _invalid("target", "Required value: the pool to bind to")
+    if target.get("kind", pool_kind) != pool_kind:
+        raise _invalid("target.kind", f"must be {pool_kind} for a {info.kind}")
+    pool = target.get("name")
+    if not isinstance(pool, str) or not pool:
+        raise _invalid("target.name", "Required value")
+    rv = str(meta.get("resourceVersion") or "")
+    if rv and not rv.isdigit():
+        raise _invalid("metadata.resourceVersion", f"{rv!r} is not a valid resourceVersion")
+    return Binding(pool, int(rv) if rv else None, meta.get("uid") or None)
+
+
+def bound(info: ResourceInfo, old: Document, binding: Binding) -> Document:
+    """``old`` bound to the pool (a shallow copy); 409 if it is bound already or another object."""
+    _, field = BINDABLE[info.kind]
+    m = old["metadata"]
+    name = m.get("name")
+    if binding.uid is not None and binding.uid != m.get("uid"):
+        raise errors.Conflict(f'{info.plural} "{name}": the uid precondition failed (the object was deleted '
+                              "and created again)", kind=info.plural, name=name, group=info.group)
+    spec = old.get("spec") or {}
+    current = (spec.get(field) or {}).get("name")
+    if current:
+        raise errors.Conflict(f'{info.kind.lower()} {m.get("namespace")}/{name} is already bound to '
+                              f'{BINDABLE[info.kind][0].lower()} "{current}"', kind=info.plural, name=name,
+                              group=info.group)
+    return {**old, "spec": {**spec, field: {"name": binding.pool}}}
+
+
+def mark_scheduled(obj: Document, pool: str) -> None:
+    """Set ``Scheduled=True`` on the object about to be stored (in place)."""
+    key = f"{obj['metadata'].get('namespace')}/{obj['metadata'].get('name')}"
+    set_condition(obj, SCHEDULED, "True", SCHEDULED, scheduled_message(key, pool))
+
+
+def success(info: ResourceInfo, obj: Document) -> Document:
+    """The Status a binding answers with: Success, and the bound object's resourceVersion."""
+    m = obj["metadata"]
+    return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201,
+            "metadata": {"resourceVersion": m.get("resourceVersion", "")},
+            "details": {"name": m.get("name"), "group": info.group, "kind": info.plural}}
