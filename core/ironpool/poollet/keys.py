@@ -6,6 +6,8 @@ ironpool poollet and vice versa, and lets an IRI machine be found again by its A
 
 from __future__ import annotations
 
+from ironpool.api import networking
+
 # --- machinepoollet -------------------------------------------------------------------------
 MACHINE_UID_LABEL = "machinepoollet.ironcore.dev/machine-uid"
 MACHINE_NAMESPACE_LABEL = "machinepoollet.ironcore.dev/machine-namespace"
@@ -37,7 +39,7 @@ NETWORK_LABELS_ATTRIBUTE = "rawNetworkLabels"
 MAC_ADDRESS_ATTRIBUTE = "macAddress"
 ADDRESSES_ATTRIBUTE = "addresses"
 # ironpool addition: where the guest's SSH is reachable (host:port), for the front ends.
-SSH_ENDPOINT_ANNOTATION = "machinepoollet.ironpool.dev/ssh-endpoint"
+SSH_ENDPOINT_ANNOTATION = networking.SSH_ENDPOINT_ANNOTATION
 
 # --- volumepoollet --------------------------------------------------------------------------
 VOLUME_UID_LABEL = "volumepoollet.ironcore.dev/volume-uid"

@@ -196,8 +196,9 @@ class MachineReconciler:
                     c["message"] = "waiting for " + "; ".join(deps.waiting)
             await self._event(machine, "Normal", "WaitingForDependencies",
                               "waiting for " + "; ".join(deps.waiting))
-        await self._patch_status(machine, status)
+        # The endpoint first: whoever sees the NICs ready in the status finds it already there.
         await self._report_nics(machine, iri, deps)
+        await self._patch_status(machine, status)
         return DONE
 
     async def _dedupe(self, found: Sequence[mpb.Machine]) -> list[mpb.Machine]:
