@@ -1,5 +1,8 @@
 """``ironpool ssh MACHINE [COMMAND...]``: a shell (or one command) on a Machine through the SSH
-endpoint its host reports (the Machine annotation ``machinepoollet.ironpool.dev/ssh-endpoint``).
+endpoint its host reports (the Machine annotation ``machinepoollet.ironpool.dev/ssh-endpoint``), else
+its first address on port 22 (see :mod:`ironpool.api.machine_access`). Without ``-i`` it offers the
+key ``id_ed25519`` beside the client configuration, if there (the one examples/ansible/site.yml
+makes for the example machines), besides ssh's own.
 
 It runs the system's ``ssh`` in place of itself, so the terminal, agent forwarding and exit status
 are ssh's own. Host keys are remembered per Machine (``HostKeyAlias`` with the Machine's uid) and
@@ -14,9 +17,11 @@ import shutil
 
 import click
 
+from ironpool.api.machine_access import ssh_endpoint
 from ironpool.api.networking import SSH_ENDPOINT_ANNOTATION
 from ironpool.api.resources import resolve
 from ironpool.cli.config import CommandError, connection_options, handle_errors, load_config, make_client
+from ironpool.client.config import default_config_path
 
 MACHINES = resolve("machine")
 
@@ -42,7 +47,9 @@ def ssh_argv(endpoint: str, user: str, alias: str, identity: str | None, options
 @click.argument("machine")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.option("-l", "--user", default="root", show_default=True, help="User to log in as.")
-@click.option("-i", "--identity", default=None, help="Private key file (default: ssh's own choice).")
+@click.option("-i", "--identity", default=None,
+              help="Private key file (default: id_ed25519 beside the client configuration if there, and "
+                   "ssh's own keys).")
 @click.option("-o", "--ssh-option", "options", multiple=True, help="An ssh -o option; repeatable.")
 @click.option("--print-command", is_flag=True, help="Print the ssh command instead of running it.")
 @connection_options
@@ -54,12 +61,16 @@ def ssh(machine: str, command: tuple[str, ...], user: str, identity: str | None,
     with make_client(config) as client:
         obj = client.get_raw(MACHINES, machine, config.namespace)
     meta = obj.get("metadata") or {}
-    endpoint = (meta.get("annotations") or {}).get(SSH_ENDPOINT_ANNOTATION)
-    if not endpoint:
+    endpoint = ssh_endpoint(obj)
+    if endpoint is None:
         state = (obj.get("status") or {}).get("state") or "Pending"
         raise CommandError(
             f'machine "{machine}" has no SSH endpoint yet (state {state}; its host sets the annotation '
-            f"{SSH_ENDPOINT_ANNOTATION} once a network interface in user mode forwards SSH)")
+            f"{SSH_ENDPOINT_ANNOTATION} once a network interface in user mode forwards SSH, or reports "
+            f"the interface's address)")
+    if identity is None:
+        default_key = default_config_path().parent / "id_ed25519"
+        identity = str(default_key) if default_key.is_file() else None
     alias = f"ironpool-{meta.get('namespace')}-{machine}-{meta.get('uid')}"
     argv = ssh_argv(str(endpoint), user, alias, identity, options, command)
     if print_command:
