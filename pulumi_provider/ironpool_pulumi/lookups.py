@@ -12,6 +12,7 @@ from typing import Any
 
 import pulumi
 from ironpool.api.errors import NotFound
+from ironpool.api.machine_access import ssh_endpoint
 from ironpool.api.resources import resolve
 from ironpool.client import Client
 
@@ -72,6 +73,10 @@ class MachineInfo:
     """The runtime's id of the machine."""
     ip_addresses: list[str]
     """Addresses of its network interfaces, once networking reports them."""
+    ssh_host: str | None = None
+    """Where the guest answers SSH (see :attr:`ironpool_pulumi.Machine.ssh_host`)."""
+    ssh_port: int | None = None
+    """The port of ``ssh_host``."""
     labels: dict[str, str] = field(default_factory=dict)
     """The Machine's labels."""
 
@@ -113,9 +118,11 @@ def get_machine(name: str, namespace: str | None = None) -> MachineInfo:
         except NotFound:
             raise LookupError(f"Machine {ns}/{name} does not exist") from None
     meta, spec, status = m["metadata"], m.get("spec") or {}, m.get("status") or {}
+    endpoint = ssh_endpoint(m)
     return MachineInfo(
         name=meta["name"], namespace=meta["namespace"], uid=meta.get("uid", ""),
         machine_class=(spec.get("machineClassRef") or {}).get("name", ""), power=spec.get("power", "On"),
         state=status.get("state"), machine_pool=(spec.get("machinePoolRef") or {}).get("name"),
         machine_id=status.get("machineID"), ip_addresses=ip_addresses(m),
+        ssh_host=endpoint.host if endpoint else None, ssh_port=endpoint.port if endpoint else None,
         labels=dict(meta.get("labels") or {}))

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import pulumi
 from ironpool.api.compute import DEFAULT_IGNITION_KEY
 from ironpool.api.errors import AlreadyExists, NotFound
+from ironpool.api.machine_access import ssh_endpoint
 from ironpool.api.resources import resolve
 from ironpool.client import Client
 from pulumi.dynamic import CheckFailure, DiffResult, Resource, UpdateResult
@@ -253,7 +254,12 @@ class MachineProvider(ApiResourceProvider):
                            for c in status.get("conditions") or []],
             "volume_states": {v.get("name"): v.get("state") for v in status.get("volumes") or []},
             "ip_addresses": ip_addresses(obj),
+            "network_interface_states": {n.get("name"): n.get("state")
+                                         for n in status.get("networkInterfaces") or []},
         }
+        endpoint = ssh_endpoint(obj)
+        out["ssh_host"] = endpoint.host if endpoint else None
+        out["ssh_port"] = endpoint.port if endpoint else None
         if _manages_ignition(inputs):
             out["ignition_sha256"] = self._live_ignition_digest(client, obj)
         return out
@@ -386,14 +392,16 @@ def _reached_power(obj: Obj) -> bool:
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     want = "Shutdown" if spec.get("power") == "Off" else "Running"
     generation = (obj.get("metadata") or {}).get("generation") or 0
-    volumes_ready = all(c.get("status") == "True" for c in status.get("conditions") or []
-                        if c.get("type") == "VolumesReady")
+    # Volumes and NICs attached (with the NICs' addresses and SSH endpoint reported).
+    attached = all(c.get("status") == "True" for c in status.get("conditions") or []
+                   if c.get("type") in ("VolumesReady", "NetworkInterfacesReady"))
     return (status.get("state") == want and (status.get("observedGeneration") or 0) >= generation
-            and volumes_ready)
+            and attached)
 
 
 MACHINE_OUTPUTS = ("uid", "created_at", "state", "machine_pool", "machine_id", "conditions", "volume_states",
-                   "ip_addresses", "planned_pool", "placement", "ignition_sha256")
+                   "ip_addresses", "network_interface_states", "ssh_host", "ssh_port", "planned_pool",
+                   "placement", "ignition_sha256")
 
 
 class Machine(Resource, module="ironpool", name="Machine"):
@@ -429,6 +437,13 @@ class Machine(Resource, module="ironpool", name="Machine"):
     """Attachment state per disk name (``Attached``, ``Pending``)."""
     ip_addresses: pulumi.Output[list[str]]
     """Addresses of the Machine's network interfaces, once networking reports them."""
+    network_interface_states: pulumi.Output[dict[str, str]]
+    """Attachment state per network interface name (``Attached``, ``Pending``)."""
+    ssh_host: pulumi.Output[str | None]
+    """Where the guest answers SSH: the host of the forward its pool reports (``127.0.0.1`` with
+    QEMU user networking), else its first address."""
+    ssh_port: pulumi.Output[int | None]
+    """The port of ``ssh_host``: the forwarded port, else 22."""
     planned_pool: pulumi.Output[str | None]
     """Preview: the pool the scheduler would place this new Machine on (empty: nowhere)."""
     placement: pulumi.Output[str | None]

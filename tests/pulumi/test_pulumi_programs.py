@@ -39,6 +39,8 @@ existing = ironpool.Machine.get("existing", "default/web")
 pulumi.export("class", existing.machine_class)
 pulumi.export("uid", existing.uid)
 pulumi.export("labels", existing.labels)
+pulumi.export("ips", existing.ip_addresses)
+pulumi.export("ssh", pulumi.Output.concat(existing.ssh_host, ":", existing.ssh_port.apply(str)))
 '''
 
 
@@ -73,14 +75,19 @@ def test_invalid_inputs_fail_preview_and_up_naming_the_property(apiserver: ApiSe
 def test_get_reads_an_existing_machine_without_managing_it(apiserver: ApiServer, tmp_path: Path) -> None:
     client = Client(ClientConfig(server=apiserver.url, token=apiserver.admin_token))
     client.create_raw(CLASSES, {"metadata": {"name": "tiny"}, "capabilities": {"cpu": "1", "memory": "1Gi"}})
+    # As its machinepoollet reports a Machine whose NIC's SSH port is forwarded on 127.0.0.1.
+    forward = {"machinepoollet.ironpool.dev/ssh-endpoint": "127.0.0.1:40022"}
     web = client.create_raw(MACHINES, {"metadata": {"name": "web", "namespace": "default",
-                                                    "labels": {"a": "b"}},
+                                                    "labels": {"a": "b"}, "annotations": forward},
                                        "spec": {"machineClassRef": {"name": "tiny"}}}, "default")
+    client.patch_raw(MACHINES, "web", {"status": {"networkInterfaces": [
+        {"name": "primary", "state": "Attached", "ips": ["10.10.0.2"]}]}}, "default", subresource="status")
     s = stack(apiserver, tmp_path, GET)
     up = s.up()
     assert up.error is None, up.error
     assert up.log == [("read", "existing")]
-    assert up.outputs == {"class": "tiny", "uid": web["metadata"]["uid"], "labels": {"a": "b"}}
+    assert up.outputs == {"class": "tiny", "uid": web["metadata"]["uid"], "labels": {"a": "b"},
+                          "ips": ["10.10.0.2"], "ssh": "127.0.0.1:40022"}
     assert s.state()["resources"] == {}
     assert s.destroy().log == []
     assert client.get_raw(MACHINES, "web", "default")["metadata"]["uid"] == web["metadata"]["uid"]

@@ -12,6 +12,7 @@ import dill
 import pulumi
 import pytest
 import yaml
+from ironpool.api.machine_access import SSH_ENDPOINT_ANNOTATION, SshEndpoint, parse_endpoint, ssh_endpoint
 from ironpool.client import ConfigError
 from ironpool_pulumi import AttachedVolume, Machine, MachineClass, Secret, Volume, VolumeClass
 from ironpool_pulumi.base import merge_patch, object_id, split_id
@@ -82,6 +83,12 @@ def test_addresses_come_from_the_interfaces_status_once_networking_reports_them(
     assert ip_addresses({"status": status}) == ["10.0.0.5", "fd00::5"]
     assert ip_addresses({"status": {"networkInterfaces": [{"name": "a", "state": "Attached"}]}}) == []
     assert ip_addresses({}) == []
+    # where SSH answers: the forward the pool reports, else the first address on port 22
+    assert ssh_endpoint({"status": status}) == SshEndpoint("10.0.0.5", 22)
+    forwarded = {"metadata": {"annotations": {SSH_ENDPOINT_ANNOTATION: "127.0.0.1:40022"}}, "status": status}
+    assert str(ssh_endpoint(forwarded)) == "127.0.0.1:40022"
+    assert ssh_endpoint({}) is None and parse_endpoint("nonsense") is None
+    assert str(parse_endpoint("[fd00::1]:22")) == "[fd00::1]:22"
 
 
 def machine_outputs(**extra: Any) -> dict[str, Any]:
