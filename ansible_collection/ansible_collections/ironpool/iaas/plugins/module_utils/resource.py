@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ansible.module_utils.common.warnings import warn
+
 from ansible_collections.ironpool.iaas.plugins.module_utils.errors import (
     ImmutableChange,
     OptionError,
@@ -218,7 +220,17 @@ class Declarer:
 
     def _create(self, desired: Obj, before: Obj | None) -> Outcome:
         body = without_nulls({k: v for k, v in desired.items() if k != "status"})
-        created = self.client.create_raw(self.info, body, self.namespace, dry_run=self.check_mode)
+        try:
+            created = self.client.create_raw(self.info, body, self.namespace, dry_run=self.check_mode)
+        except Invalid as exc:
+            missing = [c for c in exc.causes if c.reason == "FieldValueNotFound"]
+            if not self.check_mode or not missing or len(missing) != len(exc.causes):
+                raise
+            # What it refers to (a Network, a Prefix) may come from an earlier task, which check mode
+            # did not run: predict the object from the API's own validation, without the server.
+            created = self.validate_new(desired)
+            warn(f"check mode: {self.info.kind} {desired['metadata']['name']} refers to "
+                 f"{'; '.join(c.message for c in missing)}; predicted without the server's checks")
         action = "created" if before is None else "recreated"
         return Outcome(action, created, before, declared_view(created))
 
