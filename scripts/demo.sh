@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's main job (`make demo`, after scripts/setup-host.sh and the venv): build the tiny
 # image, start `ironpool up` in the background, declare the example machines with
-# `ansible-playbook examples/ansible/site.yml` (the ironpool.iaas collection from this repository)
-# and show them Running on this host's pool, with what a guest printed on its serial console.
+# `ansible-playbook examples/ansible/site.yml` (the ironpool.iaas collection from this repository),
+# which ends by running `uname -a` on each machine over SSH through the machines inventory, and show
+# them Running on this host's pool, with what a guest printed on its serial console.
 #   IRONPOOL_DATA_DIR  data directory (default: /var/lib/ironpool as root, ~/.local/share/ironpool else)
 #   IRONPOOL_LISTEN    apiserver address (default 127.0.0.1:6443)
 set -euo pipefail
@@ -48,8 +49,8 @@ fi
 # The collection straight from the repository; the modules find the apiserver in the client
 # configuration `ironpool up` wrote.
 export ANSIBLE_COLLECTIONS_PATH="$ROOT/ansible_collection" ANSIBLE_LOCALHOST_WARNING=false ANSIBLE_INVENTORY_UNPARSED_WARNING=false
-step "ansible-playbook examples/ansible/site.yml   (classes, a volume, two machines; waits until they run)"
-"$ROOT/.venv/bin/ansible-playbook" examples/ansible/site.yml
+step "ansible-playbook -i examples/ansible/machines.ironpool.yml examples/ansible/site.yml   (classes, a network, a volume, two machines; uname -a on each over SSH)"
+"$ROOT/.venv/bin/ansible-playbook" -i examples/ansible/machines.ironpool.yml examples/ansible/site.yml
 
 step "ironpool get machines -o wide"
 "$IRONPOOL" get machines -o wide
@@ -72,9 +73,10 @@ tail -n 5 "$console"
 cat <<EOF
 
 Done: Machines web-1 and web-2 run as libvirt domains (virsh -c qemu:///system list); web-1 is
-ironpool-$machine_id.
+ironpool-$machine_id. Each has an address on the Network lab and answers SSH on a port of 127.0.0.1.
 ironpool up is still running with PID $up_pid (output: $OUT, log: $DATA_DIR/logs/ironpool.log).
-  Again:     ANSIBLE_COLLECTIONS_PATH=ansible_collection .venv/bin/ansible-playbook examples/ansible/site.yml   (0 changed)
+  SSH:       .venv/bin/ironpool ssh web-1   (or: ironpool ssh web-1 -- uname -a)
+  Again:     ANSIBLE_COLLECTIONS_PATH=ansible_collection .venv/bin/ansible-playbook -i examples/ansible/machines.ironpool.yml examples/ansible/site.yml   (0 changed)
   Preview:   ... examples/ansible/site.yml --check --diff
   Inventory: ANSIBLE_COLLECTIONS_PATH=ansible_collection .venv/bin/ansible-inventory -i examples/ansible/machines.ironpool.yml --graph
   Tear down: ANSIBLE_COLLECTIONS_PATH=ansible_collection .venv/bin/ansible-playbook examples/ansible/teardown.yml

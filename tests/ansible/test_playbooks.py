@@ -21,6 +21,8 @@ pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 
 EXAMPLES = REPO / "examples" / "ansible"
 MACHINES, VOLUMES, SECRETS = resolve("machines"), resolve("volumes"), resolve("secrets")
+NETWORKS = resolve("networks")
+INVENTORY = ("-i", str(EXAMPLES / "machines.ironpool.yml"))
 
 
 def names(up: UpInstance, info: object) -> list[str]:
@@ -32,14 +34,17 @@ def test_example_playbooks_check_converge_idempotence_inventory_teardown(up: UpI
                                                                          ansible: Ansible) -> None:
     # Check mode on the fresh state: everything would change, nothing is created, and each machine
     # is predicted to land on this host's pool.
-    check = ansible.playbook(EXAMPLES / "site.yml", "--check", "--diff").ok()
+    check = ansible.playbook(EXAMPLES / "site.yml", *INVENTORY, "--check", "--diff").ok()
     assert check.recap()["changed"] >= 2
     predicted = re.findall(r"(web-\d): pool (\S+),", check.stdout)
     assert dict(predicted) == {"web-1": up.pool, "web-2": up.pool}, check.stdout[-3000:]
     assert names(up, MACHINES) == [] and names(up, VOLUMES) == [] and names(up, SECRETS) == []
 
-    # The real run: both machines Running where check mode said, as real running domains.
-    ansible.playbook(EXAMPLES / "site.yml").ok()
+    # The real run: both machines Running where check mode said, as real running domains, and each
+    # answers `uname -a` over SSH through the inventory.
+    run = ansible.playbook(EXAMPLES / "site.yml", *INVENTORY).ok()
+    for host in ("web-1", "web-2"):
+        assert re.search(rf"{host}: Linux ironpool-tiny 6\.\d", run.stdout), run.stdout[-3000:]
     with up.client() as client:
         machines = {m["metadata"]["name"]: m for m in client.list_raw(MACHINES, "default").items}
     assert sorted(machines) == ["web-1", "web-2"]
@@ -49,7 +54,7 @@ def test_example_playbooks_check_converge_idempotence_inventory_teardown(up: UpI
     assert names(up, SECRETS) == ["web-1-ignition", "web-2-ignition"]
 
     # A second run changes nothing.
-    assert ansible.playbook(EXAMPLES / "site.yml").ok().recap()["changed"] == 0
+    assert ansible.playbook(EXAMPLES / "site.yml", *INVENTORY).ok().recap()["changed"] == 0
 
     # The inventory plugin lists both, grouped by pool and class, with their hostvars.
     inv = ansible.inventory(EXAMPLES / "machines.ironpool.yml")
@@ -60,11 +65,16 @@ def test_example_playbooks_check_converge_idempotence_inventory_teardown(up: UpI
     assert hostvars["ironpool_class"] == "x-small" and hostvars["ironpool_pool"] == up.pool
     assert hostvars["ironpool_state"] == "Running" and hostvars["ironpool_labels"] == {"app": "web"}
     assert hostvars["ironpool_uid"] == machines["web-1"]["metadata"]["uid"]
-    assert "ansible_host" not in hostvars  # machines have no addresses before networking exists
+    # Where SSH answers: the port its host forwards on 127.0.0.1 (user networking), as root.
+    assert (hostvars["ansible_host"], hostvars["ansible_user"]) == ("127.0.0.1", "root")
+    annotations = machines["web-1"]["metadata"]["annotations"]
+    assert f"127.0.0.1:{hostvars['ansible_port']}" == annotations["machinepoollet.ironpool.dev/ssh-endpoint"]
+    assert hostvars["ironpool_addresses"] == machines["web-1"]["status"]["networkInterfaces"][0]["ips"]
 
     # Teardown leaves no object, domain or storage volume behind.
     ansible.playbook(EXAMPLES / "teardown.yml").ok()
     assert names(up, MACHINES) == [] and names(up, VOLUMES) == [] and names(up, SECRETS) == []
+    assert names(up, NETWORKS) == []
     assert up.domains() == {}
     assert up.storage_volumes() == []
 

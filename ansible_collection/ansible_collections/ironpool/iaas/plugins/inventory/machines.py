@@ -11,8 +11,11 @@ version_added: 0.1.0
 description:
   - Every Machine the filters select becomes a host, with C(ironpool_*) host variables (class, pool,
     state, power, labels, uid, addresses).
-  - C(ansible_host) is the Machine's first address (C(status.networkInterfaces[].ips)) once it has
-    one; Machines without addresses get no C(ansible_host).
+  - C(ansible_host) and C(ansible_port) say where the Machine's guest answers SSH - the forward its pool
+    reports (annotation C(machinepoollet.ironpool.dev/ssh-endpoint), C(127.0.0.1) and a port of its
+    own with QEMU user networking, the default of C(ironpool up)), else its first address
+    (C(status.networkInterfaces[].ips)) on port 22 - and C(ansible_user) is O(ssh_user). Machines
+    without either get none of the three.
   - Groups come from the standard O(keyed_groups), O(groups) and O(compose) options.
   - The inventory file's name must end in C(.ironpool.yml) or C(.ironpool.yaml).
   - Connection options fall back to the environment and to the ironpool client configuration file,
@@ -73,6 +76,12 @@ options:
     type: list
     elements: str
     default: []
+  ssh_user:
+    description:
+      - The C(ansible_user) of hosts that have an SSH endpoint.
+      - The tiny image, like most cloud images, takes the keys of this user from Ignition.
+    type: str
+    default: root
   hostnames:
     description:
       - How a Machine's inventory hostname is made - V(name), V(namespace_name) (C(<namespace>_<name>))
@@ -98,7 +107,7 @@ keyed_groups:
 groups:
   powered_off: ironpool_power == 'Off'
 compose:
-  ansible_user: "'root'"
+  ansible_ssh_common_args: "'-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null'"
 """
 
 from typing import Any
@@ -118,6 +127,7 @@ from ansible_collections.ironpool.iaas.plugins.module_utils.views import address
 
 try:
     from ironpool.api.errors import ApiError
+    from ironpool.api.machine_access import ssh_endpoint
     from ironpool.api.resources import by_kind
     from ironpool.client import ServerUnreachable
 except ImportError:  # reported in parse() through missing_ironpool_message
@@ -127,8 +137,9 @@ Obj = dict[str, Any]
 _CONNECTION = ("server", "token", "ca_file", "validate_certs", "config_file", "request_timeout")
 
 
-def hostvars(machine: Obj) -> dict[str, Any]:
-    """The ``ironpool_*`` variables of one Machine (and ``ansible_host`` once it has an address)."""
+def hostvars(machine: Obj, ssh_user: str = "root") -> dict[str, Any]:
+    """The ``ironpool_*`` variables of one Machine, and ``ansible_host``/``ansible_port``/``ansible_user``
+    once it has an SSH endpoint."""
     meta = machine.get("metadata") or {}
     spec = machine.get("spec") or {}
     status = machine.get("status") or {}
@@ -146,8 +157,9 @@ def hostvars(machine: Obj) -> dict[str, Any]:
         "ironpool_machine_id": status.get("machineID") or "",
         "ironpool_addresses": ips,
     }
-    if ips:
-        out["ansible_host"] = ips[0]
+    endpoint = ssh_endpoint(machine)
+    if endpoint is not None:
+        out.update(ansible_host=endpoint.host, ansible_port=endpoint.port, ansible_user=ssh_user)
     return out
 
 
@@ -225,8 +237,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         compile_expressions_once(self.templar)
         strict = self.get_option("strict")
         style = self.get_option("hostnames")
+        ssh_user = self.get_option("ssh_user")
         for machine in machines:
-            variables = hostvars(machine)
+            variables = hostvars(machine, ssh_user)
             host = self.inventory.add_host(self.hostname(variables, style))
             for key, value in variables.items():
                 self.inventory.set_variable(host, key, value)

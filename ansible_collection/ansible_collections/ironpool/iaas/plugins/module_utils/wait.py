@@ -93,14 +93,17 @@ def machine_scheduled(obj: Obj | None) -> bool:
 
 
 def machine_running(obj: Obj | None) -> bool:
-    """The Machine's domain realises its current spec: state Running for power On, Shutdown for Off."""
+    """The Machine's domain realises its current spec: state Running for power On, Shutdown for Off,
+    its network interfaces attached (their addresses and SSH endpoint reported)."""
     if obj is None:
         return False
     want = "Shutdown" if dig(obj, "spec", "power") == "Off" else "Running"
     observed = dig(obj, "status", "observedGeneration")
     generation = dig(obj, "metadata", "generation")
     current = observed is None or generation is None or int(observed) >= int(generation)
-    return dig(obj, "status", "state") == want and current
+    nics_ready = all(c.get("status") == "True" for c in dig(obj, "status", "conditions") or ()
+                     if isinstance(c, dict) and c.get("type") == "NetworkInterfacesReady")
+    return dig(obj, "status", "state") == want and current and nics_ready
 
 
 def volume_scheduled(obj: Obj | None) -> bool:

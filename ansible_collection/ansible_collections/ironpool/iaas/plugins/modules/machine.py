@@ -137,7 +137,8 @@ options:
       - What O(wait=true) waits for with state V(present).
       - V(scheduled) - the scheduler bound the Machine to a pool.
       - V(running) - the domain realises the Machine's power state (C(Running) when on, C(Shutdown)
-        when off).
+        when off) and its network interfaces are attached, with their addresses and SSH endpoint
+        reported (see the P(ironpool.iaas.machines#inventory) inventory).
     type: str
     choices: [scheduled, running]
     default: running

@@ -41,8 +41,8 @@ def plugin(monkeypatch: pytest.MonkeyPatch) -> Any:
     inv._options = {
         "server": None, "token": None, "ca_file": None, "validate_certs": None, "config_file": None,
         "request_timeout": 30, "namespaces": [], "label_selector": None, "pools": [], "states": [],
-        "hostnames": "name", "strict": False, "compose": {}, "groups": {}, "keyed_groups": [],
-        "leading_separator": True, "use_extra_vars": False, "cache": False,
+        "hostnames": "name", "ssh_user": "root", "strict": False, "compose": {}, "groups": {},
+        "keyed_groups": [], "leading_separator": True, "use_extra_vars": False, "cache": False,
     }
     return inv
 
@@ -69,10 +69,15 @@ def test_filters_by_namespace_pool_and_state(plugin: Any) -> None:
     assert [m["metadata"]["name"] for m in plugin.fetch()] == ["web-2"]
 
 
-def test_ansible_host_is_the_first_address() -> None:
+def test_ssh_goes_to_the_reported_forward_else_the_first_address() -> None:
     m = machine("a")
     m["status"] = {"networkInterfaces": [{"name": "eth0", "ips": ["192.0.2.7"]}]}
-    assert machines.hostvars(m)["ansible_host"] == "192.0.2.7"
+    v = machines.hostvars(m)
+    assert (v["ansible_host"], v["ansible_port"], v["ansible_user"]) == ("192.0.2.7", 22, "root")
+    m["metadata"]["annotations"] = {"machinepoollet.ironpool.dev/ssh-endpoint": "127.0.0.1:40022"}
+    v = machines.hostvars(m, "core")
+    assert (v["ansible_host"], v["ansible_port"], v["ansible_user"]) == ("127.0.0.1", 40022, "core")
+    assert v["ironpool_addresses"] == ["192.0.2.7"]
 
 
 def test_each_group_expression_is_compiled_once_for_all_hosts(plugin: Any) -> None:
