@@ -2,8 +2,10 @@
 
 What belongs to the installation is decided by what only it can have made, never by names that may
 repeat across installations: domains whose ironpool metadata names this data dir's machine-runtime
-folder as their owner, and the storage pool whose folder is this data dir's ``volumes/`` (and whose
-owner record, if any, is this installation). Anything else on the libvirtd is left alone.
+folder as their owner, the libvirt networks of their nat/isolated NICs once no other domain uses
+them, the DHCP servers its runtime runs on host bridges, and the storage pool whose folder is this
+data dir's ``volumes/`` (and whose owner record, if any, is this installation). Anything else on the
+libvirtd is left alone.
 """
 
 from __future__ import annotations
@@ -77,12 +79,16 @@ class PurgePlan:
     data_dir: Path
     libvirt_uri: str
     domains: list[str] = field(default_factory=list)
+    networks: list[str] = field(default_factory=list)  # libvirt networks of the domains' NICs
+    dhcp_bridges: list[str] = field(default_factory=list)  # host bridges its runtime serves DHCP on
     storage_pool: str | None = None
     volumes: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what is left alone, and why
 
     def lines(self) -> list[str]:
         out = [f"domain {d} ({self.libvirt_uri})" for d in self.domains]
+        out += [f"libvirt network {n} (unless another domain uses it)" for n in self.networks]
+        out += [f"DHCP server on bridge {b}" for b in self.dhcp_bridges]
         if self.storage_pool:
             out += [f"volume {v} (storage pool {self.storage_pool})" for v in self.volumes]
             out.append(f"storage pool {self.storage_pool}")
@@ -94,6 +100,7 @@ def plan_purge(dirs: DataDir, libvirt_uri: str | None = None) -> PurgePlan:
     """What belongs to the installation in ``dirs`` on its libvirtd (nothing is changed)."""
     import libvirt
 
+    from ironpool.runtime.machine.bridge_dhcp import BridgeDhcp
     from ironpool.runtime.machine.domain_xml import parse_metadata
     from ironpool.runtime.machine.model import DOMAIN_PREFIX, METADATA_NS
     from ironpool.runtime.volume.owner import read_owner
@@ -117,6 +124,8 @@ def plan_purge(dirs: DataDir, libvirt_uri: str | None = None) -> PurgePlan:
                 continue  # not ironpool's, or vanished meanwhile
             if rec.owner == owner_dir:
                 plan.domains.append(dom.name())
+                plan.networks += [n.network for n in rec.nics
+                                  if n.mode in ("nat", "isolated") and n.network not in plan.networks]
         folder = str(dirs.volumes.absolute())
         for pool in conn.listAllStoragePools(0):
             with contextlib.suppress(libvirt.libvirtError):
@@ -138,12 +147,17 @@ def plan_purge(dirs: DataDir, libvirt_uri: str | None = None) -> PurgePlan:
     finally:
         conn.close()
     plan.domains.sort()
+    plan.networks.sort()
+    plan.dhcp_bridges = BridgeDhcp(dirs.machine_state).bridges()
     return plan
 
 
 def purge(plan: PurgePlan, say: Callable[[str], None]) -> list[str]:
     """Remove what ``plan`` lists, each step on its own; returns the problems (empty: all removed)."""
     import libvirt
+
+    from ironpool.runtime.machine.bridge_dhcp import BridgeDhcp
+    from ironpool.runtime.machine.host_networks import network_in_use, remove_network
 
     problems: list[str] = []
     conn = libvirt.open(plan.libvirt_uri)
@@ -160,6 +174,20 @@ def purge(plan: PurgePlan, say: Callable[[str], None]) -> list[str]:
             except libvirt.libvirtError as exc:
                 if exc.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
                     problems.append(f"domain {name}: {exc.get_error_message()}")
+        for name in plan.networks:
+            try:
+                if network_in_use(conn, name):
+                    say(f"kept libvirt network {name}: another domain uses it")
+                    continue
+                remove_network(conn.networkLookupByName(name))
+                say(f"removed libvirt network {name}")
+            except libvirt.libvirtError as exc:
+                if exc.get_error_code() != libvirt.VIR_ERR_NO_NETWORK:
+                    problems.append(f"libvirt network {name}: {exc.get_error_message()}")
+        dhcp = BridgeDhcp(DataDir(plan.data_dir).machine_state)
+        for bridge in plan.dhcp_bridges:
+            if dhcp.stop(bridge):
+                say(f"stopped the DHCP server on bridge {bridge}")
         if plan.storage_pool:
             try:
                 pool = conn.storagePoolLookupByName(plan.storage_pool)

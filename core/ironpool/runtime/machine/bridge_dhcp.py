@@ -87,6 +87,18 @@ class BridgeDhcp:
             shutil.rmtree(self.root / nic.network, ignore_errors=True)
             log.info("bridge %s: no reservations left, its DHCP server stopped", nic.network)
 
+    def bridges(self) -> list[str]:
+        """The bridges this runtime serves DHCP on (a folder each)."""
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir()) if self.root.is_dir() else []
+
+    def stop(self, bridge: str) -> bool:
+        """Stop the bridge's dnsmasq and forget its reservations; whether one was running."""
+        with self._lock:
+            running = self._pid(bridge) is not None
+            self._signal(bridge, signal.SIGTERM)
+            shutil.rmtree(self._dir(bridge), ignore_errors=True)
+            return running
+
     def restore(self, nic: NicRecord) -> None:
         """After a host or runtime restart: run the bridge's dnsmasq again if it is gone."""
         with self._lock:

@@ -87,7 +87,7 @@ class HostNetworks:
             net.create()
             net.setAutostart(1)
         except libvirt.libvirtError as exc:
-            self._remove(net)
+            remove_network(net)
             raise FailedPrecondition(
                 f"{field}.attributes.{ADDRESSES_ATTRIBUTE}: libvirt network {nic.network} for "
                 f"{ipaddress.IPv4Interface(nic.address).network} cannot start: {exc.get_error_message()}"
@@ -116,8 +116,8 @@ class HostNetworks:
             except libvirt.libvirtError as exc:
                 log.warning("libvirt network %s: removing the reservation of %s failed: %s", nic.network,
                             nic.mac, exc.get_error_message())
-            if drop_unused and not self._in_use(conn, nic.network):
-                self._remove(net)
+            if drop_unused and not network_in_use(conn, nic.network):
+                remove_network(net)
                 log.info("libvirt network %s removed: no domain uses it", nic.network)
 
     def restore(self, nic: NicRecord) -> None:
@@ -141,25 +141,27 @@ class HostNetworks:
         xml = ET.tostring(dhcp_host_element(mac, ip), encoding="unicode")
         net.update(command, libvirt.VIR_NETWORK_SECTION_IP_DHCP_HOST, -1, xml, flags)
 
-    @staticmethod
-    def _in_use(conn: libvirt.virConnect, name: str) -> bool:
-        """Whether any domain (running or defined) has an interface on network ``name``."""
-        for dom in conn.listAllDomains(0):
-            try:
-                for flags in (0, libvirt.VIR_DOMAIN_XML_INACTIVE):
-                    for src in ET.fromstring(dom.XMLDesc(flags)).iterfind("devices/interface/source"):
-                        if src.get("network") == name:
-                            return True
-            except libvirt.libvirtError:
-                continue  # undefined meanwhile
-        return False
 
-    @staticmethod
-    def _remove(net: libvirt.virNetwork) -> None:
+
+def network_in_use(conn: libvirt.virConnect, name: str) -> bool:
+    """Whether any domain (running or defined) has an interface on libvirt network ``name``."""
+    for dom in conn.listAllDomains(0):
         try:
-            if net.isActive():
-                net.destroy()
-            net.undefine()
-        except libvirt.libvirtError as exc:
-            if libvirt_util.error_code(exc) != libvirt.VIR_ERR_NO_NETWORK:
-                log.warning("removing libvirt network failed: %s", exc.get_error_message())
+            for flags in (0, libvirt.VIR_DOMAIN_XML_INACTIVE):
+                for src in ET.fromstring(dom.XMLDesc(flags)).iterfind("devices/interface/source"):
+                    if src.get("network") == name:
+                        return True
+        except libvirt.libvirtError:
+            continue  # undefined meanwhile
+    return False
+
+
+def remove_network(net: libvirt.virNetwork) -> None:
+    """Stop and undefine a libvirt network (one already gone is fine)."""
+    try:
+        if net.isActive():
+            net.destroy()
+        net.undefine()
+    except libvirt.libvirtError as exc:
+        if libvirt_util.error_code(exc) != libvirt.VIR_ERR_NO_NETWORK:
+            log.warning("removing libvirt network failed: %s", exc.get_error_message())
