@@ -187,7 +187,7 @@ async def test_resume_collects_what_gone_owners_left(store: SQLiteStore) -> None
     await first.resume()
     await reg.create(MACHINES, NS, machine("web", ("primary", template(EPHEMERAL))))
     await eventually(lambda: get(reg, PREFIXES, "web-primary-0"), TIMEOUT, "the ephemeral prefix")
-    reg.observers.remove(first)  # the controller stops (a crash) ...
+    first.index.watchers.remove(first.committed)  # the controller stops (a crash) ...
     await reg.delete(MACHINES, NS, "web")  # ... and misses the Machine's removal
     assert await get(reg, NICS, "web-primary") is not None
     await NetworkingController(reg).resume()  # the next process

@@ -15,11 +15,14 @@ part of its prefix controller that reports usage).
   parent per :data:`USED_DELAY`, however many addresses changed).
 
 It runs in the apiserver process, beside the IPAM admission plugin whose index it reads, and learns of
-changes as a commit observer (as the namespace controller does): creating the NICs needs no
-credentials or scheduling, it works with ``ironpool apiserver`` alone, and the index it needs lives
-here. Reconciling is level-based (the index and the store are read each time); failures are retried
-with backoff and reported as Events on the Machine. :meth:`NetworkingController.resume` catches up on
-what an earlier process left (a Machine committed just before a crash, garbage of gone owners).
+every change the index applies, this process's writes at once and other apiservers' through the
+index's store watch: creating the NICs needs no credentials or scheduling, it works with ``ironpool
+apiserver`` alone, and the index it needs lives here. With several apiservers each runs one; they
+do the same work (a create that lost the race is AlreadyExists, a delete NotFound, both ignored).
+Reconciling is level-based (the index and the store are read each time); failures are retried
+with backoff and reported as Events on the Machine.
+:meth:`NetworkingController.resume` catches up on what an earlier process left (a Machine committed
+just before a crash, garbage of gone owners).
 """
 
 from __future__ import annotations
@@ -122,11 +125,12 @@ class NetworkingController:
         self._view_nic: dict[tuple[str, str], str] = {}  # (namespace, prefix name) -> NIC name
         self._nic_machine: dict[tuple[str, str], str] = {}  # (namespace, NIC name) -> owning Machine
         self._events: dict[tuple[str, str, str], float] = {}
-        registry.observers.append(self)
+        self.index.watchers.append(self.committed)
 
     # -- triggers ------------------------------------------------------------------------------
 
     def committed(self, info: ResourceInfo, key: str, doc: Document | None) -> None:
+        """A change the index applied (``doc`` as stored, None when removed)."""
         kind = info.kind
         if kind not in (MACHINE, NIC, PREFIX):
             return
@@ -252,7 +256,8 @@ class NetworkingController:
     async def _ensure_nic(self, namespace: str, name: str, want: Obj, entry: NicEntry | None,
                           uid: str) -> None:
         if entry is None:
-            await self.registry.create(NICS, namespace, want)
+            with contextlib.suppress(errors.AlreadyExists):  # another apiserver's controller was first
+                await self.registry.create(NICS, namespace, want)
             return
         if entry.owner != (MACHINE, want["metadata"]["ownerReferences"][0]["name"], uid):
             raise errors.Conflict(f'networkinterface "{name}" exists and is not this machine\'s; not adopted')

@@ -1,12 +1,26 @@
 """IPAM admission: the apiserver allocates addresses, MACs and prefixes as objects are written, so
 an allocation is atomic and a refusal names the field (a plugin of the admission chain).
 
-Allocation runs in the chain's synchronous ``validate`` phase, right before the write, on the
-in-memory :class:`~ironpool.apiserver.ipam.index.IPAMIndex`: no other request can commit between
-the decision and the write (the same argument as capacity admission's), so no two NICs ever get one
-address, also under concurrent creates. The index learns the outcome from the committed object, and
-a removed NIC or Prefix gives its addresses back at once. As for capacity, this holds for one
-apiserver per store; several would need the decision and the write in one store transaction.
+How a decision holds, also with several apiservers over one store:
+
+1. ``validate`` (synchronous) decides on the in-memory
+   :class:`~ironpool.apiserver.ipam.index.IPAMIndex` — fed by a store watch, so it knows this
+   apiserver's writes at once and the others' soon after — and sets what it gave aside in the index
+   (:mod:`~ironpool.apiserver.ipam.tentative`), so writes decided while this one is still being
+   written choose other addresses;
+2. ``guard`` (around the store write) turns what the write takes and gives back into guard keys
+   (:mod:`~ironpool.apiserver.ipam.guards`: one per address and MAC of a Network, and the blocks
+   and ranges of each prefix), checked against what the store holds and committed in the same
+   transaction as the object. If another apiserver holds what was chosen, the index learns it and
+   the registry decides again; if a guard moved meanwhile, the store refuses the write and the
+   registry decides again. So no two NICs of a Network ever share an address or a MAC, and no two
+   ranges of a prefix overlap, however many apiservers write at once.
+
+A removed NIC or Prefix gives its keys back in the transaction that removes it. Across apiservers,
+an address given back through one is handed out by another once its watch brought the removal
+(milliseconds); until then it counts it taken (never the other way round). The checks of deletes
+(a Network or Prefix in use) and of Machine templates are made on the index and are exact within
+one apiserver; across apiservers they see the others' writes with the same delay.
 
 What the plugin writes into the object it admits (the allocation is part of the write):
 
@@ -26,11 +40,17 @@ the Machine's field paths instead of being half made.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any, ClassVar
+
+import orjson
 
 from ironpool.api.meta import now_rfc3339
 from ironpool.api.resource_info import ResourceInfo
-from ironpool.apiserver.admission.plugin import AdmissionPlugin, Attributes
+from ironpool.apiserver.admission.plugin import AdmissionPlugin, Attributes, Guarded
+from ironpool.apiserver.ipam.guards import SHARED_KEYS, Taken, apply_claims, claims, learn
 from ironpool.apiserver.ipam.index import INDEXED_KINDS, MACHINE, NETWORK, NIC, PREFIX, IPAMIndex, view_of
 from ironpool.apiserver.ipam.planner import (
     NicPlan,
@@ -42,7 +62,8 @@ from ironpool.apiserver.ipam.planner import (
     refuse_network_delete,
     refuse_prefix_delete,
 )
-from ironpool.store.interface import Document, Store
+from ironpool.apiserver.ipam.tentative import SetAside, reserve_nic, reserve_prefix
+from ironpool.store.interface import Document, Guard, GuardConflict, GuardValue, Store
 
 Obj = dict[str, Any]
 
@@ -71,7 +92,16 @@ class IPAMAdmission(AdmissionPlugin):
     kinds: ClassVar[frozenset[str] | None] = INDEXED_KINDS
 
     def __init__(self, store: Store) -> None:
+        self.store = store
         self.index = IPAMIndex.for_store(store)
+        self._seen: dict[str, GuardValue] = {}  # guard keys as this apiserver last read or wrote them
+        self._locks: dict[str, asyncio.Lock] = {}
+        # id(object) -> (object, its spec before this plugin filled anything in): a create that is
+        # retried (a guard moved) is decided again from what the client sent.
+        self._sent: dict[int, tuple[Document, Obj]] = {}
+        # id(object) -> undo of what validate set aside in the index for it until its write ends, so
+        # writes decided while earlier ones are still being written choose other addresses.
+        self._tentative: dict[int, SetAside] = {}
 
     async def ready(self) -> None:
         await self.index.ready()
@@ -102,12 +132,15 @@ class IPAMAdmission(AdmissionPlugin):
             return
         namespace = attrs.namespace or ""
         refusal = Refusal()
-        existing = self.index.ns(namespace).nics.get(attrs.name) if old is not None else None
+        state = self.index.ns(namespace)
+        existing = IPAMIndex.entry_of(state, attrs.name, old) if old is not None else None
+        self._remember_spec(new)
         plan = plan_nic(self.index, namespace, attrs.name, new.get("spec") or {}, refusal, old=existing)
         refusal.raise_if_any(attrs.info, attrs.name)
         assert plan is not None
         new.setdefault("spec", {})["macAddress"] = plan.mac
         new["status"] = nic_status(plan, old_status)
+        self._tentative[id(new)] = reserve_nic(self.index, namespace, attrs.name, new, plan, existing)
 
     # -- Prefixes ----------------------------------------------------------------------------
 
@@ -126,9 +159,10 @@ class IPAMAdmission(AdmissionPlugin):
             new["status"] = {"phase": "Allocated", "lastPhaseTransitionTime": _since(
                 old_status, "phase", "Allocated", "lastPhaseTransitionTime")}
             return
-        node = self.index.ns(namespace).prefixes.get(attrs.name) if old is not None else None
         spec = new.setdefault("spec", {})
-        if node is None or node.net is None:
+        if not (old or {}).get("spec", {}).get("prefix"):
+            self._remember_spec(new)
+            spec = new["spec"]
             refusal = Refusal()
             planned = plan_prefix(self.index, namespace, attrs.name, spec, refusal)
             refusal.raise_if_any(attrs.info, attrs.name)
@@ -138,12 +172,121 @@ class IPAMAdmission(AdmissionPlugin):
             spec.setdefault("ipFamily", "IPv4" if net.version == 4 else "IPv6")
             if parent is not None:
                 spec["parentRef"] = {"name": parent}
+            self._tentative[id(new)] = reserve_prefix(self.index, namespace, attrs.name, net, parent)
         used = self.index.used(namespace, attrs.name) or []
         new["status"] = {
             "phase": "Allocated",
             "lastPhaseTransitionTime": _since(old_status, "phase", "Allocated", "lastPhaseTransitionTime"),
             "used": used,
         }
+
+    def _remember_spec(self, new: Document) -> None:
+        """Keep the spec as sent the first time this object is decided on; restore it when the same
+        object comes back (the registry retries a create whose guard moved)."""
+        seen = self._sent.get(id(new))
+        if seen is not None and seen[0] is new:
+            new["spec"] = orjson.loads(orjson.dumps(seen[1]))
+            return
+        if len(self._sent) > 1024:
+            self._sent.clear()  # forgotten entries only cost a retry a fresh decision
+        self._sent[id(new)] = (new, orjson.loads(orjson.dumps(new.get("spec") or {})))
+
+    # -- the guard keys ----------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def guard(self, attrs: Attributes, guarded: Guarded) -> AsyncIterator[None]:
+        """Carry the write's claims as guard keys (see :mod:`..ipam.guards`): released ones given
+        back, new ones taken, all checked against what the store holds when the write commits."""
+        try:
+            async with self._claims(attrs, guarded):
+                yield
+        except GuardConflict:
+            raise  # decided again on the same object: keep what the client sent
+        finally:
+            aside = self._tentative.pop(id(attrs.new), None)
+            if aside is not None and guarded.revision is None:
+                aside.undo()  # not written: what validate set aside for it is free again
+            if guarded.revision is not None or attrs.dry_run:
+                self._sent.pop(id(attrs.new), None)
+
+    @contextlib.asynccontextmanager
+    async def _claims(self, attrs: Attributes, guarded: Guarded) -> AsyncIterator[None]:
+        kind = attrs.info.kind
+        old_claims, new_claims = claims(self.index, kind, attrs.old), claims(self.index, kind, attrs.new)
+        releases, takes = old_claims - new_claims, new_claims - old_claims
+        if not releases and not takes:
+            yield
+            return
+        keys = sorted({k for c in releases | takes for k in c.guard_keys()})
+        released = {k for c in releases for k in c.guard_keys()}
+        taken: Taken | None = None
+        async with contextlib.AsyncExitStack() as locks:
+            # Writes of this apiserver queue on the keys many share (a prefix's ranges and blocks),
+            # in one order, so two never wait on each other; an address or MAC is one object's.
+            for key in keys:
+                if key.startswith(SHARED_KEYS):
+                    await locks.enter_async_context(self._locks.setdefault(key, asyncio.Lock()))
+            current = await self._current(keys, released)
+            values = {k: current[k].value for k in keys}
+            try:
+                try:
+                    apply_claims(values, releases, takes)
+                except Taken:
+                    # Decide on what the store holds, not on what this apiserver saw last: another
+                    # one may have given it back since.
+                    current = await self._current(keys, released, fresh=True)
+                    values = {k: current[k].value for k in keys}
+                    apply_claims(values, releases, takes)
+            except Taken as exc:
+                taken = exc
+            else:
+                changed = [k for k in keys if values[k] != current[k].value]
+                guarded.guards.extend(Guard(k, current[k].revision, values[k], check_only=k not in changed)
+                                      for k in keys)
+                try:
+                    yield
+                except GuardConflict as conflict:
+                    for fresh in conflict.current:
+                        self._seen[fresh.key] = fresh  # another apiserver wrote it: decide on this
+                    raise
+                except BaseException:
+                    for key in keys:
+                        self._seen.pop(key, None)  # the outcome may be unknown: read it next time
+                    raise
+                if guarded.revision is not None:
+                    for key in changed:
+                        if values[key] is None:
+                            self._seen.pop(key, None)  # gone from the store: absent until told otherwise
+                        else:
+                            self._seen[key] = GuardValue(key, values[key], guarded.revision)
+                return
+        # Another apiserver holds it and this index has not heard yet: give back what this decision
+        # set aside, learn what the other holds, and decide again.
+        assert taken is not None
+        aside = self._tentative.pop(id(attrs.new), None)
+        if aside is not None:
+            aside.undo()
+        learn(self.index, taken)
+        raise GuardConflict([current[taken.key]])
+
+    async def _current(self, keys: list[str], released: set[str],
+                       fresh: bool = False) -> dict[str, GuardValue]:
+        """The guard keys as this apiserver last saw them, else (or when ``fresh``) from the store.
+
+        An address or MAC key this write only takes and this apiserver has not seen is taken to be
+        absent without asking: it nearly always is, and if not, the write's guard fails and tells
+        what the store holds. Keys given back are read: a release must name the revision it removes.
+        """
+        missing = [k for k in keys if fresh or k not in self._seen]
+        if not fresh:
+            assumed = [k for k in missing if k not in released and not k.startswith(SHARED_KEYS)]
+            for key in assumed:
+                self._seen[key] = GuardValue(key, None, 0)
+            missing = [k for k in missing if k not in assumed]
+        if missing:
+            for value in await self.store.read_guards(missing):
+                self._seen[value.key] = value
+        return {k: self._seen[k] for k in keys}
 
     # -- Machines ----------------------------------------------------------------------------
 

@@ -2,8 +2,10 @@
 range, the NICs with their addresses and MACs per Network, the Networks and the Machines that use
 them.
 
-Like the capacity index it is built from the store on first use and then kept exact by
-:meth:`IPAMIndex.committed`, which the admission plugin is told of after every committed write. The
+It is a :class:`~ironpool.apiserver.admission.mirror.StoreMirror` of Namespaces, Networks,
+Machines, Prefixes and NetworkInterfaces: listed on first use, then kept current by a store watch
+(writes of every apiserver) and at once by :meth:`IPAMIndex.committed` (this process's writes). It
+is what decisions are made on; the guard keys (:mod:`.guards`) are what makes them hold. The
 stored objects are the truth: a NIC's addresses are its ``status.ips`` (in the order of
 ``spec.ips``), a child Prefix's range is its ``spec.prefix`` inside ``spec.parentRef``. The parent
 of a NIC's ephemeral address is not stored with the NIC: it is the deepest Prefix containing the
@@ -14,6 +16,7 @@ ephemeral addresses (IronCore's ``<nic>-<index>``, controlled by the NIC) are vi
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import weakref
 from collections.abc import Callable, Iterator
@@ -31,8 +34,11 @@ log = logging.getLogger("ironpool.apiserver.ipam")
 _INDEXES: weakref.WeakKeyDictionary[Store, IPAMIndex] = weakref.WeakKeyDictionary()
 
 NAMESPACE, NETWORK, NIC, PREFIX, MACHINE = "Namespace", "Network", "NetworkInterface", "Prefix", "Machine"
-#: the kinds whose writes change what the index knows
-INDEXED_KINDS = frozenset({NAMESPACE, NETWORK, NIC, PREFIX, MACHINE})
+FOREIGN = "Foreign"  # a range another apiserver's guard keys hold, known before its objects are
+#: the kinds whose writes change what the index knows, in the order a fresh index applies them
+_ORDER = (NAMESPACE, NETWORK, MACHINE, PREFIX, NIC)
+INDEXED_KINDS = frozenset(_ORDER)
+_INFOS = {r.kind: r for r in RESOURCES}
 
 
 @dataclass(frozen=True)
@@ -60,11 +66,7 @@ class PrefixNode:
     labels: dict[str, str]
     deleting: bool = False
     children: Allocations[Holder] = field(default_factory=Allocations)
-
-    def bounds(self, bits: int) -> tuple[int, int]:
-        if self.net is None:
-            return 0, 1 << bits
-        return int(self.net.network_address), int(self.net.broadcast_address) + 1
+    used: list[str] | None = None  # status.used as last computed (None: changed since)
 
 
 Span = tuple[int, int, int]
@@ -208,6 +210,14 @@ class IPAMIndex:
         self._namespaces: dict[str, NamespaceState] = {}
         #: called with (namespace, prefix name) when the children of an allocated Prefix change
         self.listeners: list[Callable[[str, str], None]] = []
+        #: called with (info, key, doc or None) for every change applied, this process's or another's
+        self.watchers: list[Callable[[ResourceInfo, str, Document | None], None]] = []
+        # Imported here: the admission package imports this module through its IPAM plugin.
+        from ironpool.apiserver.admission.mirror import StoreMirror
+
+        self.mirror = StoreMirror(store, [_INFOS[k] for k in _ORDER], self._mirrored)
+        self._loading: list[tuple[ResourceInfo, str, Document | None]] | None = None
+        self._lock = asyncio.Lock()
 
     def ns(self, namespace: str) -> NamespaceState:
         state = self._namespaces.get(namespace)
@@ -221,32 +231,41 @@ class IPAMIndex:
     # -- building ----------------------------------------------------------------------------
 
     async def ready(self) -> None:
-        """Build the index from the store once (the first relevant write after start-up)."""
+        """Start the mirror once (the first relevant write after start-up): what the store holds,
+        applied parents before children, then every change as it comes."""
         if self.loaded:
             return
-        infos = {r.kind: r for r in RESOURCES if r.kind in INDEXED_KINDS}
-        revision: int | None = None
-        docs: dict[str, list[Document]] = {}
-        for kind in (NAMESPACE, NETWORK, MACHINE, PREFIX, NIC):
-            page = await self.store.list(infos[kind].prefix(None), revision=revision)
-            revision = page.revision
-            docs[kind] = page.items
-        if self.loaded:  # another request finished loading while this one listed
-            return
-        docs[PREFIX].sort(key=_length)  # parents before children: a child's range is taken in its parent
-        for kind in (NAMESPACE, NETWORK, MACHINE, PREFIX, NIC):
-            for doc in docs[kind]:
-                m = doc["metadata"]
-                self._apply(infos[kind], m.get("namespace") or "", m["name"], doc)
-        self.loaded = True
+        async with self._lock:
+            if self.loaded:
+                return
+            self._loading = []
+            await self.mirror.start()
+            loading, self._loading = self._loading, None
+            # A child's range is taken inside its parent, and a NIC's address inside its Prefix.
+            loading.sort(key=lambda change: (_ORDER.index(change[0].kind), _length(change[2])))
+            for info, key, doc in loading:
+                self._apply_key(info, key, doc)
+            self.loaded = True
 
     # -- keeping up --------------------------------------------------------------------------
 
     def committed(self, info: ResourceInfo, key: str, doc: Document | None) -> None:
-        """Record a committed write (``doc`` as stored) or removal (``doc`` None) of ``key``."""
-        if self.loaded and info.kind in INDEXED_KINDS:
-            namespace = _name_of(key) if info.kind == NAMESPACE else info.namespace_of_key(key) or ""
-            self._apply(info, namespace, _name_of(key), doc)
+        """This process committed ``doc`` at ``key`` (None: removed it); the mirror applies it now
+        (and ignores the same change when its watch brings it)."""
+        if info.kind in INDEXED_KINDS:
+            self.mirror.committed(info, key, doc)
+
+    def _mirrored(self, info: ResourceInfo, key: str, doc: Document | None) -> None:
+        if self._loading is not None:
+            self._loading.append((info, key, doc))
+            return
+        self._apply_key(info, key, doc)
+        for watcher in self.watchers:
+            watcher(info, key, doc)
+
+    def _apply_key(self, info: ResourceInfo, key: str, doc: Document | None) -> None:
+        namespace = _name_of(key) if info.kind == NAMESPACE else info.namespace_of_key(key) or ""
+        self._apply(info, namespace, _name_of(key), doc)
 
     def _apply(self, info: ResourceInfo, namespace: str, name: str, doc: Document | None) -> None:
         kind = info.kind
@@ -369,12 +388,22 @@ class IPAMIndex:
             if a.source == "root" or (a.source == "child" and a.parent is not None):
                 self._release_range(namespace, state, a.span, a.parent, Holder(NIC, entry.name, a.index))
 
+    def record(self, namespace: str, span: Span, parent: str | None, holder: Holder) -> None:
+        """Record a range held elsewhere (see :func:`.guards.learn`)."""
+        self._take_range(namespace, self.ns(namespace), span, parent, holder)
+
     def _take_range(self, namespace: str, state: NamespaceState, span: Span, parent: str | None,
                     holder: Holder) -> None:
         version, start, end = span
         node = state.space(version) if parent is None else state.prefixes.get(parent)
         if node is None:
             return  # the parent is gone (a NIC or Prefix outliving it); nothing to hold
+        for other_start, _, other in node.children.within(start, end):
+            if other.kind == FOREIGN:
+                node.children.release(other_start, other)  # what was learned, now known for real
+        present = node.children.containing(start)
+        if present is not None and present[:2] == (start, end) and present[2] == holder:
+            return  # learned from the guard keys before the object itself came
         if node.children.overlaps(start, end):
             log.warning("%s/%s: a range at %d overlaps an allocation already recorded in %s; not recorded",
                         namespace, holder.name, start, node.name or "the namespace")
@@ -390,6 +419,7 @@ class IPAMIndex:
             self._changed(namespace, node)
 
     def _changed(self, namespace: str, node: PrefixNode) -> None:
+        node.used = None
         if node.name:
             for listener in self.listeners:
                 listener(namespace, node.name)
@@ -401,12 +431,11 @@ class IPAMIndex:
         node = self.ns(namespace).prefixes.get(prefix)
         if node is None or node.net is None:
             return None
-        bits = node.net.max_prefixlen
-        out = []
-        for start, end, _ in node.children:
-            length = bits - (end - start).bit_length() + 1
-            out.append(f"{type(node.net.network_address)(start)}/{length}")
-        return out
+        if node.used is None:
+            bits, address = node.net.max_prefixlen, type(node.net.network_address)
+            node.used = [f"{address(start)}/{bits - (end - start).bit_length() + 1}"
+                         for start, end, _ in node.children]
+        return list(node.used)
 
     def live_nic(self, state: NamespaceState, entry: NicEntry) -> bool:
         """A NIC that still uses what it holds: not being deleted, and not the ephemeral NIC of a
@@ -445,7 +474,9 @@ class IPAMIndex:
         return users
 
 
-def _length(doc: Document) -> int:
-    """A Prefix's length (unallocated ones last)."""
+def _length(doc: Document | None) -> int:
+    """A Prefix's length (unallocated ones last); 0 for other objects."""
+    if doc is None or doc.get("kind") != PREFIX:
+        return 0
     net = parse_prefix(str((doc.get("spec") or {}).get("prefix") or ""))
     return net.prefixlen if net is not None else 1 << 10

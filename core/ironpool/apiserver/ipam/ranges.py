@@ -75,13 +75,17 @@ class Allocations(Generic[H]):
 
     def overlaps(self, start: int, end: int) -> list[H]:
         """The holders of ranges that overlap ``[start, end)``."""
+        return [holder for _, _, holder in self.within(start, end)]
+
+    def within(self, start: int, end: int) -> list[tuple[int, int, H]]:
+        """The ranges that overlap ``[start, end)``, with their bounds."""
         i = max(bisect.bisect_right(self._starts, start) - 1, 0)
         out = []
         while i < len(self._starts) and self._starts[i] < end:
             s = self._starts[i]
             e, holder = self._held[s]
             if e > start:
-                out.append(holder)
+                out.append((s, e, holder))
             i += 1
         return out
 
