@@ -56,6 +56,12 @@ async def test_follows_other_writers_and_keeps_the_newest(tmp_path: Path) -> Non
         again = await store.create(a, pool("a", "7"))
         assert int(again["metadata"]["resourceVersion"]) > int(removed["metadata"]["resourceVersion"])
         await eventually(lambda: view.get(a) == "7", message="the re-created pool")
+        # The same when the watch brings the removal before this process hears of its own commit.
+        await store.delete(a)
+        await eventually(lambda: a not in view, message="the removal through the watch")
+        mirror.committed(POOLS, a, None)
+        await store.create(a, pool("a", "8"))
+        await eventually(lambda: view.get(a) == "8", message="the pool created once more")
     finally:
         await mirror.stop()
         await store.close()

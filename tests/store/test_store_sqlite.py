@@ -63,3 +63,29 @@ def test_bad_option_values_are_named(tmp_path: Path) -> None:
         SQLiteStore(f"{tmp_path}/a.db?history=ten")
     with pytest.raises(ValueError, match="ring='0' must be a positive integer"):
         SQLiteStore(f"{tmp_path}/a.db?ring=0")
+
+
+async def test_concurrent_writes_share_one_commit_and_fail_alone(tmp_path: Path) -> None:
+    import asyncio
+
+    from ironpool.store.interface import KeyExists
+
+    store = SQLiteStore(str(tmp_path / "a.db"))
+    await store.create(P + "taken", {"metadata": {"name": "taken"}})
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    base = await store.current_revision()
+    results = await asyncio.gather(
+        *(store.create(P + f"c{i}", {"metadata": {"name": f"c{i}"}}) for i in range(5)),
+        store.create(P + "taken", {"metadata": {"name": "taken"}}),
+        store.create(P + "c9", {"metadata": {"name": "c9"}}),
+        return_exceptions=True,
+    )
+    assert statements.count("COMMIT") == 1  # seven writes, one transaction
+    assert isinstance(results[5], KeyExists)
+    # The failed write took no revision; the others got contiguous ones in the order they came.
+    assert [int(r["metadata"]["resourceVersion"]) for r in results if isinstance(r, dict)] == list(
+        range(base + 1, base + 7))
+    assert await store.current_revision() == base + 6
+    assert len((await store.list(P)).items) == 7
+    await store.close()

@@ -21,9 +21,10 @@ One write, in order (Kubernetes' ``BeforeCreate``/``GuaranteedUpdate``):
 
 Updates and deletes run steps 2-6 in one read-modify-write loop (:meth:`Registry._retrying`),
 written once: a concurrent writer's newer revision makes the loop read again and retry, unless the
-client pinned a resourceVersion, which makes it a 409 as in Kubernetes. A guard key that moved
-(``GuardConflict``: another write changed the state admission decided on) is retried in any case:
-the client's object did not change. Creates retry that way too.
+client pinned a resourceVersion, which makes it a 409 as in Kubernetes (within one apiserver the
+read-modify-writes of one object queue on a lock, :mod:`.keylocks`, so they rarely lose). A guard
+key that moved (``GuardConflict``: another write changed the state admission decided on) is retried
+in any case: the client's object did not change. Creates retry that way too.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from ironpool.apiserver.fieldmanager import (
     track_update,
 )
 from ironpool.apiserver.fieldmanager import apply as apply_configuration
+from ironpool.apiserver.keylocks import KeyLocks
 from ironpool.apiserver.listing import (
     ListOptions,
     ListPage,
@@ -255,6 +257,7 @@ class Registry:
         self.observers: list[CommitObserver] = [
             p for p in self.admission.plugins if type(p).committed is not AdmissionPlugin.committed
         ]
+        self._key_locks = KeyLocks()  # read-modify-writes of one object queue here (see .keylocks)
 
     def _committed(self, info: ResourceInfo, key: str, doc: Document | None) -> None:
         for observer in self.observers:
@@ -541,7 +544,8 @@ class Registry:
             self._committed(info, key, updated)
             return updated
 
-        return await self._retrying(info, name, expected is not None, attempt)
+        async with self._key_locks.hold(key):
+            return await self._retrying(info, name, expected is not None, attempt)
 
     @staticmethod
     def _prepare_update(
@@ -614,4 +618,5 @@ class Registry:
             self._committed(info, key, marked)
             return marked
 
-        return await self._retrying(info, name, expected_rv is not None, attempt)
+        async with self._key_locks.hold(key):
+            return await self._retrying(info, name, expected_rv is not None, attempt)

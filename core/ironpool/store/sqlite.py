@@ -18,10 +18,13 @@ without an fsync. A committed write survives the process being killed (``kill -9
 is in the OS page cache; only a power loss or kernel crash can lose the most recent commits. That is
 the guarantee this backend gives; use etcd when machine failures must not lose writes.
 
-All SQLite calls run synchronously on the event loop: each is a few microseconds (no fsync), and
-running them without awaiting makes every write atomic with respect to the others for free.
-Watchers never slow writers down: writes append to a bounded in-memory ring and wake watchers; a
-watcher that fell behind the ring reads from the ``events`` table instead.
+All SQLite calls run synchronously on the event loop: each is a few microseconds (no fsync).
+Writes are group-committed: a write is queued, and at the end of the event loop's turn every queued
+write commits in one transaction, each at its own revision in a savepoint of its own (one failing
+leaves the others), and only then do their callers hear back. A commit costs several times a
+write's statements, so concurrent writers (an apiserver under load) share it. Watchers never slow
+writers down: writes append to a bounded in-memory ring and wake watchers; a watcher that fell
+behind the ring reads from the ``events`` table instead.
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ import builtins
 import fcntl
 import itertools
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qs
@@ -122,6 +125,17 @@ def _exclusive_lock(path: str) -> IO[bytes]:
     return lock
 
 
+@dataclass(frozen=True, slots=True)
+class _Write:
+    """One queued write: ADDED (create), MODIFIED (update) or DELETED (delete) of ``key``."""
+
+    type: EventType
+    key: str
+    obj: Document | None
+    expected: int | None
+    guards: tuple[Guard, ...]
+
+
 class SQLiteStore(Store):
     """:class:`Store` on one SQLite file (see the module docstring for layout and guarantees).
 
@@ -160,7 +174,7 @@ class SQLiteStore(Store):
         self._changed = asyncio.Event()
         self._closed = False
         self._writes_since_compact = 0
-        self._pending_compacted: int | None = None
+        self._queue: builtins.list[tuple[_Write, asyncio.Future[Document]]] = []
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -271,11 +285,93 @@ class SQLiteStore(Store):
     # -- writes --------------------------------------------------------------------------------
 
     async def create(self, key: str, obj: Document, *, guards: Sequence[Guard] = ()) -> Document:
+        return await self._submit(_Write("ADDED", key, obj, None, tuple(guards)))
+
+    async def update(
+        self, key: str, obj: Document, *, expected_revision: int | None = None, guards: Sequence[Guard] = ()
+    ) -> Document:
+        return await self._submit(_Write("MODIFIED", key, obj, expected_revision, tuple(guards)))
+
+    async def delete(
+        self, key: str, *, expected_revision: int | None = None, guards: Sequence[Guard] = ()
+    ) -> Document:
+        return await self._submit(_Write("DELETED", key, None, expected_revision, tuple(guards)))
+
+    def _submit(self, write: _Write) -> asyncio.Future[Document]:
+        """Queue a write for the group commit at the end of this turn of the event loop."""
         self._check_open()
-        rev = self._rev + 1
-        doc = _with_revision(obj, rev)
-        raw = orjson.dumps(doc)
-        with self._txn():
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Document] = loop.create_future()
+        self._queue.append((write, future))
+        if len(self._queue) == 1:
+            loop.call_soon(self._flush)
+        return future
+
+    def _flush(self) -> None:
+        """Commit every queued write in one transaction (group commit), each at its own revision.
+
+        Each write runs in a savepoint when it shares the transaction, so one that fails (KeyExists,
+        RevisionConflict, GuardConflict) leaves the others; writes see the writes queued before them.
+        Their callers learn the outcome only after the COMMIT, so an acknowledged write is durable as
+        any commit of this backend is.
+        """
+        queue, self._queue = self._queue, []
+        if self._closed:
+            for _, future in queue:
+                if not future.done():
+                    future.set_exception(StoreError("store is closed"))
+            return
+        shared = len(queue) > 1
+        outcomes: builtins.list[StoreEvent | StoreError] = []
+        rev = self._rev
+        compacted: int | None = None
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            for write, _ in queue:
+                if shared:
+                    self._db.execute("SAVEPOINT w")
+                try:
+                    outcomes.append(self._apply(write, rev + 1))
+                except StoreError as exc:
+                    self._db.execute("ROLLBACK TO w" if shared else "ROLLBACK")
+                    outcomes.append(exc)
+                else:
+                    rev += 1
+                if shared:
+                    self._db.execute("RELEASE w")
+            if self._db.in_transaction:
+                compacted = self._maybe_compact(rev, rev - self._rev)
+                self._db.execute("COMMIT")
+        except BaseException as exc:
+            if self._db.in_transaction:  # a failed COMMIT (disk full) leaves it open too
+                self._db.execute("ROLLBACK")
+            failure = exc if isinstance(exc, Exception) else StoreError(f"write interrupted: {exc!r}")
+            for _, future in queue:
+                if not future.done():
+                    future.set_exception(failure)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self._rev = rev
+        if compacted is not None:
+            self._compacted = compacted
+        for (_, future), outcome in zip(queue, outcomes, strict=True):
+            if isinstance(outcome, StoreError):
+                if not future.done():
+                    future.set_exception(outcome)
+                continue
+            self._publish(outcome)
+            if not future.done():
+                future.set_result(orjson.loads(outcome.raw or b"{}"))
+
+    def _apply(self, write: _Write, rev: int) -> StoreEvent:
+        """The statements of one write at revision ``rev``, inside the open transaction."""
+        key, guards = write.key, write.guards
+        prev: bytes | None = None
+        if write.type == "ADDED":
+            assert write.obj is not None
+            doc = _with_revision(write.obj, rev)
+            raw = orjson.dumps(doc)
             try:
                 self._db.execute(
                     "INSERT INTO objects (key, value, create_rev, mod_rev) VALUES (?, ?, ?, ?)",
@@ -284,39 +380,24 @@ class SQLiteStore(Store):
             except sqlite3.IntegrityError:
                 raise KeyExists(key) from None
             self._guard(guards, rev)
-            self._log(rev, "ADDED", key, raw, None)
-        self._publish(rev, "ADDED", key, doc, raw)
-        return orjson.loads(raw)
-
-    async def update(
-        self, key: str, obj: Document, *, expected_revision: int | None = None, guards: Sequence[Guard] = ()
-    ) -> Document:
-        self._check_open()
-        rev = self._rev + 1
-        doc = _with_revision(obj, rev)
-        raw = orjson.dumps(doc)
-        with self._txn():
-            prev = self._current(key, expected_revision)
+        elif write.type == "MODIFIED":
+            assert write.obj is not None
+            doc = _with_revision(write.obj, rev)
+            raw = orjson.dumps(doc)
+            prev = self._current(key, write.expected)
             self._guard(guards, rev)
             self._db.execute("UPDATE objects SET value=?, mod_rev=? WHERE key=?", (raw, rev, key))
-            self._log(rev, "MODIFIED", key, raw, prev)
-        self._publish(rev, "MODIFIED", key, doc, raw)
-        return orjson.loads(raw)
-
-    async def delete(
-        self, key: str, *, expected_revision: int | None = None, guards: Sequence[Guard] = ()
-    ) -> Document:
-        self._check_open()
-        rev = self._rev + 1
-        with self._txn():
-            prev = self._current(key, expected_revision)
+        else:
+            prev = self._current(key, write.expected)
             self._guard(guards, rev)
             doc = _with_revision(orjson.loads(prev), rev)
             raw = orjson.dumps(doc)
             self._db.execute("DELETE FROM objects WHERE key=?", (key,))
-            self._log(rev, "DELETED", key, raw, prev)
-        self._publish(rev, "DELETED", key, doc, raw)
-        return orjson.loads(raw)
+        self._db.execute(
+            "INSERT INTO events (rev, type, key, value, prev) VALUES (?, ?, ?, ?, ?)",
+            (rev, _TYPE_CODE[write.type], key, raw, prev),
+        )
+        return StoreEvent(type=write.type, key=key, object=doc, revision=rev, raw=raw)
 
     def _current(self, key: str, expected_revision: int | None) -> bytes:
         row = self._db.execute("SELECT value, mod_rev FROM objects WHERE key=?", (key,)).fetchone()
@@ -359,18 +440,18 @@ class SQLiteStore(Store):
         self._check_open()
         return self._read_guards(keys)
 
-    def _log(self, rev: int, type_: EventType, key: str, raw: bytes, prev: bytes | None) -> None:
-        self._db.execute(
-            "INSERT INTO events (rev, type, key, value, prev) VALUES (?, ?, ?, ?, ?)",
-            (rev, _TYPE_CODE[type_], key, raw, prev),
-        )
-        self._writes_since_compact += 1
-        if self._writes_since_compact >= _COMPACT_EVERY:
-            self._writes_since_compact = 0
-            upto = rev - self.history
-            if upto > self._compacted:
-                self._drop_history(upto)
-                self._pending_compacted = upto
+    def _maybe_compact(self, rev: int, writes: int) -> int | None:
+        """Every :data:`_COMPACT_EVERY` writes, drop the history older than the window (inside the
+        transaction being committed); the new compaction point, if any."""
+        self._writes_since_compact += writes
+        if self._writes_since_compact < _COMPACT_EVERY:
+            return None
+        self._writes_since_compact = 0
+        upto = rev - self.history
+        if upto <= self._compacted:
+            return None
+        self._drop_history(upto)
+        return upto
 
     def _drop_history(self, upto: int) -> None:
         self._db.execute("DELETE FROM events WHERE rev <= ?", (upto,))
@@ -396,30 +477,14 @@ class SQLiteStore(Store):
             raise
         self._compacted = revision
 
-    @contextmanager
-    def _txn(self) -> Iterator[None]:
-        """One write transaction; the revision advances only when it commits."""
-        self._pending_compacted = None
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-            self._db.execute("COMMIT")
-        except BaseException:
-            if self._db.in_transaction:  # a failed COMMIT (disk full) leaves it open too
-                self._db.execute("ROLLBACK")
-            raise
-        self._rev += 1
-        if self._pending_compacted is not None:
-            self._compacted = self._pending_compacted
-
-    def _publish(self, rev: int, type_: EventType, key: str, doc: Document, raw: bytes) -> None:
-        self._ring.append(StoreEvent(type=type_, key=key, object=doc, revision=rev, raw=raw))
+    def _publish(self, event: StoreEvent) -> None:
+        self._ring.append(event)
         if len(self._ring) >= 2 * self.ring_size:
             drop = len(self._ring) - self.ring_size
             del self._ring[:drop]
             self._ring_base += drop
-        event, self._changed = self._changed, asyncio.Event()
-        event.set()
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     # -- watch ---------------------------------------------------------------------------------
 

@@ -51,7 +51,8 @@ class StoreMirror:
         self.store = store
         self.infos = tuple(infos)
         self._apply = apply
-        self._seen: dict[str, float] = {}
+        self._seen: dict[str, float] = {}  # key -> revision of the state applied last
+        self._gone: set[str] = set()  # keys whose state applied last is a removal
         self._removed: deque[tuple[int, str]] = deque()  # (revision, key) of removals, oldest first
         self._tasks: list[asyncio.Task[None]] = []
         self.revision = 0  # the revision the initial lists were read at
@@ -83,11 +84,12 @@ class StoreMirror:
         """This process committed ``doc`` at ``key`` (None: removed it)."""
         if info not in self.infos:
             return
-        if doc is None:
-            self._seen[key] = _REMOVED_HERE
-            self._apply(info, key, None)
-        else:
+        if doc is not None:
             self._offer(info, key, doc, _revision(doc), local=True)
+        elif key not in self._gone:  # (the watch may have brought the removal already)
+            self._seen[key] = _REMOVED_HERE
+            self._gone.add(key)
+            self._apply(info, key, None)
 
     def _offer(self, info: ResourceInfo, key: str, doc: Document | None, revision: int,
                local: bool = False) -> None:
@@ -104,11 +106,13 @@ class StoreMirror:
             self._tombstone(key, revision)
         else:
             self._seen[key] = revision
+            self._gone.discard(key)
         self._apply(info, key, doc)
 
     def _tombstone(self, key: str, revision: int) -> None:
         """Remember a removal for a while: a late local callback of an older write must not undo it."""
         self._seen[key] = revision
+        self._gone.add(key)
         self._removed.append((revision, key))
 
     def _prune(self, cursor: int) -> None:
@@ -116,6 +120,7 @@ class StoreMirror:
             revision, key = self._removed.popleft()
             if self._seen.get(key) == revision:
                 del self._seen[key]
+                self._gone.discard(key)
 
     async def _follow(self, info: ResourceInfo) -> None:
         cursor = self.revision
@@ -143,7 +148,7 @@ class StoreMirror:
             present.add(key)
             self._offer(info, key, doc, _revision(doc))
         prefix = info.prefix(None)
-        for key in [k for k in self._seen if k.startswith(prefix) and k not in present]:
+        for key in [k for k in self._seen if k.startswith(prefix) and k not in present | self._gone]:
             self._tombstone(key, page.revision)
             self._apply(info, key, None)
         return page.revision
