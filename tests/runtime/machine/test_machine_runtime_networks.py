@@ -137,6 +137,15 @@ def test_guest_gets_its_address_in_every_mode_and_ssh_goes_through_the_forward(
         conn.close()
     wait_for(lambda: guest_nics(console(runtime, mid)) == ["eth0"], 60, "the guest to show only eth0")
 
+    # -- the same NIC (same MAC) plugged in again, as a replaced NIC is: the guest serves it again --
+    stub.AttachNetworkInterface(mpb.AttachNetworkInterfaceRequest(
+        machine_id=mid, network_interface=nic("eth1", network_ids["isolated"], "198.18.4.9/24", "isolated")))
+    wait_for(lambda: console(runtime, mid).count("eth1 address 198.18.4.9/24") == 2, 60,
+             "eth1's address on the console again")
+    stub.DetachNetworkInterface(mpb.DetachNetworkInterfaceRequest(machine_id=mid, name="eth1"))
+    assert net_name not in libvirt_networks()
+    wait_for(lambda: guest_nics(console(runtime, mid)) == ["eth0"], 60, "the guest to show only eth0 again")
+
     # -- a second user-mode NIC, hot-plugged and unplugged through the QEMU monitor --------------
     stub.AttachNetworkInterface(mpb.AttachNetworkInterfaceRequest(
         machine_id=mid, network_interface=nic("eth3", "test://other", "198.18.9.20/24")))
