@@ -109,6 +109,10 @@ def test_guest_gets_its_address_in_every_mode_and_ssh_goes_through_the_forward(
     endpoint = handle.removeprefix("user://")
     out = ssh.wait_run(endpoint, key, "uname -a; ip -4 addr show eth0", 60, "SSH through the forward")
     assert "ironpool-tiny" in out and "inet 198.18.3.5/24" in out
+    # the pause that plugs the NIC before the guest runs is no news of the machine's
+    reasons = [e.spec.reason for e in stub.ListEvents(mpb.ListEventsRequest()).events
+               if e.spec.involved_object_meta.id == mid]
+    assert "Started" in reasons and not {"Suspended", "Resumed"} & set(reasons), reasons
 
     # -- isolated mode, hot-plugged: a libvirt network with a reservation for the NIC's MAC ----
     net_name = libvirt_network_name(network_ids["isolated"], "isolated")

@@ -183,8 +183,9 @@ class MachineDriver:
         if entry is None:
             return
         reason, type_, action = records.lifecycle_event(event, detail)
-        if entry.starting and reason in ("Suspended", "Resumed"):
-            return  # the pause of a start that plugs user-mode NICs first: not news
+        if reason in ("Suspended", "Resumed") and entry.pause_events > 0:
+            entry.pause_events -= 1
+            return
         self.record_event(
             entry.rec, reason, f"domain {name}: {reason.lower()} (detail {detail})", type_, action
         )
@@ -272,7 +273,7 @@ class MachineDriver:
                     self._plug_user_nics(entry, guest, users)
                     guest.resume_if_paused()  # a start interrupted by a restart of the runtime
             else:
-                entry.starting = True
+                entry.pause_events = 2 if users else 0
                 guest.start((lambda: self._plug_user_nics(entry, guest, users)) if users else None)
                 ms = (time.monotonic() - t) * 1000
                 log.debug("machine %s: domain started in %.0f ms", entry.rec.id, ms)
@@ -283,8 +284,6 @@ class MachineDriver:
                 entry.rec, "StartFailed", f"starting the domain failed: {entry.error}", "Warning", "Start"
             )
             log.warning("machine %s: start failed: %s", entry.rec.id, entry.error)
-        finally:
-            entry.starting = False
 
     def _plug_user_nics(self, entry: Entry, guest: Guest, nics: list[NicRecord]) -> None:
         """Add the user-mode NICs the running QEMU lacks and record their forwards."""

@@ -26,7 +26,9 @@ class Entry:
     cond: threading.Condition = field(init=False)
     error: str = ""  # why a machine that should run does not (shown as Pending)
     tearing_down: bool = False
-    starting: bool = False  # started paused while its user-mode NICs are plugged
+    # Lifecycle events (Suspended, Resumed) a paused start that plugs user-mode NICs will cause; they
+    # arrive later, on the event thread, and are not news.
+    pause_events: int = 0
     # Power changes converge in the background: the generation of the latest one, and of the
     # first one not converged yet (0: none pending).
     power_generation: int = 0
