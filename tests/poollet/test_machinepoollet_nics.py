@@ -14,7 +14,7 @@ from ironpool.client.rest import AsyncClient
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.poollet import keys
 from poollet_helpers import Iri
-from test_machinepoollet import cond, get_machine, make_class, make_machine
+from test_machinepoollet import _events, cond, get_machine, make_class, make_machine
 
 from tests.helpers.wait import eventually
 
@@ -167,6 +167,8 @@ async def test_missing_nic_keeps_the_machine_waiting(
 
     await eventually(waiting, 10, "m4 to wait for its NIC")
     assert not iri.machines.by_uid(m.metadata.uid or "")
+    (event,) = await eventually(lambda: _events(client, "NetworkInterfaceNotReady", "m4"), 10, "the Event")
+    assert event.message == "waiting for NetworkInterface default/nope (not found)"
 
 
 # -- helpers ----------------------------------------------------------------------------------------

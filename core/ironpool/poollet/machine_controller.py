@@ -153,8 +153,7 @@ class MachineReconciler:
         if not found:
             if deps.waiting:
                 await self._patch_status(machine, waiting_status(machine, deps.waiting, now))
-                await self._event(machine, "Normal", "WaitingForDependencies",
-                                  "waiting for " + "; ".join(deps.waiting))
+                await self._report_waiting(machine, deps.waiting)
                 return DONE
             await self._claim(machine, deps.claims)
             await self._claim_nics(machine, deps.nic_claims)
@@ -194,8 +193,7 @@ class MachineReconciler:
             for c in status["conditions"]:
                 if c["type"] in ("VolumesReady", "NetworkInterfacesReady") and c["status"] == "False":
                     c["message"] = "waiting for " + "; ".join(deps.waiting)
-            await self._event(machine, "Normal", "WaitingForDependencies",
-                              "waiting for " + "; ".join(deps.waiting))
+            await self._report_waiting(machine, deps.waiting)
         # The endpoint first: whoever sees the NICs ready in the status finds it already there.
         await self._report_nics(machine, iri, deps)
         await self._patch_status(machine, status)
@@ -408,6 +406,13 @@ class MachineReconciler:
         return bool(await self.runtime.list_machines(labels=labels))
 
     # -- API writes ------------------------------------------------------------------------------
+
+    async def _report_waiting(self, machine: Machine, waiting: Sequence[str]) -> None:
+        """An Event saying what the machine waits for; IronCore's ``NetworkInterfaceNotReady`` when
+        that is only network interfaces."""
+        only_nics = all(w.startswith("NetworkInterface ") for w in waiting)
+        reason = "NetworkInterfaceNotReady" if only_nics else "WaitingForDependencies"
+        await self._event(machine, "Normal", reason, "waiting for " + "; ".join(waiting))
 
     async def _event(self, machine: Machine, type_: str, reason: str, message: str) -> None:
         if self.events is not None:

@@ -66,8 +66,10 @@ class UserNics:
     def plug(self, guest: Guest, nic: NicRecord, present: set[str] | None = None) -> str:
         """Add ``nic`` to the running domain unless it has it; returns the forward (``host:port``)."""
         netdev_id, device_id = qemu_ids(nic.name)
-        if device_id in (self.present(guest) if present is None else present) and nic.forward:
-            return nic.forward
+        if device_id in (self.present(guest) if present is None else present):
+            if nic.forward:
+                return nic.forward
+            self.unplug(guest, nic)  # plugged, but its forward never recorded: start over
         with contextlib.suppress(libvirt.libvirtError):
             guest.qmp("netdev_del", id=netdev_id)  # half-made by an earlier attempt
         forward = self._add_netdev(guest, nic, netdev_id)
