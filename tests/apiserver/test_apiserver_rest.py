@@ -166,24 +166,28 @@ def test_missing_or_wrong_token_is_unauthorized(apiserver: ApiServer, client: ht
         assert user.post(CLASSES, json=machine_class()).status_code == 201
 
 
-def test_unauthenticated_endpoints(apiserver: ApiServer) -> None:
+def test_health_is_public_metrics_and_openapi_need_a_token(apiserver: ApiServer) -> None:
     assert httpx.get(f"{apiserver.url}/healthz").text == "ok"
     assert httpx.get(f"{apiserver.url}/readyz").status_code == 200
-    metrics = httpx.get(f"{apiserver.url}/metrics")
+    protected = ("/metrics", "/openapi.json", "/openapi/v3", "/openapi/v3/apis/compute.ironcore.dev/v1alpha1")
+    for path in protected:
+        assert_status(httpx.get(f"{apiserver.url}{path}"), 401, "Unauthorized")
+    auth = apiserver.headers()
+    metrics = httpx.get(f"{apiserver.url}/metrics", headers=auth)
     assert "ironpool_store_revision" in metrics.text and "ironpool_apiserver_watchers" in metrics.text
-    doc = httpx.get(f"{apiserver.url}/openapi.json").json()
+    doc = httpx.get(f"{apiserver.url}/openapi.json", headers=auth).json()
     assert doc["openapi"].startswith("3.")
     assert f"{MACHINES.replace('default', '{namespace}')}/{{name}}/status" in doc["paths"]
     assert "dev.ironcore.compute.v1alpha1.Machine" in doc["components"]["schemas"]
-    discovery = httpx.get(f"{apiserver.url}/openapi/v3").json()
+    discovery = httpx.get(f"{apiserver.url}/openapi/v3", headers=auth).json()
     url = discovery["paths"]["apis/compute.ironcore.dev/v1alpha1"]["serverRelativeURL"]
-    group_doc = httpx.get(f"{apiserver.url}{url}").json()
+    group_doc = httpx.get(f"{apiserver.url}{url}", headers=auth).json()
     assert "dev.ironcore.compute.v1alpha1.Machine" in group_doc["components"]["schemas"]
 
 
 def test_metrics_count_requests(apiserver: ApiServer, client: httpx.Client) -> None:
     client.get(f"{MACHINES}/nope")
-    text = httpx.get(f"{apiserver.url}/metrics").text
+    text = httpx.get(f"{apiserver.url}/metrics", headers=apiserver.headers()).text
     assert 'ironpool_apiserver_requests_total{code="404",resource="machines",verb="GET"} 1.0' in text
 
 

@@ -31,7 +31,7 @@ def api(
 
 def open_watches(server: ApiServer) -> float:
     """The apiserver's open watch streams, from its Prometheus metrics."""
-    for line in httpx.get(f"{server.url}/metrics", timeout=5).text.splitlines():
+    for line in httpx.get(f"{server.url}/metrics", headers=server.headers(), timeout=5).text.splitlines():
         if line.startswith("ironpool_apiserver_watchers "):
             return float(line.split()[1])
     return 0.0

@@ -25,7 +25,8 @@ from typing import Any
 
 import uvicorn
 
-from ironpool.apiserver.tls import TlsFiles, uvicorn_tls
+from ironpool.apiserver.options import ServerOptions
+from ironpool.apiserver.tls import TlsFiles
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +73,9 @@ class ApiServerRunner:
     """The REST apiserver on ``host:port`` over a SQLite (or etcd) store URL."""
 
     def __init__(self, store_url: str, token_file: Path, host: str, port: int,
-                 tls: TlsFiles | None = None) -> None:
+                 tls: TlsFiles | None = None, options: ServerOptions | None = None) -> None:
         self.store_url = store_url
+        self.options = options or ServerOptions()
         self.token_file = token_file
         self.host, self.port = host, port
         self.tls = tls
@@ -106,6 +108,7 @@ class ApiServerRunner:
     async def start(self, timeout: float = 30.0) -> None:
         from ironpool.apiserver.app import build_app
         from ironpool.apiserver.auth import Authenticator
+        from ironpool.apiserver.connections import uvicorn_options
         from ironpool.store.interface import open_store
 
         authenticator = Authenticator.from_file(self.token_file)
@@ -113,9 +116,9 @@ class ApiServerRunner:
         self._store = open_store(self.store_url)
         await self._store.current_revision()  # opens the database now: a broken file fails here
         config = uvicorn.Config(
-            build_app(self._store, authenticator), loop="none", lifespan="off",
+            build_app(self._store, authenticator, options=self.options), loop="none", lifespan="off",
             access_log=False, proxy_headers=False, log_level="warning", timeout_graceful_shutdown=2,
-            backlog=4096, **uvicorn_tls(self.tls),
+            backlog=4096, **uvicorn_options(self.tls, self.options.connections)[0],
         )
         server = _NoSignalServer(config)
         self._server = server

@@ -9,9 +9,11 @@ possible and are validated only on writes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import importlib.metadata
 import logging
+import math
 import os
 import sys
 import time
@@ -20,9 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-import yaml
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -32,9 +33,12 @@ from ironpool.api.resources import ResourceInfo, by_path
 from ironpool.apiserver.auth import Authenticator, Authorizer, ObjectCheck, User
 from ironpool.apiserver.authz import authorize as authorize_identities
 from ironpool.apiserver.binding import BINDABLE
+from ironpool.apiserver.bodies import APPLY_PATCH, JSON, STRATEGIC_PATCH, LargeBodies, media_type, read_body
 from ironpool.apiserver.bootstrap import Bootstrap
+from ironpool.apiserver.connections import mark_authenticated, uvicorn_options
 from ironpool.apiserver.fieldmanager import manager_from_user_agent
-from ironpool.apiserver.listing import ListOptions
+from ironpool.apiserver.inflight import DEFAULT_PER_USER, InFlight
+from ironpool.apiserver.listing import ListOptions, parse_resource_version
 from ironpool.apiserver.metrics import Metrics
 from ironpool.apiserver.namespace_controller import NamespaceController
 from ironpool.apiserver.networking_controller import NetworkingController
@@ -47,44 +51,32 @@ from ironpool.apiserver.openapi import (
     openapi_v3_discovery,
     openapi_v3_group_version,
 )
+from ironpool.apiserver.options import ServerOptions
 from ironpool.apiserver.registry import Registry
 from ironpool.apiserver.schemas import drop_unknown_fields, shape_of
 from ironpool.apiserver.tables import TableWriter, include_object, table_version, writer_for
-from ironpool.apiserver.tls import TlsFiles, client_subject, uvicorn_tls
+from ironpool.apiserver.tls import TlsFiles, client_subject
 from ironpool.store.interface import Store
 
 log = logging.getLogger("ironpool.apiserver")
 
-JSON = "application/json"
-MERGE_PATCH = "application/merge-patch+json"
-STRATEGIC_PATCH = "application/strategic-merge-patch+json"
-APPLY_PATCH = "application/apply-patch+yaml"
-_PATCH_TYPES = (MERGE_PATCH, STRATEGIC_PATCH, APPLY_PATCH)
 _FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
-CURL_DEFAULT = "application/x-www-form-urlencoded"
 _ALL_VERBS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 DEFAULT_WATCH_TIMEOUT = 1800.0
 BOOKMARK_INTERVAL = 30.0
-
-
-MAX_BODY = 3 * 1024 * 1024  # Kubernetes' limit for one object
-
-
-class RequestEntityTooLarge(errors.ApiError):
-    code = 413
-    reason = "RequestEntityTooLarge"
+MAX_LIMIT = 2**63 - 1  # an int64, as Kubernetes reads limit
+MAX_PAGE = 2**31
+MAX_TIMEOUT_SECONDS = 2**31 - 1
+FUTURE_REVISION_WAIT = 3.0  # how long a watch from a revision not reached yet waits (Kubernetes: 3 s)
 
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return Response(orjson.dumps(data), status_code=status, media_type=JSON, headers=headers)
 
 
-def _media_type(request: Request) -> str:
-    return request.headers.get("content-type", "").split(";")[0].strip().lower()
-
-
 def error_response(exc: errors.ApiError) -> Response:
-    return json_response(exc.to_status(), exc.code)
+    headers = None if exc.retry_after_seconds is None else {"Retry-After": str(exc.retry_after_seconds)}
+    return json_response(exc.to_status(), exc.code, headers)
 
 
 @dataclass(frozen=True)
@@ -126,34 +118,6 @@ def parse_path(path: str) -> RequestInfo:
 
 # Paths repeat (clients poll the same objects); resolving one costs a few microseconds.
 cached_request_info = functools.lru_cache(maxsize=8192)(parse_path)
-
-
-async def read_body(request: Request, *, patch: bool = False, optional: bool = False) -> Any:
-    """The JSON (or YAML) body; 415 for other media types, 400 for malformed input."""
-    ctype = _media_type(request)
-    buffer = bytearray()
-    async for chunk in request.stream():
-        buffer += chunk
-        if len(buffer) > MAX_BODY:
-            raise RequestEntityTooLarge(f"the request body is larger than {MAX_BODY} bytes")
-    body = bytes(buffer)
-    if optional and not body.strip():
-        return None
-    if ctype == CURL_DEFAULT:
-        ctype = ""  # `curl -d` labels every body so; read it as JSON (a merge patch for PATCH)
-    if patch and ctype not in ("", *_PATCH_TYPES):
-        raise errors.UnsupportedMediaType(f"PATCH supports {', '.join(_PATCH_TYPES)} (got {ctype or 'none'})")
-    if ctype in ("application/yaml", "application/x-yaml", "text/yaml", APPLY_PATCH):
-        try:
-            return yaml.safe_load(body)
-        except yaml.YAMLError as exc:
-            raise errors.BadRequest(f"the request body is not valid YAML: {exc}") from None
-    elif not patch and ctype not in ("", JSON, "text/json"):
-        raise errors.UnsupportedMediaType(f"unsupported Content-Type {ctype!r}; send {JSON}")
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise errors.BadRequest(f"the request body is not valid JSON: {exc}") from None
 
 
 def truthy(value: str | None) -> bool:
@@ -216,10 +180,12 @@ def list_options(request: Request) -> ListOptions:
         limit = int(limit_s)
     except ValueError:
         raise errors.BadRequest(f"limit: {limit_s!r} is not an integer") from None
+    if not 0 <= limit <= MAX_LIMIT:
+        raise errors.BadRequest(f"limit: must be between 0 and {MAX_LIMIT}, got {limit_s}")
     return ListOptions(
         label_selector=q.get("labelSelector", ""),
         field_selector=q.get("fieldSelector", ""),
-        limit=limit,
+        limit=min(limit, MAX_PAGE),  # more than any store holds: the same as all
         continue_token=q.get("continue", ""),
         resource_version=q.get("resourceVersion", ""),
         send_initial_events=truthy(q.get("sendInitialEvents")),
@@ -229,7 +195,8 @@ def list_options(request: Request) -> ListOptions:
 class ApiServer:
     """Request handling: authentication, routing to the registry, metrics, errors as Status."""
 
-    def __init__(self, store: Store, authenticator: Authenticator, authorize: Authorizer) -> None:
+    def __init__(self, store: Store, authenticator: Authenticator, authorize: Authorizer,
+                 inflight_per_user: int = DEFAULT_PER_USER) -> None:
         self.store = store
         self.authorize = authorize
         self.registry = Registry(store)
@@ -239,12 +206,23 @@ class ApiServer:
         self._started = False
         self.authenticator = authenticator
         self.metrics = Metrics(store)
+        self.inflight = InFlight(inflight_per_user)
+        self.large_bodies = LargeBodies()
         self._openapi: bytes | None = None
+        self.public_metrics = False
 
     def authenticate(self, request: Request) -> User:
-        return self.authenticator.authenticate(
+        user = self.authenticator.authenticate(
             request.headers.get("authorization"), client_subject(request.scope)
         )
+        mark_authenticated(request.scope)
+        return user
+
+    async def read_body(self, request: Request, *, patch: bool = False, optional: bool = False) -> Any:
+        """The decoded body (:func:`.bodies.read_body`); a large-body slot it takes is held until
+        the request is answered."""
+        stack: contextlib.AsyncExitStack = request.state.exit_stack
+        return await read_body(request, self.large_bodies, stack, patch=patch, optional=optional)
 
     async def handle(self, request: Request) -> Response:
         started = time.perf_counter()
@@ -255,9 +233,15 @@ class ApiServer:
             resource = request_info.info.plural
             if not self._started:
                 await self._start()
-            verb, response = await self.dispatch(request, user, request_info)
+            with self.inflight.hold(user.name):
+                async with contextlib.AsyncExitStack() as stack:
+                    request.state.exit_stack = stack
+                    verb, response = await self.dispatch(request, user, request_info)
         except errors.ApiError as exc:
             response = error_response(exc)
+        except ClientDisconnect:  # the client went away mid-body: nobody to answer, nothing to log
+            log.debug("client disconnected during %s %s", request.method, request.url.path)
+            response = Response(status_code=400)
         except Exception as exc:  # a bug must become a 500 Status, not a dropped connection
             log.exception("internal error handling %s %s", request.method, request.url.path)
             response = error_response(errors.InternalError(f"internal error: {type(exc).__name__}: {exc}"))
@@ -283,7 +267,7 @@ class ApiServer:
                 if cond is not None and cond.selector is not None:
                     cond.selector(request.query_params.get("fieldSelector", ""))
                 if verb == "watch":
-                    return "WATCH", self.watch(request, t)
+                    return "WATCH", await self.watch(request, t)
                 table = table_version(request.headers.get("accept"))
                 if table is not None:
                     include = include_object(request.query_params.get("includeObject"))
@@ -295,7 +279,7 @@ class ApiServer:
                 cond = self.authorize(user, "create", info.plural, ns, None)
                 if info.namespaced and ns is None:
                     raise errors.MethodNotAllowed(f"create {info.plural} under /namespaces/{{namespace}}/")
-                body = await read_body(request)
+                body = await self.read_body(request)
                 opts = WriteOptions.of(request)
                 dropped = opts.unknown_fields(info, body)
                 created = await reg.create(
@@ -322,8 +306,8 @@ class ApiServer:
         if method in ("PUT", "PATCH"):
             patch = method == "PATCH"
             cond = self.authorize(user, "patch" if patch else "update", _resource(info, sub), ns, name)
-            ctype = _media_type(request)
-            body = await read_body(request, patch=patch)
+            ctype = media_type(request)
+            body = await self.read_body(request, patch=patch)
             opts = WriteOptions.of(request, apply=patch and ctype == APPLY_PATCH)
             dropped = opts.unknown_fields(info, body)
             check = cond.objects if cond else None
@@ -345,19 +329,19 @@ class ApiServer:
             return method, json_response(obj, headers=_warnings(dropped, opts.field_validation))
         if method == "POST" and sub == "binding":
             cond = self.authorize(user, "create", _resource(info, sub), ns, name)
-            status = await reg.bind(info, ns, name, await read_body(request), dry_run=dry_run(request),
+            status = await reg.bind(info, ns, name, await self.read_body(request), dry_run=dry_run(request),
                                     check=cond.objects if cond else None)
             return "POST", json_response(status, 201)
         if method == "DELETE" and sub is None:
             cond = self.authorize(user, "delete", info.plural, ns, name)
-            options = await read_body(request, optional=True)
+            options = await self.read_body(request, optional=True)
             obj = await reg.delete(
                 info, ns, name, options, dry_run=dry_run(request), check=cond.objects if cond else None
             )
             return "DELETE", json_response(obj)
         raise errors.MethodNotAllowed(f"{method} is not supported on {request.url.path}")
 
-    def watch(self, request: Request, t: RequestInfo) -> Response:
+    async def watch(self, request: Request, t: RequestInfo) -> Response:
         options = list_options(request)
         q = request.query_params
         timeout_s = q.get("timeoutSeconds")
@@ -365,6 +349,12 @@ class ApiServer:
             timeout = float(timeout_s) if timeout_s else DEFAULT_WATCH_TIMEOUT
         except ValueError:
             raise errors.BadRequest(f"timeoutSeconds: {timeout_s!r} is not a number") from None
+        if not math.isfinite(timeout) or not 0 <= timeout <= MAX_TIMEOUT_SECONDS:
+            raise errors.BadRequest(
+                f"timeoutSeconds: must be between 0 and {MAX_TIMEOUT_SECONDS}, got {timeout_s}")
+        start = parse_resource_version(options.resource_version, "resourceVersion")
+        if start and not options.send_initial_events:
+            await self._wait_for_revision(start)
         bookmarks = truthy(q.get("allowWatchBookmarks"))
         options.predicate()  # a malformed selector is a 400 before the stream starts
         version = table_version(request.headers.get("accept"))
@@ -376,6 +366,19 @@ class ApiServer:
             media_type=JSON,
             headers={"Cache-Control": "no-cache"},
         )
+
+    async def _wait_for_revision(self, revision: int) -> None:
+        """Wait a little for a revision this apiserver has not seen yet (another apiserver may have
+        written it), then answer 504 as Kubernetes does ("Too large resource version")."""
+        deadline = time.monotonic() + FUTURE_REVISION_WAIT
+        while (current := await self.store.current_revision()) < revision:
+            if time.monotonic() >= deadline:
+                raise TooLargeResourceVersion(
+                    f"Too large resource version: {revision}, current: {current}", retry_after_seconds=1,
+                    causes=[errors.Cause("resourceVersion", "Too large resource version",
+                                         "ResourceVersionTooLarge")],
+                )
+            await asyncio.sleep(0.05)
 
     async def _watch_stream(
         self, t: RequestInfo, options: ListOptions, timeout: float, bookmarks: bool,
@@ -440,19 +443,35 @@ class ApiServer:
     async def version(self, request: Request) -> Response:
         return json_response(server_version())
 
+    def _authenticated(self, request: Request) -> Response | None:
+        """None when the request authenticates, else the 401 to answer."""
+        try:
+            self.authenticate(request)
+        except errors.ApiError as exc:
+            return error_response(exc)
+        return None
+
     async def metrics_endpoint(self, request: Request) -> Response:
+        if not self.public_metrics and (refused := self._authenticated(request)) is not None:
+            return refused
         body, content_type = await self.metrics.render()
         return Response(body, media_type=content_type)
 
     async def openapi(self, request: Request) -> Response:
+        if (refused := self._authenticated(request)) is not None:
+            return refused
         if self._openapi is None:
             self._openapi = orjson.dumps(openapi_document())
         return Response(self._openapi, media_type=JSON)
 
     async def openapi_v3(self, request: Request) -> Response:
+        if (refused := self._authenticated(request)) is not None:
+            return refused
         return Response(openapi_v3_discovery(), media_type=JSON)
 
     async def openapi_v3_group_version(self, request: Request) -> Response:
+        if (refused := self._authenticated(request)) is not None:
+            return refused
         body = openapi_v3_group_version(request.path_params["gv"])
         if body is None:
             return error_response(errors.NotFound(f"no OpenAPI document for {request.url.path}"))
@@ -469,6 +488,13 @@ class ApiServer:
                 return error_response(exc)
 
         return endpoint
+
+
+class TooLargeResourceVersion(errors.ApiError):
+    """504: a watch from a revision the store has not reached."""
+
+    code = 504
+    reason = "Timeout"
 
 
 class WatchTable:
@@ -511,10 +537,13 @@ def _bookmark(info: ResourceInfo, revision: str) -> bytes:
 
 
 def build_app(
-    store: Store, authenticator: Authenticator, authorize: Authorizer = authorize_identities
+    store: Store, authenticator: Authenticator, authorize: Authorizer = authorize_identities,
+    options: ServerOptions | None = None,
 ) -> Starlette:
     """The apiserver's ASGI app over ``store``; the caller owns the store's lifecycle."""
-    server = ApiServer(store, authenticator, authorize)
+    options = options or ServerOptions()
+    server = ApiServer(store, authenticator, authorize, options.inflight_per_user)
+    server.public_metrics = options.public_metrics
     routes = [
         Route("/healthz", server.healthz, methods=["GET"]),
         Route("/livez", server.healthz, methods=["GET"]),
@@ -579,6 +608,7 @@ async def serve(
     port: int = 8443,
     authorize: Authorizer = authorize_identities,
     tls: TlsFiles | None = None,
+    options: ServerOptions | None = None,
 ) -> None:
     """Serve the API on ``host:port`` in the running event loop until cancelled or signalled.
 
@@ -587,8 +617,10 @@ async def serve(
     """
     import uvicorn
 
+    options = options or ServerOptions()
+    protocol_options, _ = uvicorn_options(tls, options.connections)
     config = uvicorn.Config(
-        build_app(store, authenticator, authorize),
+        build_app(store, authenticator, authorize, options),
         host=host,
         port=port,
         loop="none",
@@ -598,7 +630,7 @@ async def serve(
         log_level="warning",
         timeout_graceful_shutdown=2,
         backlog=4096,
-        **uvicorn_tls(tls),
+        **protocol_options,
     )
     await uvicorn.Server(config).serve()
 

@@ -26,6 +26,9 @@ def revision_of(obj: Document) -> int:
     return int(obj["metadata"]["resourceVersion"])
 
 
+MAX_REVISION = 2**63 - 1  # revisions are int64, in etcd and in SQLite
+
+
 def parse_resource_version(value: Any, what: str = "metadata.resourceVersion") -> int | None:
     """A client-supplied resourceVersion as an int (None when empty); 400 if it is not a number."""
     if value is None or value == "":
@@ -34,7 +37,7 @@ def parse_resource_version(value: Any, what: str = "metadata.resourceVersion") -
         rev = int(str(value))
     except ValueError:
         raise errors.BadRequest(f"{what}: {value!r} is not a valid resourceVersion") from None
-    if rev < 0:
+    if not 0 <= rev <= MAX_REVISION:
         raise errors.BadRequest(f"{what}: {value!r} is not a valid resourceVersion")
     return rev
 

@@ -45,6 +45,7 @@ from ironpool.api.validation import validate_create, validate_status_update, val
 from ironpool.apiserver.admission import AdmissionChain, AdmissionPlugin, Attributes, default_chain
 from ironpool.apiserver.auth import ObjectCheck
 from ironpool.apiserver.binding import bound, mark_scheduled, parse_binding, success
+from ironpool.apiserver.bodies import check_object_size
 from ironpool.apiserver.fieldmanager import (
     Entry,
     FieldSet,
@@ -330,6 +331,7 @@ class Registry:
         obj = validate_create(info, obj)
         if manager is not None:
             track_create(info, obj, manager, applied)
+        check_object_size(info.kind, name, obj)
         key = info.key(ns, name)
         await self.admission.ready()
         attrs = Attributes("CREATE", info, ns, name, None, obj, dry_run=dry_run)
@@ -533,6 +535,7 @@ class Registry:
             ):
                 # The last finalizer of an object being deleted is gone: remove it.
                 return obj if dry_run else await self.remove(info, namespace, name, old_rev, old)
+            check_object_size(info.kind, name, obj)
             # Admission's check, then the write with no await in between (see .admission).
             attrs = Attributes("UPDATE", info, namespace, name, old, obj, subresource, dry_run)
             self.admission.validate(attrs)

@@ -67,6 +67,18 @@ def etcd_tls(cafile: str | None, certfile: str | None, keyfile: str | None) -> A
     default=None,
     help="accept client certificates signed by this CA (PEM): CN is the user, O the groups",
 )
+@click.option("--public-metrics", is_flag=True, default=False,
+              help="serve /metrics without authentication (for a scraper without a token)")
+@click.option("--max-connections", type=click.IntRange(min=1), default=8192, show_default=True,
+              help="open connections at most (lowered to what the descriptor limit allows)")
+@click.option("--max-unauthenticated-connections", type=click.IntRange(min=1), default=1024,
+              show_default=True, help="connections that have not authenticated a request yet, at most")
+@click.option("--header-read-timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="seconds a client has to send a request's headers")
+@click.option("--keep-alive-timeout", type=click.IntRange(min=1), default=60, show_default=True,
+              help="seconds an idle keep-alive connection stays open")
+@click.option("--max-requests-inflight-per-user", type=click.IntRange(min=1), default=400, show_default=True,
+              help="API requests of one user handled at once; past it: 429 with Retry-After")
 @click.option(
     "--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"])
 )
@@ -80,6 +92,12 @@ def apiserver(
     tls_cert_file: str | None,
     tls_private_key_file: str | None,
     client_ca_file: str | None,
+    public_metrics: bool,
+    max_connections: int,
+    max_unauthenticated_connections: int,
+    header_read_timeout: float,
+    keep_alive_timeout: int,
+    max_requests_inflight_per_user: int,
     log_level: str,
 ) -> None:
     """Serve the ironpool REST API (Kubernetes conventions) over a store.
@@ -93,6 +111,8 @@ def apiserver(
         raise click.UsageError("--client-ca-file needs --tls-cert-file and --tls-private-key-file")
     from ironpool.apiserver.app import serve
     from ironpool.apiserver.auth import Authenticator
+    from ironpool.apiserver.connections import ConnectionLimits
+    from ironpool.apiserver.options import ServerOptions
     from ironpool.apiserver.tls import TlsFiles, is_loopback
     from ironpool.store.interface import StoreError, open_store
 
@@ -108,6 +128,11 @@ def apiserver(
         TlsFiles(tls_cert_file, tls_private_key_file, client_ca_file)
         if tls_cert_file and tls_private_key_file
         else None
+    )
+    options = ServerOptions(
+        connections=ConnectionLimits(max_connections, max_unauthenticated_connections, header_read_timeout,
+                                     keep_alive_timeout),
+        inflight_per_user=max_requests_inflight_per_user, public_metrics=public_metrics,
     )
     try:
         authenticator = Authenticator.from_file(token_file)
@@ -134,6 +159,7 @@ def apiserver(
                 host,
                 port,
                 tls=tls,
+                options=options,
             )
         finally:
             await store.close()

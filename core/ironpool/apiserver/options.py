@@ -1,0 +1,34 @@
+"""What an apiserver is told at start about guarding itself: connection hygiene, in-flight limits,
+who may read ``/metrics``, and how requests are authorized."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ironpool.apiserver.connections import ConnectionLimits
+from ironpool.apiserver.inflight import DEFAULT_PER_USER
+
+AUTHORIZATION_MODES = ("RBAC", "AlwaysAllow")
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """The apiserver's settings beyond store, tokens and TLS.
+
+    ``authorization_mode``: ``RBAC`` (the default) authorizes pool identities by the pool graph and
+    everyone else by Roles and bindings; ``AlwaysAllow`` lets every authenticated user do everything
+    but still narrows pool identities (what ironpool did before RBAC). ``public_metrics`` serves
+    ``/metrics`` without authentication (for a scraper without a token).
+    """
+
+    connections: ConnectionLimits = field(default_factory=ConnectionLimits)
+    inflight_per_user: int = DEFAULT_PER_USER
+    public_metrics: bool = False
+    authorization_mode: str = "RBAC"
+
+    def __post_init__(self) -> None:
+        if self.authorization_mode not in AUTHORIZATION_MODES:
+            raise ValueError(f"authorization mode must be one of {', '.join(AUTHORIZATION_MODES)}, "
+                             f"got {self.authorization_mode!r}")
+        if self.inflight_per_user <= 0:
+            raise ValueError(f"the in-flight limit per user must be positive, got {self.inflight_per_user}")
