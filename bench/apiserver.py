@@ -11,6 +11,14 @@ rate as a share of the HTTP one). Besides rates and latencies, each phase report
 own CPU time per request (``server_cpu_us``), which other load disturbs far less than the rates.
 
     .venv/bin/python bench/apiserver.py [--clients 8] [--creates 10000] [--gets 30000] [--objects 100000]
+
+``--store etcd`` compares the stores instead: creates/s, gets/s and watch fan-out (events delivered
+per second to ``--watchers`` watch streams while objects are created) through one apiserver on
+SQLite and through two apiservers on a 3-member etcd cluster (real ``etcd`` processes on loopback
+ports, data on disk unless ``--etcd-data tmpfs``), in the same run, phases interleaved A B B A.
+The etcd side spreads its connections and watchers over both apiservers.
+
+    .venv/bin/python bench/apiserver.py --store etcd [--creates 5000] [--gets 10000] [--watchers 100]
 """
 
 from __future__ import annotations
@@ -98,16 +106,21 @@ class Target:
         return Conn(self.host, self.port, self.token, self.tls)
 
 
+def _spread(target: Target | list[Target]) -> list[Target]:
+    return target if isinstance(target, list) else [target]
+
+
 async def run_phase(
-    target: Target,
+    target: Target | list[Target],
     clients: int,
     total: int,
     make: Callable[[int], tuple[str, str, bytes]],
     expect: int,
 ) -> dict[str, float]:
-    """``total`` requests over ``clients`` connections; rate, latency percentiles (ms) and the
-    apiserver's CPU time per request."""
-    conns = [target.conn() for _ in range(clients)]
+    """``total`` requests over ``clients`` connections (spread over the apiservers of ``target``);
+    rate, latency percentiles (ms) and the apiservers' CPU time per request."""
+    targets = _spread(target)
+    conns = [targets[i % len(targets)].conn() for i in range(clients)]
     await asyncio.gather(*(c.open() for c in conns))
     latencies: list[float] = []
     counter = iter(range(total))
@@ -121,9 +134,9 @@ async def run_phase(
             if status != expect:
                 raise RuntimeError(f"{method} {path}: HTTP {status}: {payload[:300]!r}")
 
-    start, cpu_start = time.perf_counter(), cpu_seconds(target.pid)
+    start, cpu_start = time.perf_counter(), sum(cpu_seconds(t.pid) for t in targets)
     await asyncio.gather(*(worker(c) for c in conns))
-    elapsed, cpu = time.perf_counter() - start, cpu_seconds(target.pid) - cpu_start
+    elapsed, cpu = time.perf_counter() - start, sum(cpu_seconds(t.pid) for t in targets) - cpu_start
     for c in conns:
         c.close()
     return {
@@ -200,7 +213,7 @@ def merged(runs: list[dict[str, float]]) -> dict[str, float]:
 
 
 async def interleaved(
-    args: argparse.Namespace, targets: dict[str, Target], total: int,
+    args: argparse.Namespace, targets: dict[str, Target] | dict[str, list[Target]], total: int,
     make: Callable[[int], tuple[str, str, bytes]], expect: int,
 ) -> dict[str, dict[str, float]]:
     """One phase on every target in A B B A order, half of ``total`` requests a run (request ``i``
@@ -274,9 +287,9 @@ def tls_files(tmp: Path) -> tuple[list[str], ssl.SSLContext]:
 
 
 @contextlib.contextmanager
-def serving(https: bool = False) -> Iterator[tuple[str, Target]]:
-    """``ironpool apiserver`` on a fresh SQLite file (HTTPS with a throwaway CA), stopped
-    afterwards: its URL and the :class:`Target` to load it with."""
+def serving(https: bool = False, store: str | None = None) -> Iterator[tuple[str, Target]]:
+    """``ironpool apiserver`` on a fresh SQLite file, or on ``store`` (HTTPS with a throwaway CA),
+    stopped afterwards: its URL and the :class:`Target` to load it with."""
     with tempfile.TemporaryDirectory(prefix="ironpool-bench-") as tmp_name:
         tmp = Path(tmp_name)
         token = secrets.token_hex(16)
@@ -287,7 +300,7 @@ def serving(https: bool = False) -> Iterator[tuple[str, Target]]:
         log_path = tmp / "apiserver.log"
         log = open(log_path, "wb")  # noqa: SIM115 - handed to the child
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ironpool.cli.main", "apiserver", "--store", f"sqlite:///{tmp}/bench.db",
+            [sys.executable, "-m", "ironpool.cli.main", "apiserver", "--store", store or f"sqlite:///{tmp}/bench.db",
              "--listen", f"127.0.0.1:{port}", "--token-file", f"{tmp}/tokens.csv", "--log-level", "warning",
              *flags],
             stdout=log,
@@ -310,6 +323,129 @@ def serving(https: bool = False) -> Iterator[tuple[str, Target]]:
             proc.wait(timeout=10)
 
 
+class _Watcher:
+    """A watch stream read as raw bytes; counts the events (``{"type":``) it has delivered."""
+
+    MARK = b'{"type":"'
+
+    def __init__(self, target: Target, path: str) -> None:
+        self.target, self.path = target, path
+        self.events = 0
+        self.done = asyncio.Event()
+        self.want = 0
+
+    async def run(self, ready: asyncio.Event) -> None:
+        conn = self.target.conn()
+        await conn.open()
+        head = (f"GET {self.path} HTTP/1.1\r\nHost: {conn.host}\r\n").encode() + conn.auth + b"\r\n"
+        conn.writer.write(head)
+        await conn.reader.readuntil(b"\r\n\r\n")
+        ready.set()
+        tail = b""
+        try:
+            while True:
+                chunk = await conn.reader.read(65536)
+                if not chunk:
+                    return
+                data = tail + chunk
+                self.events += data.count(self.MARK)
+                tail = data[-(len(self.MARK) - 1):]  # a mark split across two reads is counted once
+                if self.want and self.events >= self.want:
+                    self.done.set()
+        finally:
+            conn.close()
+
+
+async def fan_out(target: Target | list[Target], watchers: int, events: int, clients: int,
+                  tag: str) -> dict[str, float]:
+    """``watchers`` watch streams (spread over the apiservers) while ``events`` Machines are created:
+    events delivered per second over all watchers, from the first create to the last delivery."""
+    targets = _spread(target)
+    conn = targets[0].conn()
+    await conn.open()
+    _, body = await conn.request("GET", f"{MACHINES}?limit=1")
+    conn.close()
+    rv = json.loads(body)["metadata"]["resourceVersion"]
+    path = f"{MACHINES}?watch=true&resourceVersion={rv}"
+    streams = [_Watcher(targets[i % len(targets)], path) for i in range(watchers)]
+    ready = [asyncio.Event() for _ in streams]
+    tasks = [asyncio.ensure_future(w.run(r)) for w, r in zip(streams, ready, strict=True)]
+    await asyncio.gather(*(r.wait() for r in ready))
+    for w in streams:
+        w.want = events
+    start = time.perf_counter()
+    created = await run_phase(target, clients, events,
+                              lambda i: ("POST", MACHINES, machine(f"{tag}{i:06d}")), 201)
+    await asyncio.wait_for(asyncio.gather(*(w.done.wait() for w in streams)), 300)
+    elapsed = time.perf_counter() - start
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return {"watchers": watchers, "events_each": events, "seconds": round(elapsed, 3),
+            "delivered_per_s": round(watchers * events / elapsed, 1),
+            "create_per_s_meanwhile": created["per_s"]}
+
+
+async def compare_stores(args: argparse.Namespace, targets: dict[str, list[Target]],
+                         etcd_pids: list[int]) -> dict[str, object]:
+    result: dict[str, dict[str, object]] = {name: {} for name in targets}
+    for group in targets.values():
+        conn = group[0].conn()
+        await conn.open()
+        status, payload = await conn.request("POST", CLASSES, json.dumps({
+            "apiVersion": "compute.ironcore.dev/v1alpha1", "kind": "MachineClass",
+            "metadata": {"name": "small"}, "capabilities": {"cpu": "1", "memory": "1Gi"},
+        }).encode())
+        conn.close()
+        assert status == 201, payload
+    etcd_cpu = sum(cpu_seconds(pid) for pid in etcd_pids)
+    creates = await interleaved(args, targets, args.creates,
+                                lambda i: ("POST", MACHINES, machine(f"m{i:07d}")), 201)
+    etcd_cpu = sum(cpu_seconds(pid) for pid in etcd_pids) - etcd_cpu
+    gets = await interleaved(args, targets, args.gets,
+                             lambda i: ("GET", f"{MACHINES}/m{(i * 7919) % args.creates:07d}", b""), 200)
+    for name in targets:
+        result[name]["create"], result[name]["get"] = creates[name], gets[name]
+    # What the members spent, beside the apiservers' server_cpu_us (all three share these cores here).
+    result["etcd"]["create"]["etcd_members_cpu_us"] = round(etcd_cpu / args.creates * 1e6, 1)  # type: ignore[index]
+    order = [*targets, *list(targets)[::-1]]
+    fan: dict[str, list[dict[str, float]]] = {name: [] for name in targets}
+    for i, name in enumerate(order):
+        fan[name].append(await fan_out(targets[name], args.watchers, args.watch_events // 2, args.clients,
+                                       f"w{i}-"))
+    for name, runs in fan.items():
+        result[name]["watch_fanout"] = {
+            "watchers": args.watchers, "events_each": sum(int(r["events_each"]) for r in runs),
+            "delivered_per_s": round(sum(r["watchers"] * r["events_each"] for r in runs)
+                                     / sum(r["seconds"] for r in runs), 1)}
+    out: dict[str, object] = dict(result)
+    out["etcd_vs_sqlite"] = {
+        "create_rate": round(float(creates["etcd"]["per_s"]) / float(creates["sqlite"]["per_s"]), 3),
+        "get_rate": round(float(gets["etcd"]["per_s"]) / float(gets["sqlite"]["per_s"]), 3),
+        "fanout_rate": round(float(result["etcd"]["watch_fanout"]["delivered_per_s"])  # type: ignore[index]
+                             / float(result["sqlite"]["watch_fanout"]["delivered_per_s"]), 3),  # type: ignore[index]
+    }
+    return out
+
+
+def store_comparison(args: argparse.Namespace) -> dict[str, object]:
+    """One apiserver on SQLite beside two apiservers on a 3-member etcd, loaded alike."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.helpers.etcd import etcd_cluster
+
+    with contextlib.ExitStack() as stack:
+        _, sqlite = stack.enter_context(serving())
+        base = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ironpool-bench-etcd-")))
+        cluster = stack.enter_context(etcd_cluster(3, fast=args.etcd_data == "tmpfs", base=base))
+        etcd = [stack.enter_context(serving(store=cluster.url("/bench")))[1] for _ in range(2)]
+        pids = [m.process.pid for m in cluster.members if m.process is not None]
+        result = uvloop.run(compare_stores(args, {"sqlite": [sqlite], "etcd": etcd}, pids))
+    result.update(clients=args.clients, cores=os.cpu_count(),
+                  etcd_setup={"members": 3, "apiservers": 2, "data": args.etcd_data},
+                  note="load generator, apiservers and etcd members share the same cores")
+    return result
+
+
 def _share(result: dict[str, object], scheme: str, phase: str) -> float:
     phase_result = result[scheme]
     assert isinstance(phase_result, dict)
@@ -324,7 +460,17 @@ def main() -> None:
     parser.add_argument("--creates", type=int, default=10_000)
     parser.add_argument("--gets", type=int, default=30_000)
     parser.add_argument("--objects", type=int, default=100_000, help="objects stored when RSS is measured")
+    parser.add_argument("--store", choices=("sqlite", "etcd"), default="sqlite",
+                        help="etcd: compare SQLite with two apiservers on a 3-member etcd (see above)")
+    parser.add_argument("--watchers", type=int, default=100, help="--store etcd: watch streams")
+    parser.add_argument("--watch-events", type=int, default=2000, help="--store etcd: objects created "
+                        "while the watchers stream (half per run)")
+    parser.add_argument("--etcd-data", choices=("disk", "tmpfs"), default="disk",
+                        help="--store etcd: where the members keep their data (tmpfs: fsync costs nothing)")
     args = parser.parse_args()
+    if args.store == "etcd":
+        print(json.dumps(store_comparison(args)))
+        return
     result: dict[str, object] = {"clients": args.clients, "store": "sqlite", "cores": os.cpu_count()}
     with serving() as (_, http), serving(https=True) as (_, https):
         # uvloop, as the apiserver itself runs: asyncio's own TLS layer (pure Python) in the load

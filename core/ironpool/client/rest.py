@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from ironpool.api.resources import ResourceInfo
 from ironpool.client.config import ClientConfig, ConfigError
 from ironpool.client.failover import ServerList
+from ironpool.client.http1 import Http1Pool
 from ironpool.client.wire import (
     ListResult,
     Obj,
@@ -43,16 +44,19 @@ T = TypeVar("T")
 
 # Errors after the watch response started: the stream was cut (server restart, timeout close).
 _STREAM_CUT = (httpx.RemoteProtocolError, httpx.ReadError)
-_LIMITS = httpx.Limits(max_connections=64, max_keepalive_connections=16, keepalive_expiry=30)
+# httpx looks at every pooled connection on every request: a pool that keeps what it opened (no
+# close-and-reopen churn) and holds no watch streams (they get a pool of their own) stays cheap.
+_LIMITS = httpx.Limits(max_connections=64, max_keepalive_connections=64, keepalive_expiry=30)
+_STREAM_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=0)
 
 
-def _httpx_options(config: ClientConfig, timeout: float) -> dict[str, Any]:
+def _httpx_options(config: ClientConfig, timeout: float, limits: httpx.Limits = _LIMITS) -> dict[str, Any]:
     config.require_server()
     headers = {"Accept": "application/json", "User-Agent": "ironpool-client"}
     if config.token:
         headers["Authorization"] = f"Bearer {config.token}"
     return {"headers": headers, "verify": _verify(config), "timeout": httpx.Timeout(timeout),
-            "limits": _LIMITS}
+            "limits": limits}
 
 
 def _verify(config: ClientConfig) -> ssl.SSLContext | bool:
@@ -122,6 +126,7 @@ class Client:
         self.ops = Operations(config.namespace)
         self._typed = _Typed(self.ops)
         self._http = httpx.Client(**_httpx_options(config, timeout))
+        self._streams = httpx.Client(**_httpx_options(config, timeout, _STREAM_LIMITS))
         self.servers = ServerList(config.servers)
 
     def __enter__(self) -> Client:
@@ -132,6 +137,7 @@ class Client:
 
     def close(self) -> None:
         self._http.close()
+        self._streams.close()
 
     def call(self, op: Op[T]) -> T:
         """Send one Op and decode its answer (raising ApiError / ServerUnreachable)."""
@@ -252,8 +258,8 @@ class Client:
     def _stream(self, req: Request, timeout_seconds: int | None) -> Iterator[WatchEvent[Obj]]:
         server = self.servers.current
         try:
-            with self._http.stream(req.method, server + req.path, params=req.params,
-                                   timeout=_watch_timeout(timeout_seconds)) as resp:
+            with self._streams.stream(req.method, server + req.path, params=req.params,
+                                      timeout=_watch_timeout(timeout_seconds)) as resp:
                 if resp.status_code != 200:
                     decode_body(resp.status_code, resp.read())
                 try:
@@ -275,7 +281,10 @@ class AsyncClient:
         self.config = config
         self.ops = Operations(config.namespace)
         self._typed = _Typed(self.ops)
-        self._http = httpx.AsyncClient(**_httpx_options(config, timeout))
+        options = _httpx_options(config, timeout, _STREAM_LIMITS)
+        self._streams = httpx.AsyncClient(**options)  # watches; unary requests take the lean pools
+        self._pools = {server: Http1Pool(server, options["headers"], options["verify"], timeout)
+                       for server in config.servers}
         self.servers = ServerList(config.servers)
 
     async def __aenter__(self) -> AsyncClient:
@@ -285,7 +294,9 @@ class AsyncClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        for pool in self._pools.values():
+            pool.close()
+        await self._streams.aclose()
 
     async def call(self, op: Op[T]) -> T:
         req = op.request
@@ -293,14 +304,14 @@ class AsyncClient:
         while True:
             server = self.servers.current
             try:
-                resp = await self._http.request(req.method, server + req.path, params=req.params,
-                                                content=req.content(), headers=req.headers())
+                status, content = await self._pools[server].request(req.method, req.path, req.params,
+                                                                     req.content(), req.headers())
                 break
             except httpx.TransportError as exc:
                 if not self.servers.again(req.method, exc, attempt, server):
                     raise _unreachable(server, exc) from exc
                 attempt += 1
-        return op.decode(decode_body(resp.status_code, resp.content))
+        return op.decode(decode_body(status, content))
 
     # -- typed -----------------------------------------------------------------------------
 
@@ -400,8 +411,8 @@ class AsyncClient:
                                      timeout_seconds, allow_bookmarks)
         server = self.servers.current
         try:
-            async with self._http.stream(req.method, server + req.path, params=req.params,
-                                         timeout=_watch_timeout(timeout_seconds)) as resp:
+            async with self._streams.stream(req.method, server + req.path, params=req.params,
+                                            timeout=_watch_timeout(timeout_seconds)) as resp:
                 if resp.status_code != 200:
                     decode_body(resp.status_code, await resp.aread())
                 try:

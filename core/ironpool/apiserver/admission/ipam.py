@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
@@ -66,6 +67,7 @@ from ironpool.apiserver.ipam.tentative import SetAside, reserve_nic, reserve_pre
 from ironpool.store.interface import Document, Guard, GuardConflict, GuardValue, Store
 
 Obj = dict[str, Any]
+_JITTER = 0.01  # seconds: the most a write waits before it is decided again after a guard moved
 
 
 def _since(old_status: Obj, key: str, value: Any, stamp_key: str) -> str:
@@ -201,7 +203,10 @@ class IPAMAdmission(AdmissionPlugin):
             async with self._claims(attrs, guarded):
                 yield
         except GuardConflict:
-            raise  # decided again on the same object: keep what the client sent
+            # Decided again on the same object (keep what the client sent), a moment later: two
+            # apiservers filling one block would otherwise retry in lockstep.
+            await asyncio.sleep(random.uniform(0, _JITTER))
+            raise
         finally:
             aside = self._tentative.pop(id(attrs.new), None)
             if aside is not None and guarded.revision is None:
@@ -240,9 +245,11 @@ class IPAMAdmission(AdmissionPlugin):
             except Taken as exc:
                 taken = exc
             else:
+                # Only what changes is compared: a key left as it is needs no check (an address or
+                # MAC already this object's; a prefix's ranges key when the block written beside it
+                # was already listed there — a change to that listing changes the block too).
                 changed = [k for k in keys if values[k] != current[k].value]
-                guarded.guards.extend(Guard(k, current[k].revision, values[k], check_only=k not in changed)
-                                      for k in keys)
+                guarded.guards.extend(Guard(k, current[k].revision, values[k]) for k in changed)
                 try:
                     yield
                 except GuardConflict as conflict:

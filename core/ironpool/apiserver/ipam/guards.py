@@ -140,6 +140,9 @@ def learn(index: IPAMIndex, taken: Taken) -> None:
     store watch brings the object itself soon after)."""
     claim = taken.claim
     state = index.ns(claim.namespace)
+    parts = taken.holder.split("/")  # nic/<name>/<uid>[/<index>], prefix/<name>/<uid>, or "block"
+    if len(parts) >= 3 and parts[2] in state.gone:
+        return  # removed since the key was read: the index knows better already
     if claim.kind in ("address", "mac"):
         name = taken.holder.split("/")[1] if taken.holder.count("/") >= 2 else taken.holder
         ip = parse_ip(claim.item)
@@ -150,7 +153,6 @@ def learn(index: IPAMIndex, taken: Taken) -> None:
         return
     version = claim.range[0]
     start, _, size = (taken.span or "0+0").partition("+")
-    parts = taken.holder.split("/")  # nic/<name>/<uid>/<index>, prefix/<name>/<uid>, or "block"
     if parts[0] == "nic" and len(parts) == 4:
         holder = Holder(NIC, parts[1], int(parts[3]))
     elif parts[0] == "prefix" and len(parts) == 3:

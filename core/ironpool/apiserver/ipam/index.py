@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -32,6 +33,7 @@ from ironpool.store.interface import Document, Store
 log = logging.getLogger("ironpool.apiserver.ipam")
 
 _INDEXES: weakref.WeakKeyDictionary[Store, IPAMIndex] = weakref.WeakKeyDictionary()
+_GONE_KEPT = 4096
 
 NAMESPACE, NETWORK, NIC, PREFIX, MACHINE = "Namespace", "Network", "NetworkInterface", "Prefix", "Machine"
 FOREIGN = "Foreign"  # a range another apiserver's guard keys hold, known before its objects are
@@ -138,6 +140,13 @@ class NamespaceState:
     nics_by_network: dict[str, set[str]] = field(default_factory=dict)
     machines: dict[str, MachineEntry] = field(default_factory=dict)
     views: dict[str, tuple[str, int]] = field(default_factory=dict)  # prefix name -> (nic, index)
+    # uids of NICs and Prefixes removed lately: what a guard key said they held is no news any more
+    gone: OrderedDict[str, None] = field(default_factory=OrderedDict)
+
+    def forget(self, uid: str) -> None:
+        self.gone[uid] = None
+        while len(self.gone) > _GONE_KEPT:
+            self.gone.popitem(last=False)
 
     def space(self, version: int) -> PrefixNode:
         node = self.spaces.get(version)
@@ -309,6 +318,8 @@ class IPAMIndex:
         if doc is None:
             if node is not None and node.net is not None:
                 self._release_range(namespace, state, span_of(node.net), node.parent, Holder(PREFIX, name))
+            if node is not None:
+                state.forget(node.uid)
             state.prefixes.pop(name, None)
             return
         spec = doc.get("spec") or {}
@@ -326,13 +337,15 @@ class IPAMIndex:
             node = state.prefixes[name] = PrefixNode(name, str(doc["metadata"].get("uid")), net, parent,
                                                      labels, deleting)
         if net is not None:
-            self._take_range(namespace, state, span_of(net), parent, Holder(PREFIX, name))
+            self._take_range(namespace, state, span_of(net), parent, Holder(PREFIX, name), stored=True)
 
     def _apply_nic(self, namespace: str, state: NamespaceState, name: str, doc: Document | None,
                    deleting: bool) -> None:
         old = state.nics.pop(name, None)
         if old is not None:
             self._release_nic(namespace, state, old)
+            if doc is None or doc["metadata"].get("uid") != old.uid:
+                state.forget(old.uid)
         if doc is None:
             return
         entry = self.entry_of(state, name, doc, deleting)
@@ -346,7 +359,7 @@ class IPAMIndex:
             if a.ephemeral:
                 state.views[ephemeral_prefix_name(name, a.index)] = (name, a.index)
             if a.source == "root" or (a.source == "child" and a.parent is not None):
-                self._take_range(namespace, state, a.span, a.parent, Holder(NIC, name, a.index))
+                self._take_range(namespace, state, a.span, a.parent, Holder(NIC, name, a.index), stored=True)
 
     @staticmethod
     def entry_of(state: NamespaceState, name: str, doc: Document, deleting: bool = False) -> NicEntry:
@@ -393,17 +406,20 @@ class IPAMIndex:
         self._take_range(namespace, self.ns(namespace), span, parent, holder)
 
     def _take_range(self, namespace: str, state: NamespaceState, span: Span, parent: str | None,
-                    holder: Holder) -> None:
+                    holder: Holder, stored: bool = False) -> None:
+        """Record ``holder``'s range. A ``stored`` object's range is the truth: it replaces what was
+        only set aside or learned there (a decision of this apiserver that loses to it, what a guard
+        key told); anything else gives way to what is recorded."""
         version, start, end = span
         node = state.space(version) if parent is None else state.prefixes.get(parent)
         if node is None:
             return  # the parent is gone (a NIC or Prefix outliving it); nothing to hold
-        for other_start, _, other in node.children.within(start, end):
-            if other.kind == FOREIGN:
-                node.children.release(other_start, other)  # what was learned, now known for real
         present = node.children.containing(start)
         if present is not None and present[:2] == (start, end) and present[2] == holder:
-            return  # learned from the guard keys before the object itself came
+            return  # set aside or learned before the object itself came
+        for other_start, _, other in node.children.within(start, end):
+            if stored or other.kind == FOREIGN:
+                node.children.release(other_start, other)
         if node.children.overlaps(start, end):
             log.warning("%s/%s: a range at %d overlaps an allocation already recorded in %s; not recorded",
                         namespace, holder.name, start, node.name or "the namespace")

@@ -1,0 +1,123 @@
+"""The lean HTTP/1.1 transport of the asyncio client against small servers that answer in the ways
+HTTP/1.1 allows: Content-Length, chunked, close after the answer, close while idle, TLS."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from ironpool.client.http1 import Http1Pool
+
+from tests.helpers.wait import eventually
+
+Answer = Callable[[bytes], bytes]
+
+
+async def serve(answer: Answer, tls: ssl.SSLContext | None = None,
+                close_after: bool = False) -> tuple[asyncio.Server, int, list[bytes]]:
+    """A server answering each request with ``answer(request head)``; the heads it saw."""
+    seen: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                body = await reader.readexactly(length)
+                seen.append(head + body)
+                writer.write(answer(head))
+                await writer.drain()
+                if close_after:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=tls)
+    return server, server.sockets[0].getsockname()[1], seen
+
+
+def ok(body: bytes, extra: bytes = b"") -> Answer:
+    return lambda head: b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n%s" % (len(body), extra, body)
+
+
+@pytest.fixture
+async def closing() -> AsyncIterator[list[asyncio.Server]]:
+    servers: list[asyncio.Server] = []
+    yield servers
+    for server in servers:
+        server.close()
+
+
+async def test_keep_alive_content_length_params_and_headers(closing: list[asyncio.Server]) -> None:
+    server, port, seen = await serve(ok(b'{"a":1}'))
+    closing.append(server)
+    pool = Http1Pool(f"http://127.0.0.1:{port}", {"Authorization": "Bearer t"}, True, 5)
+    for _ in range(3):
+        assert await pool.request("POST", "/x", {"watch": "true", "q": "a b"}, b'{"k":2}',
+                                  {"Content-Type": "application/json"}) == (200, b'{"a":1}')
+    assert len(pool._idle) == 1  # one connection carried all three
+    first = seen[0].decode()
+    assert first.startswith("POST /x?watch=true&q=a+b HTTP/1.1\r\n")
+    assert "Authorization: Bearer t\r\n" in first and f"Host: 127.0.0.1:{port}\r\n" in first
+    assert first.endswith('\r\n\r\n{"k":2}')
+    pool.close()
+
+
+async def test_chunked_answers_and_connection_close(closing: list[asyncio.Server]) -> None:
+    chunked = b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" \
+              b"4\r\n{\"a\"\r\n3;x=y\r\n:1}\r\n0\r\nTrailer: z\r\n\r\n"
+    server, port, _ = await serve(lambda head: chunked, close_after=True)
+    closing.append(server)
+    pool = Http1Pool(f"http://127.0.0.1:{port}", {}, True, 5)
+    assert await pool.request("GET", "/", {}, None, {}) == (404, b'{"a":1}')
+    assert not pool._idle  # "Connection: close": not kept
+    assert await pool.request("GET", "/", {}, None, {}) == (404, b'{"a":1}')
+
+
+async def test_a_connection_the_server_closed_while_idle_is_not_reused(closing: list[asyncio.Server]) -> None:
+    server, port, seen = await serve(ok(b"{}"), close_after=True)  # closes without saying so
+    closing.append(server)
+    pool = Http1Pool(f"http://127.0.0.1:{port}", {}, True, 5)
+    assert await pool.request("POST", "/a", {}, b"{}", {}) == (200, b"{}")
+    # The close arrives while the connection idles in the pool.
+    await eventually(lambda: pool._idle[0].reader.at_eof(), 5, "the server's close")
+    assert await pool.request("POST", "/b", {}, b"{}", {}) == (200, b"{}")  # a fresh one, no error
+    assert len(seen) == 2
+
+
+async def test_failures_are_the_exceptions_failover_reads(closing: list[asyncio.Server]) -> None:
+    server, port, _ = await serve(ok(b"{}"))
+    server.close()
+    await server.wait_closed()
+    with pytest.raises(httpx.ConnectError):
+        await Http1Pool(f"http://127.0.0.1:{port}", {}, True, 5).request("GET", "/", {}, None, {})
+    silent, port, _ = await serve(lambda head: b"")  # reads the request, never answers
+    closing.append(silent)
+    with pytest.raises(httpx.ReadTimeout):
+        await Http1Pool(f"http://127.0.0.1:{port}", {}, True, 0.2).request("POST", "/", {}, b"", {})
+
+
+async def test_tls_with_the_clients_context(closing: list[asyncio.Server], tmp_path: Path) -> None:
+    from ironpool.apiserver.certs import CertificateAuthority, CertPaths
+
+    ca = CertificateAuthority.ensure(tmp_path)
+    cert, key = ca.issue("server", ip_addresses=["127.0.0.1"], server=True)
+    paths = ca.write(CertPaths(tmp_path / "s.crt", tmp_path / "s.key"), cert, key)
+    serving = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    serving.load_cert_chain(paths.cert, paths.key)
+    server, port, _ = await serve(ok(b'{"tls":true}'), tls=serving)
+    closing.append(server)
+    trusting = ssl.create_default_context(cafile=str(ca.paths.cert))
+    pool = Http1Pool(f"https://127.0.0.1:{port}", {}, trusting, 5)
+    assert await pool.request("GET", "/", {}, None, {}) == (200, b'{"tls":true}')
+    pool.close()
+    with pytest.raises(httpx.ConnectError):  # the system's CAs do not know this one
+        await Http1Pool(f"https://127.0.0.1:{port}", {}, True, 5).request("GET", "/", {}, None, {})
+
