@@ -4,12 +4,18 @@ authorization hook.
 A verified client certificate names the user by its CN and the groups by its O attributes, as in
 Kubernetes; it is tried first. The token file has one ``token,user,uid[,"group1,group2"]`` line per
 identity (Kubernetes' ``--token-auth-file`` format); blank lines and lines starting with ``#`` are
-skipped. Members of ``system:masters`` are administrators.
+skipped. Members of ``system:masters`` are administrators. A token file is read again when its
+modification time changes (looked at once a second at most), so identities issued on a running
+control plane (``ironpool join-token create``) work without a restart; a file that no longer parses
+keeps the tokens read before, with a warning.
 """
 
 from __future__ import annotations
 
 import csv
+import logging
+import os
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +24,9 @@ from ironpool.api import errors
 from ironpool.store.interface import Document, Store
 
 ADMIN_GROUP = "system:masters"
+_RELOAD_CHECK_SECONDS = 1.0
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -36,18 +45,43 @@ class User:
 class Authenticator:
     """Maps a request's ``Authorization`` header to a :class:`User` or raises Unauthorized."""
 
-    def __init__(self, tokens: dict[str, User]) -> None:
+    def __init__(self, tokens: dict[str, User], path: Path | None = None, mtime_ns: int = 0) -> None:
         self._tokens = dict(tokens)
+        self._path = path
+        self._mtime_ns = mtime_ns
+        self._checked = time.monotonic()
 
     @classmethod
     def from_file(cls, path: str | Path) -> Authenticator:
         """Read a static-token file; errors name the file and line."""
         path = Path(path)
         try:
+            mtime_ns = os.stat(path).st_mtime_ns
             text = path.read_text()
         except OSError as exc:
             raise ValueError(f"--token-file {path}: cannot read: {exc.strerror}") from None
-        return cls(parse_token_file(text, str(path)))
+        return cls(parse_token_file(text, str(path)), path, mtime_ns)
+
+    def _reload_if_changed(self) -> None:
+        now = time.monotonic()
+        if self._path is None or now - self._checked < _RELOAD_CHECK_SECONDS:
+            return
+        self._checked = now
+        try:
+            mtime_ns = os.stat(self._path).st_mtime_ns
+        except OSError as exc:
+            log.warning("token file %s not reloaded, the tokens read before stay: %s", self._path, exc)
+            return
+        if mtime_ns == self._mtime_ns:
+            return
+        self._mtime_ns = mtime_ns  # a broken version is reported once, not every second
+        try:
+            tokens = parse_token_file(self._path.read_text(), str(self._path))
+        except (OSError, ValueError) as exc:
+            log.warning("token file %s not reloaded, the tokens read before stay: %s", self._path, exc)
+            return
+        self._tokens = tokens
+        log.info("token file %s reloaded: %d identities", self._path, len(tokens))
 
     def authenticate(
         self, header: str | None, client_subject: tuple[str, tuple[str, ...]] | None = None
@@ -63,6 +97,7 @@ class Authenticator:
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             raise errors.Unauthorized("the Authorization header must be 'Bearer <token>'")
+        self._reload_if_changed()
         user = self._tokens.get(token)
         if user is None:
             raise errors.Unauthorized("invalid bearer token")
