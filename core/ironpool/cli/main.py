@@ -33,6 +33,9 @@ _COMMANDS: dict[str, str] = {
     "volumepoollet": "ironpool.cli.poollet_cmd:volumepoollet",
     "up": "ironpool.cli.up_cmd:up",
     "down": "ironpool.cli.down_cmd:down",
+    # other hosts (issue 15)
+    "join": "ironpool.cli.join_cmd:join",
+    "join-token": "ironpool.cli.join_cmd:join_token",
 }
 
 

@@ -1,0 +1,319 @@
+"""What every ironpool host process runs: the libvirt machine and volume runtimes and the two
+poollets, in one asyncio process with one data directory.
+
+``ironpool up`` (:mod:`ironpool.allinone.up`) adds a control plane beside them; ``ironpool join``
+(:mod:`ironpool.allinone.join`) reaches a remote one. Both share the data directory layout, the lock,
+the log file, the start and stop order of these parts, and what ``ironpool down`` finds and removes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import logging.handlers
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ironpool.allinone.datadir import (
+    DataDir,
+    InstanceLock,
+    default_pool_name,
+    default_storage_pool,
+    installation_owner,
+)
+from ironpool.allinone.progress import Progress
+from ironpool.allinone.servers import (
+    MachineRuntimeRunner,
+    MachineRuntimeSettings,
+    StartError,
+    VolumeRuntimeRunner,
+    VolumeRuntimeSettings,
+    wait_started,
+)
+from ironpool.poollet.collector import CollectOptions
+from ironpool.poollet.keys import MACHINE_POOL_LABEL
+
+log = logging.getLogger(__name__)
+
+
+def default_classes() -> list[Path]:
+    """The classes shipped with the package (``examples/classes`` in the repository points there),
+    so an installed ironpool offers them as a checkout does."""
+    return [Path(__file__).resolve().parent / "default_classes"]
+
+
+@dataclass
+class HostOptions:
+    """How this host's runtimes and poollets run, whoever runs the control plane."""
+
+    data_dir: Path
+    libvirt_uri: str = "qemu:///system"
+    pool: str = field(default_factory=default_pool_name)
+    provider_id: str = ""
+    storage_pool: str = ""  # default: one per data dir (default_storage_pool)
+    share_storage_pool: bool = False
+    classes: list[Path] = field(default_factory=default_classes)
+    images: Path | None = None
+    tiny_image: bool = True
+    domain_type: str = "auto"
+    network_mode: str = "user"  # how Networks without a mode label are realised on this host
+    network_bridge: str = ""
+    capacity_cpu: int | None = None
+    capacity_memory: int | None = None
+    reserved_cpu: int = 0
+    reserved_memory: int = 0
+    capacity_storage: int | None = None
+    heartbeat_interval: float = 10.0
+    relist_period: float = 2.0
+    gc: CollectOptions = field(default_factory=CollectOptions)
+    workers: int = 8
+    log_level: str = "INFO"
+
+    def __post_init__(self) -> None:
+        if not self.provider_id:
+            self.provider_id = f"ironpool://{socket.gethostname()}"
+        if not self.storage_pool:
+            self.storage_pool = default_storage_pool(self.data_dir)
+
+
+@dataclass
+class _Task:
+    name: str
+    task: asyncio.Task[None]
+
+
+class HostProcess:
+    """The runtimes and poollets of one host; subclasses say what else runs and in which order."""
+
+    label = "ironpool"  # how logs and errors name the process
+
+    def __init__(self, options: HostOptions, progress: Progress | None = None) -> None:
+        self.options = options
+        self.progress = progress or Progress()
+        self.dirs = DataDir(options.data_dir.absolute())
+        self.machine_runtime: MachineRuntimeRunner | None = None
+        self.volume_runtime: VolumeRuntimeRunner | None = None
+        self.tasks: list[_Task] = []
+        self.clients: list[Any] = []
+        self.runtime_clients: list[Any] = []
+        self._lock = InstanceLock(self.dirs.lock_file)
+        self._log_handler: logging.Handler | None = None
+        self.failed: str | None = None
+
+    # -- to be given by subclasses -----------------------------------------------------------
+
+    async def start(self, stop: asyncio.Event) -> None:
+        raise NotImplementedError
+
+    async def stop_control_plane(self) -> None:
+        """Whatever the subclass runs after the runtimes have stopped (an apiserver)."""
+
+    # -- logging -----------------------------------------------------------------------------
+
+    def setup_logging(self) -> None:
+        handler = logging.handlers.RotatingFileHandler(self.dirs.log_file, maxBytes=20 << 20, backupCount=3)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root = logging.getLogger()
+        root.addHandler(handler)
+        root.setLevel(self.options.log_level.upper())
+        if root.level > logging.DEBUG:
+            # One line per HTTP request from every controller drowns what matters.
+            logging.getLogger("httpx").setLevel(logging.WARNING)
+        self._log_handler = handler
+
+    def _teardown_logging(self) -> None:
+        if self._log_handler is not None:
+            logging.getLogger().removeHandler(self._log_handler)
+            self._log_handler.close()
+            self._log_handler = None
+
+    def open_data_dir(self) -> None:
+        """Create the data dir's folders, take its lock and start logging to its log file."""
+        self.dirs.prepare()
+        self._lock.acquire()
+        self.setup_logging()
+
+    # -- parts -------------------------------------------------------------------------------
+
+    def spawn(self, name: str, coro: Awaitable[None]) -> None:
+        self.tasks.append(_Task(name, asyncio.ensure_future(coro)))
+
+    async def until_ready(self, name: str, ready: asyncio.Event, timeout: float) -> None:
+        try:
+            await wait_started(self.tasks[-1].task, ready, name, timeout)
+        except StartError as exc:
+            raise StartError(f"{exc} (see {self.dirs.log_file})") from exc
+
+    async def start_runtimes(self, images: Path, machine_classes: Path, volume_classes: Path,
+                             record: dict[str, str]) -> None:
+        """The machine and volume runtimes on unix sockets in the data dir; ``record`` (plus the libvirt
+        URI, storage pool and pool) goes to ``installation.json`` for ``ironpool down``."""
+        opts, dirs, p = self.options, self.dirs, self.progress
+        p.begin()
+        self.machine_runtime = MachineRuntimeRunner(MachineRuntimeSettings(
+            libvirt_uri=opts.libvirt_uri, classes_file=machine_classes, images=images,
+            state_dir=dirs.machine_state, socket=dirs.machine_socket, domain_type=opts.domain_type,
+            network_mode=opts.network_mode, network_bridge=opts.network_bridge,
+        ))
+        await self.machine_runtime.start()
+        mr = self.machine_runtime
+        mine = await asyncio.to_thread(mr.count, {MACHINE_POOL_LABEL: opts.pool})
+        p.ok("machine runtime", f"{mr.endpoint}  ({mr.domain_type}, {mine} machine(s) of this pool)")
+
+        p.begin()
+        self.volume_runtime = VolumeRuntimeRunner(VolumeRuntimeSettings(
+            libvirt_uri=opts.libvirt_uri, storage_pool=opts.storage_pool, pool_path=dirs.volumes,
+            classes_file=volume_classes, images=images, socket=dirs.volume_socket,
+            owner=installation_owner(dirs.root), share_pool=opts.share_storage_pool,
+        ))
+        await self.volume_runtime.start()
+        vr = self.volume_runtime
+        opts.storage_pool = vr.storage_pool  # an existing pool on our folder keeps its name
+        dirs.write_installation({"libvirtURI": opts.libvirt_uri, "storagePool": opts.storage_pool,
+                                 "pool": opts.pool, **record})
+        p.ok("volume runtime", f"{vr.endpoint}  (storage pool {opts.storage_pool}, {vr.volumes} volume(s))")
+
+    async def start_poollets(self, machine_client: Any, volume_client: Any, stop: asyncio.Event) -> None:
+        """The machinepoollet and volumepoollet of ``options.pool``, each with its own API client."""
+        from ironpool.iri.client import AsyncMachineRuntimeClient, AsyncVolumeRuntimeClient
+        from ironpool.poollet.capacity import HostResources, local_host_resources
+        from ironpool.poollet.machinepoollet import MachinePoolletOptions, run_machinepoollet
+        from ironpool.poollet.volumepoollet import VolumePoolletOptions, run_volumepoollet
+
+        opts, p = self.options, self.progress
+        assert self.machine_runtime is not None and self.volume_runtime is not None
+        capacity = None
+        if opts.capacity_cpu is not None or opts.capacity_memory is not None:
+            local = local_host_resources()
+            capacity = HostResources(
+                opts.capacity_cpu if opts.capacity_cpu is not None else local.cpu,
+                opts.capacity_memory if opts.capacity_memory is not None else local.memory,
+            )
+        p.begin()
+        machine_iri = AsyncMachineRuntimeClient.connect(self.machine_runtime.endpoint)
+        self.runtime_clients.append(machine_iri)
+        mp_ready = asyncio.Event()
+        self.spawn("machinepoollet", run_machinepoollet(
+            machine_client, machine_iri,
+            MachinePoolletOptions(
+                pool=opts.pool, provider_id=opts.provider_id, addresses=(("Hostname", socket.gethostname()),),
+                workers=opts.workers, heartbeat_interval=opts.heartbeat_interval,
+                relist_period=opts.relist_period, capacity=capacity,
+                reserved=HostResources(opts.reserved_cpu, opts.reserved_memory), gc=opts.gc,
+            ),
+            stop, mp_ready,
+        ))
+        await self.until_ready("machinepoollet", mp_ready, 60)
+        p.ok("machinepoollet", f"MachinePool {opts.pool}")
+
+        p.begin()
+        volume_iri = AsyncVolumeRuntimeClient.connect(self.volume_runtime.endpoint)
+        self.runtime_clients.append(volume_iri)
+        vp_ready = asyncio.Event()
+        self.spawn("volumepoollet", run_volumepoollet(
+            volume_client, volume_iri,
+            VolumePoolletOptions(
+                pool=opts.pool, provider_id=opts.provider_id, workers=opts.workers,
+                heartbeat_interval=opts.heartbeat_interval, relist_period=opts.relist_period,
+                capacity_bytes=opts.capacity_storage, gc=opts.gc,
+            ),
+            stop, vp_ready,
+        ))
+        await self.until_ready("volumepoollet", vp_ready, 60)
+        p.ok("volumepoollet", f"VolumePool {opts.pool}")
+
+    def host_summary(self) -> list[tuple[str, str]]:
+        """Where this host's parts are, for the summary printed once it runs."""
+        assert self.machine_runtime and self.volume_runtime
+        return [
+            ("machine IRI", self.machine_runtime.endpoint),
+            ("volume IRI", self.volume_runtime.endpoint),
+            ("pools", f"MachinePool {self.options.pool}, VolumePool {self.options.pool} "
+                      f"(providerID {self.options.provider_id})"),
+            ("storage pool", f"{self.options.storage_pool} at {self.dirs.volumes}"),
+            ("images", str(self.options.images or self.dirs.images)),
+            ("data dir", str(self.dirs.root)),
+            ("log", str(self.dirs.log_file)),
+        ]
+
+    # -- run / stop --------------------------------------------------------------------------
+
+    async def _watch_tasks(self, stop: asyncio.Event) -> None:
+        """Return when ``stop`` is set or a component ends on its own (then: stop everything)."""
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            pending = {t.task for t in self.tasks} | {stopper}
+            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+        for t in self.tasks:
+            if t.task in done and not stop.is_set():
+                exc = t.task.exception() if not t.task.cancelled() else None
+                self.failed = f"{t.name} stopped unexpectedly: {exc or 'it returned'}"
+                log.error("%s", self.failed, exc_info=exc)
+                self.progress.fail(t.name, f"stopped unexpectedly: {exc or 'it returned'}")
+                stop.set()
+
+    async def shutdown(self, stop: asyncio.Event) -> None:
+        """Stop in reverse order of start: the tasks, the runtimes, the API clients, the control plane."""
+        stop.set()
+        for t in reversed(self.tasks):
+            try:
+                await asyncio.wait_for(asyncio.shield(t.task), 15)
+            except TimeoutError:
+                log.warning("%s did not stop within 15s; cancelling it", t.name)
+                t.task.cancel()
+                with contextlib.suppress(BaseException):
+                    await t.task
+            except BaseException as exc:  # reported; the shutdown goes on
+                if not isinstance(exc, asyncio.CancelledError):
+                    log.warning("%s ended with %r", t.name, exc)
+        for c in self.runtime_clients:
+            with contextlib.suppress(Exception):
+                await c.close()
+        for runner in (self.volume_runtime, self.machine_runtime):
+            if runner is not None:
+                with contextlib.suppress(Exception):
+                    await runner.stop()
+        for client in self.clients:
+            with contextlib.suppress(Exception):
+                await client.aclose()
+        await self.stop_control_plane()
+        log.info("%s stopped", self.label)
+        self._teardown_logging()
+        self._lock.release()
+
+    async def run_until(self, stop: asyncio.Event, on_started: Callable[[Any], None] | None,
+                        error: type[Exception]) -> None:
+        """Start, wait for ``stop`` (or a component failing), shut down. Raises ``error`` on a start
+        failure or a part ending on its own.
+
+        ``stop`` set while starting (Ctrl-C during the image build, say) abandons the start at once.
+        """
+        starting = asyncio.ensure_future(self.start(stop))
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({starting, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+        if not starting.done():
+            starting.cancel()
+            with contextlib.suppress(BaseException):
+                await starting
+            await self.shutdown(stop)
+            return
+        exc = starting.exception()
+        if exc is not None:
+            log.error("%s failed to start: %s", self.label, exc, exc_info=exc)
+            await self.shutdown(stop)
+            raise error(str(exc)) from exc
+        if on_started is not None:
+            on_started(self)
+        await self._watch_tasks(stop)
+        await self.shutdown(stop)
+        if self.failed:
+            raise error(self.failed)

@@ -1,0 +1,204 @@
+"""``ironpool join-token create`` on the control plane host and ``ironpool join`` on another host."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from ironpool.cli.common import collect_options, gc_options, quantity_option
+
+
+def _pool_name(pool: str) -> str:
+    from ironpool.allinone.datadir import dns_label
+
+    if dns_label(pool) != pool:
+        raise click.BadParameter(f"{pool!r} is not a DNS label (lower case a-z, 0-9 and '-'; "
+                                 f"e.g. {dns_label(pool)!r})", param_hint="--pool")
+    return pool
+
+
+def _servers(value: str, option: str) -> list[str]:
+    servers = [s.strip().rstrip("/") for s in value.split(",") if s.strip()]
+    if not servers:
+        raise click.BadParameter("no server URL given", param_hint=option)
+    for server in servers:
+        if not server.startswith("https://"):
+            raise click.BadParameter(f"{server!r} is not an https:// URL (tokens do not cross a network "
+                                     "in clear text)", param_hint=option)
+    return servers
+
+
+@click.group("join-token")
+def join_token() -> None:
+    """Issue pool identities for other hosts (run on the control plane host)."""
+
+
+@join_token.command("create")
+@click.option("--pool", required=True, help="The pool the joining host serves (MachinePool and VolumePool).")
+@click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              envvar="IRONPOOL_DATA_DIR",
+              help="Data dir of the control plane (its tokens.csv and pki/ca.crt) [default: that of "
+                   "`ironpool up`].")
+@click.option("--server", default=None, metavar="URL[,URL...]",
+              help="The apiserver URL(s) the joining host reaches [default: the one `ironpool up` "
+                   "recorded; give the address other hosts see when it listens on loopback].")
+def create(pool: str, data_dir: Path | None, server: str | None) -> None:
+    """Add a MachinePool and a VolumePool identity for POOL to the control plane's token file and
+    print the `ironpool join` command that uses them (as `kubeadm token create --print-join-command`).
+
+    The apiservers read the token file again within a second; apiservers reading a copy of it on
+    another host need the two new lines too. The command carries the CA, so keep it as you would a
+    password: it holds the tokens.
+    """
+    from ironpool.allinone.datadir import DataDir, DataDirError, default_data_dir
+    from ironpool.allinone.join_token import (
+        JoinTokenError,
+        add_identities,
+        ca_cert_hash,
+        join_command,
+        load_ca,
+    )
+
+    _pool_name(pool)
+    dirs = DataDir((data_dir or default_data_dir()).absolute())
+    ca_path = dirs.pki / "ca.crt"
+    try:
+        servers = _servers(server or dirs.read_installation().get("api", ""), "--server")
+    except DataDirError as exc:
+        raise click.ClickException(str(exc)) from None
+    except click.BadParameter as exc:
+        if server is None:
+            raise click.UsageError(f"--server: {dirs.root} records no HTTPS apiserver ({exc.message}); "
+                                   "give --server https://HOST:PORT") from None
+        raise
+    if not dirs.tokens.is_file() or not ca_path.is_file():
+        raise click.UsageError(f"--data-dir {dirs.root}: no tokens.csv and pki/ca.crt there; is it the data "
+                               "dir of the control plane?")
+    try:
+        ca_pem = ca_path.read_bytes()
+        ca = load_ca(ca_pem, str(ca_path))
+        token = add_identities(dirs.tokens, pool)
+    except (OSError, JoinTokenError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"pool {pool}: identities added to {dirs.tokens}; CA {ca_path} ({ca_cert_hash(ca)})", err=True)
+    click.echo("run this on the host that serves the pool:", err=True)
+    click.echo(join_command(servers, token, ca_pem, pool))
+
+
+@click.command("join")
+@click.argument("server")
+@click.option("--token", required=True, envvar="IRONPOOL_JOIN_TOKEN",
+              help="The join token `ironpool join-token create` printed.")
+@click.option("--ca-data", default=None, help="The control plane's CA, PEM in base64 (as printed).")
+@click.option("--ca-file", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
+              help="The control plane's CA as a PEM file (instead of --ca-data).")
+@click.option("--ca-cert-hash", default=None, metavar="sha256:HEX",
+              help="Refuse the CA unless its public key hashes to this (kubeadm's pin).")
+@click.option("--pool", required=True, help="The pool this host serves: the one the token was issued for.")
+@click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              envvar="IRONPOOL_DATA_DIR", help="CA, client configs, sockets, images, volumes, logs "
+                   "[default: /var/lib/ironpool as root, else ~/.local/share/ironpool].")
+@click.option("--libvirt-uri", default="qemu:///system", show_default=True, help="libvirt connection URI.")
+@click.option("--provider-id", default=None, help="spec.providerID of the pools [default: ironpool://HOSTNAME].")
+@click.option("--storage-pool", default=None,
+              help="libvirt dir storage pool for volumes, created in DATA_DIR/volumes if missing "
+                   "[default: ironpool-<hash of DATA_DIR>].")
+@click.option("--classes", "classes", multiple=True, type=click.Path(path_type=Path, exists=True),
+              help="MachineClass/VolumeClass manifests this host's runtimes offer (file or folder, "
+                   "repeatable) [default: the classes shipped with ironpool].")
+@click.option("--images", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Image catalog folder [default: DATA_DIR/images].")
+@click.option("--tiny-image/--no-tiny-image", default=True, show_default=True,
+              help="Build the tiny bootable image into the catalog if it is missing.")
+@click.option("--domain-type", type=click.Choice(["auto", "kvm", "qemu"]), default="auto", show_default=True)
+@click.option("--network-mode", type=click.Choice(["user", "nat", "isolated", "bridge"]), default="user",
+              show_default=True, help="How Networks without a mode label are realised on this host.")
+@click.option("--network-bridge", default="", help="The host bridge of --network-mode bridge.")
+@click.option("--capacity-cpu", default=None, help="Cores the MachinePool offers [default: this host's].")
+@click.option("--capacity-memory", default=None, help="Memory the MachinePool offers, e.g. 8Gi.")
+@click.option("--capacity-storage", default=None, help="Storage the VolumePool offers [default: free space].")
+@click.option("--heartbeat-interval", default=10.0, show_default=True, type=click.FloatRange(0.1))
+@gc_options
+@click.option("--log-level", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+              help="Level of DATA_DIR/logs/ironpool.log.")
+def join(server: str, token: str, ca_data: str | None, ca_file: Path | None, ca_cert_hash: str | None,
+         pool: str, data_dir: Path | None, libvirt_uri: str, provider_id: str | None,
+         storage_pool: str | None, classes: tuple[Path, ...], images: Path | None, tiny_image: bool,
+         domain_type: str, network_mode: str, network_bridge: str, capacity_cpu: str | None,
+         capacity_memory: str | None, capacity_storage: str | None, heartbeat_interval: float,
+         gc_policy: str, gc_grace: float, gc_max_per_pass: int, log_level: str) -> None:
+    """Serve POOL from this host for the control plane at SERVER (https://HOST:PORT, or several,
+    comma-separated, tried in turn): libvirt machine and volume runtimes, machinepoollet and
+    volumepoollet, with the pool identities of the join token. Ctrl-C stops it; running it again
+    resumes; `ironpool down --data-dir` stops it and, with --purge, removes what it made."""
+    from ironpool.allinone.datadir import DataDirError, default_data_dir
+    from ironpool.allinone.join import Join, JoinError, JoinOptions
+    from ironpool.allinone.join_token import JoinToken, JoinTokenError, check_ca_hash, decode_ca, load_ca
+    from ironpool.allinone.progress import Progress
+
+    servers = _servers(server, "SERVER")
+    _pool_name(pool)
+    if (ca_data is None) == (ca_file is None):
+        raise click.UsageError("give the control plane's CA with exactly one of --ca-data and --ca-file")
+    try:
+        join_token = JoinToken.parse(token)
+        if ca_file is not None:
+            ca_pem = ca_file.read_bytes()
+            load_ca(ca_pem, f"--ca-file {ca_file}")
+        else:
+            ca_pem = decode_ca(ca_data or "")
+        if ca_cert_hash:
+            check_ca_hash(ca_pem, ca_cert_hash)
+    except JoinTokenError as exc:
+        raise click.UsageError(str(exc)) from None
+    options = JoinOptions(
+        data_dir=data_dir or default_data_dir(), libvirt_uri=libvirt_uri, pool=pool,
+        storage_pool=storage_pool or "", images=images, tiny_image=tiny_image, domain_type=domain_type,
+        network_mode=network_mode, network_bridge=network_bridge,
+        capacity_cpu=quantity_option(capacity_cpu, "--capacity-cpu"),
+        capacity_memory=quantity_option(capacity_memory, "--capacity-memory"),
+        capacity_storage=quantity_option(capacity_storage, "--capacity-storage"),
+        heartbeat_interval=heartbeat_interval, log_level=log_level,
+        gc=collect_options(gc_policy, gc_grace, gc_max_per_pass),
+        servers=servers, token=join_token, ca_pem=ca_pem,
+    )
+    if provider_id:
+        options.provider_id = provider_id
+    if classes:
+        options.classes = list(classes)
+    progress = Progress(sys.stdout)
+    progress.note(f"joining {', '.join(servers)} as pool {pool} (data dir {options.data_dir})")
+    system = Join(options, progress)
+
+    def started(host: Join) -> None:
+        progress.block(f"pool {pool} joined ({progress.elapsed():.1f}s):", host.summary())
+        progress.note(f"Stop with Ctrl-C (or: kill {os.getpid()}; or: ironpool down --data-dir "
+                      f"{host.dirs.root}).")
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def on_signal() -> None:
+            if stop.is_set():
+                progress.note("stopping at once (second signal)")
+                os._exit(130)
+            progress.note("stopping... (Ctrl-C again to stop at once)")
+            stop.set()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal)
+        await system.run(stop, started)
+
+    try:
+        asyncio.run(main())
+    except (JoinError, DataDirError) as exc:
+        progress.fail("ironpool join", str(exc))
+        raise SystemExit(1) from None
+    progress.note("ironpool join stopped.")

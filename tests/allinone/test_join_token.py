@@ -1,0 +1,115 @@
+"""Join tokens: the identities they add to the token file, the CA they carry, and the refusals of
+``ironpool join`` / ``ironpool join-token create`` before anything is made."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from ironpool.allinone.datadir import ensure_admin_token
+from ironpool.allinone.join_token import (
+    JoinToken,
+    JoinTokenError,
+    add_identities,
+    ca_cert_hash,
+    check_ca_hash,
+    decode_ca,
+)
+from ironpool.apiserver.auth import Authenticator
+from ironpool.apiserver.certs import CertificateAuthority
+from ironpool.cli.main import cli
+
+
+@pytest.fixture
+def control(tmp_path: Path) -> Path:
+    """A control plane's data dir as `ironpool up` leaves it: token file, CA, installation record."""
+    root = tmp_path / "cp"
+    root.mkdir()
+    ensure_admin_token(root / "tokens.csv")
+    CertificateAuthority.ensure(root / "pki")
+    (root / "installation.json").write_text(json.dumps({"api": "https://10.0.0.1:6443"}))
+    return root
+
+
+def test_create_adds_both_pool_identities_and_prints_the_join_command(control: Path) -> None:
+    result = CliRunner().invoke(cli, ["join-token", "create", "--pool", "h1", "--data-dir", str(control)])
+    assert result.exit_code == 0, result.output
+    argv = shlex.split(result.stdout.strip().splitlines()[-1])
+    assert argv[:3] == ["ironpool", "join", "https://10.0.0.1:6443"]
+    opts = dict(zip(argv[3::2], argv[4::2], strict=True))
+    assert opts["--pool"] == "h1"
+    ca_pem = (control / "pki" / "ca.crt").read_bytes()
+    assert base64.b64decode(opts["--ca-data"]) == ca_pem
+    token = JoinToken.parse(opts["--token"])
+    authn = Authenticator.from_file(control / "tokens.csv")
+    machine = authn.authenticate(f"Bearer {token.machine}")
+    volume = authn.authenticate(f"Bearer {token.volume}")
+    assert machine.name == "compute.ironcore.dev:system:machinepool:h1"
+    assert machine.groups == {"compute.ironcore.dev:system:machinepools"}
+    assert volume.name == "storage.ironcore.dev:system:volumepool:h1"
+    assert volume.groups == {"storage.ironcore.dev:system:volumepools"}
+    assert authn.authenticate(f"Bearer {ensure_admin_token(control / 'tokens.csv')}").is_admin
+    assert oct((control / "tokens.csv").stat().st_mode & 0o777) == "0o600"
+
+
+def test_create_refuses_what_it_cannot_use(control: Path, tmp_path: Path) -> None:
+    run = CliRunner().invoke
+    bad_pool = run(cli, ["join-token", "create", "--pool", "H_1", "--data-dir", str(control)])
+    assert bad_pool.exit_code == 2 and "--pool" in bad_pool.output
+    plain = run(cli, ["join-token", "create", "--pool", "h1", "--data-dir", str(control),
+                      "--server", "http://10.0.0.1:6443"])
+    assert plain.exit_code == 2 and "https://" in plain.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    nothing = run(cli, ["join-token", "create", "--pool", "h1", "--data-dir", str(empty)])
+    assert nothing.exit_code == 2 and "--server" in nothing.output
+    assert len(Authenticator.from_file(control / "tokens.csv")._tokens) == 1  # nothing was added
+
+
+def test_the_ca_is_pinned_by_its_public_key_hash(control: Path) -> None:
+    pem = (control / "pki" / "ca.crt").read_bytes()
+    other = CertificateAuthority.ensure(control / "other")
+    check_ca_hash(pem, ca_cert_hash(CertificateAuthority.ensure(control / "pki").cert))
+    with pytest.raises(JoinTokenError, match="not the control plane's CA"):
+        check_ca_hash(pem, ca_cert_hash(other.cert))
+    with pytest.raises(JoinTokenError, match="--ca-cert-hash"):
+        check_ca_hash(pem, "md5:abc")
+    with pytest.raises(JoinTokenError, match="--ca-data"):
+        decode_ca("not base64!")
+    with pytest.raises(JoinTokenError, match="--ca-data: not a PEM certificate"):
+        decode_ca(base64.b64encode(b"hello").decode())
+
+
+def test_join_refuses_bad_arguments_before_making_anything(control: Path, tmp_path: Path) -> None:
+    token = add_identities(control / "tokens.csv", "h1")
+    ca = str(control / "pki" / "ca.crt")
+    data_dir = tmp_path / "host"
+    base = ["join", "https://127.0.0.1:1", "--pool", "h1", "--data-dir", str(data_dir)]
+    cases = {
+        "exactly one of --ca-data and --ca-file": [*base, "--token", str(token)],
+        "--token: expected": [*base, "--token", "abc", "--ca-file", ca],
+        "not an https:// URL": ["join", "http://127.0.0.1:1", "--pool", "h1", "--token", str(token),
+                                "--ca-file", ca],
+        "not a DNS label": ["join", "https://127.0.0.1:1", "--pool", "Bad", "--token", str(token),
+                            "--ca-file", ca],
+    }
+    for message, argv in cases.items():
+        result = CliRunner().invoke(cli, argv)
+        assert result.exit_code == 2 and message in result.output, (message, result.output)
+    assert not data_dir.exists()
+
+
+def test_join_says_when_the_control_plane_cannot_be_reached(control: Path, tmp_path: Path) -> None:
+    from tests.helpers.net import free_port
+
+    token = add_identities(control / "tokens.csv", "h1")
+    data_dir = tmp_path / "host"
+    result = CliRunner().invoke(cli, ["join", f"https://127.0.0.1:{free_port()}", "--pool", "h1",
+                                      "--token", str(token), "--ca-file", str(control / "pki" / "ca.crt"),
+                                      "--data-dir", str(data_dir), "--no-tiny-image"])
+    assert result.exit_code == 1
+    assert "cannot reach the control plane at https://127.0.0.1:" in result.output, result.output
