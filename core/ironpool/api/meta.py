@@ -173,6 +173,8 @@ class Taint(ApiModel):
     key: str
     value: str | None = None
     effect: TaintEffect
+    # When a NoExecute taint was added (RFC 3339): tolerationSeconds count from here.
+    time_added: Timestamp | None = None
 
 
 class Toleration(ApiModel):
@@ -182,6 +184,8 @@ class Toleration(ApiModel):
     operator: Literal["Equal", "Exists"] | None = None
     value: str | None = None
     effect: TaintEffect | None = None
+    # How long a bound object stays on a pool after a matching NoExecute taint appears (None: forever).
+    toleration_seconds: int | None = None
 
 
 class TaintLike(Protocol):

@@ -66,6 +66,9 @@ def tolerations(items: list[Toleration] | None, path: str, errs: FieldErrors) ->
         elif t.value:
             for msg in label_value(t.value):
                 errs.invalid(f"{p}.value", t.value, msg)
+        if t.toleration_seconds is not None and t.effect != "NoExecute":
+            errs.invalid(f"{p}.effect", t.effect,
+                         "effect must be 'NoExecute' when `tolerationSeconds` is set")
 
 
 def label_selector(sel: LabelSelectorSpec | None, path: str, errs: FieldErrors) -> None:
