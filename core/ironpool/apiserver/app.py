@@ -36,6 +36,7 @@ from ironpool.apiserver.binding import BINDABLE
 from ironpool.apiserver.bodies import APPLY_PATCH, JSON, STRATEGIC_PATCH, LargeBodies, media_type, read_body
 from ironpool.apiserver.bootstrap import Bootstrap
 from ironpool.apiserver.connections import mark_authenticated, uvicorn_options
+from ironpool.apiserver.eviction import EVICTABLE
 from ironpool.apiserver.fieldmanager import manager_from_user_agent
 from ironpool.apiserver.inflight import DEFAULT_PER_USER, InFlight
 from ironpool.apiserver.listing import ListOptions, parse_resource_version
@@ -105,7 +106,7 @@ def parse_path(path: str) -> RequestInfo:
     info = by_path(group, version, rest[0])
     if namespace is not None and not info.namespaced:
         raise errors.NotFound(f"{info.plural} are cluster-scoped; there is no {path}")
-    if len(rest) > 3 or (len(rest) == 3 and rest[2] not in ("status", "binding")):
+    if len(rest) > 3 or (len(rest) == 3 and rest[2] not in ("status", "binding", "eviction")):
         raise errors.NotFound(f"the server could not find the requested resource ({path})")
     name = rest[1] if len(rest) >= 2 else None
     subresource = rest[2] if len(rest) == 3 else None
@@ -113,6 +114,8 @@ def parse_path(path: str) -> RequestInfo:
         raise errors.NotFound(f"{info.plural} have no status subresource")
     if subresource == "binding" and info.kind not in BINDABLE:
         raise errors.NotFound(f"{info.plural} have no binding subresource")
+    if subresource == "eviction" and info.kind not in EVICTABLE:
+        raise errors.NotFound(f"{info.plural} have no eviction subresource")
     return RequestInfo(info, namespace, name, subresource)
 
 
@@ -295,6 +298,9 @@ class ApiServer:
         sub = t.subresource
         if sub == "binding" and method != "POST":
             raise errors.MethodNotAllowed(f"{method} is not supported on {request.url.path}: POST a Binding")
+        if sub == "eviction" and method != "POST":
+            raise errors.MethodNotAllowed(f"{method} is not supported on {request.url.path}: "
+                                          "POST an Eviction")
         if method == "GET":
             self.authorize(user, "get", info.plural, ns, name)  # conditions are for lists and writes
             raw = await reg.get_raw(info, ns, name)
@@ -331,6 +337,12 @@ class ApiServer:
             cond = self.authorize(user, "create", _resource(info, sub), ns, name)
             status = await reg.bind(info, ns, name, await self.read_body(request), dry_run=dry_run(request),
                                     check=cond.objects if cond else None)
+            return "POST", json_response(status, 201)
+        if method == "POST" and sub == "eviction":
+            cond = self.authorize(user, "create", _resource(info, sub), ns, name)
+            body = await self.read_body(request, optional=True)
+            status = await reg.evict(info, ns, name, body, dry_run=dry_run(request),
+                                     check=cond.objects if cond else None)
             return "POST", json_response(status, 201)
         if method == "DELETE" and sub is None:
             cond = self.authorize(user, "delete", info.plural, ns, name)

@@ -46,6 +46,9 @@ from ironpool.apiserver.admission import AdmissionChain, AdmissionPlugin, Attrib
 from ironpool.apiserver.auth import ObjectCheck
 from ironpool.apiserver.binding import bound, mark_scheduled, parse_binding, success
 from ironpool.apiserver.bodies import check_object_size
+from ironpool.apiserver.eviction import SUBRESOURCE as EVICTION
+from ironpool.apiserver.eviction import evicted, mark_evicted, parse_eviction, pool_of, unbound
+from ironpool.apiserver.eviction import success as eviction_success
 from ironpool.apiserver.fieldmanager import (
     Entry,
     FieldSet,
@@ -449,6 +452,27 @@ class Registry:
                                  lambda old, new: mark_scheduled(new, binding.pool))
         return success(info, obj)
 
+    async def evict(
+        self,
+        info: ResourceInfo,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        *,
+        dry_run: bool = False,
+        check: ObjectCheck | None = None,
+    ) -> Document:
+        """POST to the ``eviction`` subresource (:mod:`.eviction`): unbind the object from its pool;
+        the Status it answers with."""
+        eviction = parse_eviction(name, body)
+
+        def mark(old: Document, new: Document) -> None:
+            mark_evicted(info, new, pool_of(info, old))
+
+        obj = await self._update(info, namespace, name, lambda old: evicted(info, old, eviction),
+                                 eviction.resource_version, EVICTION, dry_run, check, mark)
+        return eviction_success(info, obj)
+
     async def apply(
         self,
         info: ResourceInfo,
@@ -567,7 +591,8 @@ class Registry:
             return result
         candidate = _carry_over(info, old, new)
         _no_finalizers_added(info, old, candidate)
-        validated = validate_update(info, old, candidate)
+        # An eviction is the one write that may clear the set-once pool reference (see .eviction).
+        validated = validate_update(info, unbound(info, old) if subresource == EVICTION else old, candidate)
         strategy = strategy_for(info)
         if strategy.spec_of(old) != strategy.spec_of(validated):
             validated["metadata"]["generation"] = int(old["metadata"].get("generation") or 0) + 1

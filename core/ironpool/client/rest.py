@@ -242,6 +242,11 @@ class Client:
         return self.call(self.ops.bind_raw(info, name, target_kind, target, namespace, resource_version,
                                            dry_run))
 
+    def evict_raw(self, info: ResourceInfo, name: str, namespace: str | None = None, uid: str | None = None,
+                  resource_version: str | None = None, dry_run: bool = False) -> Obj:
+        """Evict through the ``eviction`` subresource (see ``Operations.evict_raw``)."""
+        return self.call(self.ops.evict_raw(info, name, namespace, uid, resource_version, dry_run))
+
     def delete_raw(self, info: ResourceInfo, name: str, namespace: str | None = None,
                    resource_version: str | None = None, dry_run: bool = False) -> Obj | None:
         return self.call(self.ops.delete_raw(info, name, namespace, resource_version, dry_run))
@@ -398,6 +403,12 @@ class AsyncClient:
         """Bind to a pool through the ``binding`` subresource (see ``Operations.bind_raw``)."""
         return await self.call(self.ops.bind_raw(info, name, target_kind, target, namespace, resource_version,
                                                  dry_run))
+
+    async def evict_raw(self, info: ResourceInfo, name: str, namespace: str | None = None,
+                        uid: str | None = None, resource_version: str | None = None,
+                        dry_run: bool = False) -> Obj:
+        """Evict through the ``eviction`` subresource (see ``Operations.evict_raw``)."""
+        return await self.call(self.ops.evict_raw(info, name, namespace, uid, resource_version, dry_run))
 
     async def delete_raw(self, info: ResourceInfo, name: str, namespace: str | None = None,
                          resource_version: str | None = None, dry_run: bool = False) -> Obj | None:

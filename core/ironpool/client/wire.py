@@ -267,6 +267,20 @@ class Operations:
         path = self.path(info, ns, name, "binding")
         return Op(Request("POST", path, _dry_run({}, dry_run), body), _identity)
 
+    def evict_raw(self, info: ResourceInfo, name: str, namespace: str | None = None, uid: str | None = None,
+                  resource_version: str | None = None, dry_run: bool = False) -> Op[Obj]:
+        """POST a ``policy/v1`` Eviction to the object's ``eviction`` subresource (Kubernetes'
+        pods/eviction; for a Machine it unbinds it from its pool). ``uid`` and ``resource_version``
+        are preconditions. Answers the Status."""
+        ns = self.namespace_for(info, namespace)
+        preconditions = {k: str(v) for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
+        body: Obj = {"apiVersion": "policy/v1", "kind": "Eviction",
+                     "metadata": {"name": name, "namespace": ns}}
+        if preconditions:
+            body["deleteOptions"] = {"preconditions": preconditions}
+        path = self.path(info, ns, name, "eviction")
+        return Op(Request("POST", path, _dry_run({}, dry_run), body), _identity)
+
     def delete_raw(self, info: ResourceInfo, name: str, namespace: str | None = None,
                    resource_version: str | None = None, dry_run: bool = False) -> Op[Obj | None]:
         ns = self.namespace_for(info, namespace)
