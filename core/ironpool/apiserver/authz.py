@@ -22,6 +22,9 @@ Machines it sets ``spec.providerID`` and the finalizers, labels and annotations;
 status is the apiserver's allocation). Checks on the stored object run inside the registry's
 read-modify-write loop (:data:`ObjectCheck`), so a pool cannot take a Machine by patching
 ``machinePoolRef``, and the common requests read nothing extra.
+
+Each pool identity gets, creates, updates and patches its own heartbeat Lease (named after the pool,
+in its kind's lease namespace, :mod:`ironpool.api.fleet`) and no other.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ironpool.api import errors
+from ironpool.api.fleet import MACHINE_POOL_LEASE_NAMESPACE, VOLUME_POOL_LEASE_NAMESPACE
 from ironpool.api.resources import RESOURCES, ResourceInfo
 from ironpool.api.selectors import parse_field_selector
 from ironpool.apiserver.auth import ADMIN_GROUP, Conditions, ObjectCheck, User
@@ -51,6 +55,7 @@ _BOUND_METADATA = (("metadata", "finalizers"), ("metadata", "labels"), ("metadat
 _CLAIM = (("spec", "claimRef"), ("metadata", "generation"))
 _NIC_CLAIM = (("spec", "machineRef"), ("spec", "providerID"), ("metadata", "generation"), *_BOUND_METADATA)
 _NETWORKING_READ = frozenset({"networks", "networkinterfaces", "prefixes"})
+_LEASE_NAMESPACE = {"machine": MACHINE_POOL_LEASE_NAMESPACE, "volume": VOLUME_POOL_LEASE_NAMESPACE}
 
 
 @dataclass(frozen=True)
@@ -140,6 +145,14 @@ def _authorize_pool(
         return None
     if pool is None:
         raise deny(f"the user name does not name a {kind.name} pool")
+    if base == "leases" and namespace == _LEASE_NAMESPACE[kind.name]:
+        # Its heartbeat (NodeRestriction lets a kubelet write only its own node's Lease).
+        if verb == "create" and not sub:
+            return Conditions(objects=_creates_own_lease(deny, pool))
+        if (verb == "get" or verb in _WRITE) and name == pool and not sub:
+            return None
+        raise deny(f'a {kind.name} pool identity may only get, create, update and patch its own '
+                   f'Lease "{pool}"')
     if base == kind.pools:
         if verb in _READ:
             if verb == "get" and name == pool:
@@ -213,6 +226,15 @@ def _without(doc: Document, paths: tuple[tuple[str, ...], ...]) -> dict[str, Any
         else:
             cur.pop(path[-1], None)
     return out
+
+
+def _creates_own_lease(deny: Deny, pool: str) -> ObjectCheck:
+    async def check(old: Document | None, new: Document | None, store: Store) -> None:
+        got = (new or {}).get("metadata", {}).get("name")
+        if got != pool:
+            raise deny(f'a pool identity may only create its own Lease "{pool}", not "{got}"')
+
+    return check
 
 
 def _creates_own_pool(deny: Deny, pool: str) -> ObjectCheck:
