@@ -121,6 +121,11 @@ class EventHandlers:
             self._settled(kind, key)
             self._events(self.core.forget_pending(kind, key))
             return
+        placed = self.core.cache.placements.get((kind, key))
+        if placed is not None and not placed.assumed:
+            # Evicted (the watch showed it bound, now its pool reference is cleared): its charge leaves
+            # the old pool before it is placed again. An assumed placement is our own bind in flight.
+            self._events(self.core.delete_object(kind, key))
         req = request_from_json(kind, doc)
         self._events(self.core.set_pending(req))
         annotations = _meta(doc).get("annotations") or {}
