@@ -161,9 +161,9 @@ def test_missing_or_wrong_token_is_unauthorized(apiserver: ApiServer, client: ht
             assert_status(anon.get("/apis"), 401, "Unauthorized")
     assert revision(client) == before
     assert client.get(f"{CLASSES}/small").status_code == 404
-    # A non-admin user from the token file is authenticated.
+    # A non-admin user from the token file is authenticated, and RBAC grants it nothing unbound.
     with httpx.Client(base_url=apiserver.url, headers=apiserver.headers(apiserver.user_token)) as user:
-        assert user.post(CLASSES, json=machine_class()).status_code == 201
+        assert_status(user.post(CLASSES, json=machine_class()), 403, "Forbidden")
 
 
 def test_health_is_public_metrics_and_openapi_need_a_token(apiserver: ApiServer) -> None:

@@ -47,6 +47,9 @@ class Strategy(Generic[M]):
     info: ClassVar[ResourceInfo]
     #: ``metadata.name`` must be a DNS label (IronCore's ``NameIsDNSLabel``), not a DNS subdomain.
     name_is_dns_label: ClassVar[bool] = False
+    #: ``metadata.name`` need only be a valid path segment (RBAC's ``system:discovery``), as Kubernetes
+    #: allows for the RBAC kinds.
+    name_is_path_segment: ClassVar[bool] = False
     #: The table columns of ``get`` (``wide`` ones only with ``-o wide``).
     columns: ClassVar[tuple[Column, ...]] = (NAME, AGE)
     #: A controller completes the deletion (Namespace): DELETE always marks the object with a

@@ -13,6 +13,7 @@ functions here are also the front ends' client-side check, so a plan fails befor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -28,6 +29,7 @@ from ironpool.api.fieldpath import (
     validate_annotations,
     validate_labels,
 )
+from ironpool.api.rbac import path_segment_name
 from ironpool.api.resources import ResourceInfo, by_kind, strategy_for
 from ironpool.api.strategies.volume import resize_errors
 from ironpool.api.strategy import Strategy
@@ -254,7 +256,9 @@ def _check_metadata(strategy: Strategy[Any], meta: Any, errs: FieldErrors) -> No
             errs.required("metadata.name", "name or generateName is required")
         return  # a wrong type is reported by the model
     info = strategy.info
-    check = dns1123_label if strategy.name_is_dns_label else dns1123_subdomain
+    check: Callable[[str], tuple[str, ...]] = path_segment_name
+    if not strategy.name_is_path_segment:
+        check = dns1123_label if strategy.name_is_dns_label else dns1123_subdomain
     name = meta.get("name")
     gen = meta.get("generateName")
     if not name:

@@ -11,11 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import importlib.metadata
 import logging
 import math
-import os
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -31,7 +28,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ironpool.api import errors
 from ironpool.api.resources import ResourceInfo, by_path
 from ironpool.apiserver.auth import Authenticator, Authorizer, ObjectCheck, User
-from ironpool.apiserver.authz import authorize as authorize_identities
 from ironpool.apiserver.binding import BINDABLE
 from ironpool.apiserver.bodies import APPLY_PATCH, JSON, STRATEGIC_PATCH, LargeBodies, media_type, read_body
 from ironpool.apiserver.bootstrap import Bootstrap
@@ -53,10 +49,13 @@ from ironpool.apiserver.openapi import (
     openapi_v3_group_version,
 )
 from ironpool.apiserver.options import ServerOptions
+from ironpool.apiserver.rbac.authorizer import Authorization
+from ironpool.apiserver.rbac.review import SSAR_PATH, self_subject_access_review
 from ironpool.apiserver.registry import Registry
 from ironpool.apiserver.schemas import drop_unknown_fields, shape_of
 from ironpool.apiserver.tables import TableWriter, include_object, table_version, writer_for
 from ironpool.apiserver.tls import TlsFiles, client_subject
+from ironpool.apiserver.version import server_version
 from ironpool.store.interface import Store
 
 log = logging.getLogger("ironpool.apiserver")
@@ -205,7 +204,8 @@ class ApiServer:
         self.registry = Registry(store)
         self.namespaces = NamespaceController(self.registry)
         self.networking = NetworkingController(self.registry)
-        self.bootstrap = Bootstrap(self.registry)
+        own = authorize if isinstance(authorize, Authorization) else None
+        self.bootstrap = Bootstrap(self.registry, own)  # starts the authorizer's indexes too
         self._started = False
         self.authenticator = authenticator
         self.metrics = Metrics(store)
@@ -302,7 +302,9 @@ class ApiServer:
             raise errors.MethodNotAllowed(f"{method} is not supported on {request.url.path}: "
                                           "POST an Eviction")
         if method == "GET":
-            self.authorize(user, "get", info.plural, ns, name)  # conditions are for lists and writes
+            cond = self.authorize(user, "get", info.plural, ns, name)
+            if cond is not None and cond.objects is not None:  # an index unsure of a get asks the store
+                await cond.objects(None, None, self.store)
             raw = await reg.get_raw(info, ns, name)
             table = table_version(request.headers.get("accept")) if sub is None else None
             if table is not None:
@@ -523,22 +525,6 @@ class WatchTable:
         return body
 
 
-@functools.cache
-def server_version() -> dict[str, str]:
-    """``/version`` in Kubernetes' ``version.Info`` form, naming ironpool's own version (clients such
-    as the Python client's DynamicClient read it before anything else)."""
-    try:
-        version = importlib.metadata.version("ironpool")
-    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - a source tree without metadata
-        version = "0.0.0"
-    major, _, rest = version.partition(".")
-    return {
-        "major": major, "minor": rest.partition(".")[0], "gitVersion": f"v{version}", "gitCommit": "",
-        "gitTreeState": "", "buildDate": "", "goVersion": "python{}.{}".format(*sys.version_info[:2]),
-        "compiler": "cpython", "platform": f"{sys.platform}/{os.uname().machine}",
-    }
-
-
 def _resource(info: ResourceInfo, sub: str | None) -> str:
     return f"{info.plural}/{sub}" if sub else info.plural
 
@@ -549,13 +535,15 @@ def _bookmark(info: ResourceInfo, revision: str) -> bytes:
 
 
 def build_app(
-    store: Store, authenticator: Authenticator, authorize: Authorizer = authorize_identities,
+    store: Store, authenticator: Authenticator, authorize: Authorizer | None = None,
     options: ServerOptions | None = None,
 ) -> Starlette:
-    """The apiserver's ASGI app over ``store``; the caller owns the store's lifecycle."""
+    """The apiserver's ASGI app over ``store`` (the caller owns its lifecycle); RBAC unless told."""
     options = options or ServerOptions()
+    authorize = authorize or Authorization(store, options.authorization_mode)
     server = ApiServer(store, authenticator, authorize, options.inflight_per_user)
     server.public_metrics = options.public_metrics
+    server.inflight = InFlight(options.inflight_per_user, options.memory_limit)
     routes = [
         Route("/healthz", server.healthz, methods=["GET"]),
         Route("/livez", server.healthz, methods=["GET"]),
@@ -569,6 +557,7 @@ def build_app(
         Route("/api/v1", server.discovery(discovery_core_v1), methods=["GET"]),
         Route("/apis", server.discovery(discovery_groups), methods=["GET"]),
         Route("/apis/{group}/{version}", server.discovery(discovery_group), methods=["GET"]),
+        Route(SSAR_PATH, functools.partial(self_subject_access_review, server), methods=["POST"]),
         Route("/api/{rest:path}", server.handle, methods=_ALL_VERBS),
         Route("/apis/{rest:path}", server.handle, methods=_ALL_VERBS),
     ]
@@ -604,9 +593,8 @@ class ResourcePaths:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             path: str = scope["path"]
-            if (path.startswith("/api/") and path.count("/") >= 3) or (
-                path.startswith("/apis/") and path.count("/") >= 4
-            ):
+            if ((path.startswith("/api/") and path.count("/") >= 3) or (
+                    path.startswith("/apis/") and path.count("/") >= 4)) and path != SSAR_PATH:
                 response = await self.server.handle(Request(scope, receive))
                 await response(scope, receive, send)
                 return
@@ -618,7 +606,7 @@ async def serve(
     authenticator: Authenticator,
     host: str = "127.0.0.1",
     port: int = 8443,
-    authorize: Authorizer = authorize_identities,
+    authorize: Authorizer | None = None,
     tls: TlsFiles | None = None,
     options: ServerOptions | None = None,
 ) -> None:

@@ -7,16 +7,20 @@ Identities (the user and group names IronCore's poollets authenticate as):
 - user ``compute.ironcore.dev:system:machinepool:<pool>`` (group
   ``compute.ironcore.dev:system:machinepools``) and ``storage.ironcore.dev:system:volumepool:<pool>``
   (group ``storage.ironcore.dev:system:volumepools``): only what that pool's poollet needs, below;
-- every other authenticated user: everything (a full RBAC is out of scope).
+- every other authenticated user: whatever RBAC grants (:mod:`ironpool.apiserver.rbac`), or
+  everything with ``--authorization-mode AlwaysAllow``.
 
-A pool identity may read classes, namespaces and secrets; get objects of its kind and list/watch them
-only with ``fieldSelector=spec.<kind>PoolRef.name=<pool>`` (what the poollet's informer asks for);
+A pool identity may read classes and namespaces; get objects of its kind and list/watch them only
+with ``fieldSelector=spec.<kind>PoolRef.name=<pool>`` (what the poollet's informer asks for);
 create events; get, create, update and patch its own pool (and its status); update/patch objects
 bound to its pool (spec unchanged, except clearing a stale ``spec.claimRef`` of a volume) and their
-status. A machine pool may also set or clear ``spec.claimRef`` of a Volume for a Machine bound to it
+status. Secrets, Volumes and NetworkInterfaces it may get only along the pool graph
+(:mod:`ironpool.apiserver.rbac.graph`, Kubernetes' Node authorizer): while a Machine (or, for a
+volume pool, a Volume) bound to it references them; it may never list or watch Secrets. A machine
+pool may also set or clear ``spec.claimRef`` of a Volume for a Machine bound to it
 (or clear a stale claim); a volume pool may get Machines and write the access Secrets owned by its
-Volumes. A machine pool reads Networks, NetworkInterfaces and Prefixes (in any namespace, as it reads
-Volumes) and claims NetworkInterfaces as it claims Volumes: it sets ``spec.machineRef`` to a Machine
+Volumes. A machine pool lists and watches Volumes, Networks, NetworkInterfaces and Prefixes (its
+informers) and claims NetworkInterfaces as it claims Volumes: it sets ``spec.machineRef`` to a Machine
 bound to it (or clears it when that Machine is its own or gone), and of a NIC claimed by one of its
 Machines it sets ``spec.providerID`` and the finalizers, labels and annotations; nothing else (a NIC's
 status is the apiserver's allocation). Checks on the stored object run inside the registry's
@@ -38,7 +42,8 @@ from ironpool.api import errors
 from ironpool.api.fleet import MACHINE_POOL_LEASE_NAMESPACE, VOLUME_POOL_LEASE_NAMESPACE
 from ironpool.api.resources import RESOURCES, ResourceInfo
 from ironpool.api.selectors import parse_field_selector
-from ironpool.apiserver.auth import ADMIN_GROUP, Conditions, ObjectCheck, User
+from ironpool.apiserver.auth import Conditions, ObjectCheck, User
+from ironpool.apiserver.rbac.graph import GRAPH_RESOURCES, PoolGraph, confirm
 from ironpool.store.interface import Document, Store
 
 MACHINE_POOL_USER_PREFIX = "compute.ironcore.dev:system:machinepool:"
@@ -49,7 +54,7 @@ VOLUME_POOLS_GROUP = "storage.ironcore.dev:system:volumepools"
 _BY_PLURAL: dict[str, ResourceInfo] = {r.plural: r for r in RESOURCES}
 _READ = frozenset({"get", "list", "watch"})
 _WRITE = frozenset({"update", "patch"})
-_SHARED_READ = frozenset({"namespaces", "secrets"})
+_SHARED_READ = frozenset({"namespaces"})
 # What a poollet may change on the main resource of an object bound to its pool.
 _BOUND_METADATA = (("metadata", "finalizers"), ("metadata", "labels"), ("metadata", "annotations"))
 _CLAIM = (("spec", "claimRef"), ("metadata", "generation"))
@@ -118,21 +123,13 @@ def forbidden(
     return errors.Forbidden(message, kind=base, name=name or "", group=group)
 
 
-def authorize(
-    user: User, verb: str, resource: str, namespace: str | None, name: str | None
+def authorize_pool(
+    subject: PoolSubject, user: User, verb: str, resource: str, namespace: str | None, name: str | None,
+    graph: PoolGraph | None,
 ) -> Conditions | None:
-    """The apiserver's default authorizer (see the module docstring); O(1), no store reads here."""
-    if ADMIN_GROUP in user.groups:
-        return None
-    subject = pool_subject(user)
-    if subject is None:
-        return None
-    return _authorize_pool(subject, user, verb, resource, namespace, name)
-
-
-def _authorize_pool(
-    subject: PoolSubject, user: User, verb: str, resource: str, namespace: str | None, name: str | None
-) -> Conditions | None:
+    """What a pool identity may do (see the module docstring); no store reads here, except through
+    the conditions returned. Without a ``graph`` no Secret, Volume or NetworkInterface is reachable
+    by get."""
     kind, pool = subject.kind, subject.pool
     base, _, sub = resource.partition("/")
 
@@ -145,6 +142,11 @@ def _authorize_pool(
         return None
     if pool is None:
         raise deny(f"the user name does not name a {kind.name} pool")
+    if verb == "get" and base in GRAPH_RESOURCES and not sub and not (kind is VOLUME and base == "volumes"):
+        return _along_graph(deny, graph, kind, pool, base, namespace or "", name or "")
+    if base == "secrets" and verb in ("list", "watch"):
+        raise deny("a pool identity may get only the secrets its machines and volumes reference, "
+                   "one at a time")
     if base == "leases" and namespace == _LEASE_NAMESPACE[kind.name]:
         # Its heartbeat (NodeRestriction lets a kubelet write only its own node's Lease).
         if verb == "create" and not sub:
@@ -173,8 +175,8 @@ def _authorize_pool(
         if verb in _WRITE:
             return Conditions(objects=_bound(deny, kind, pool, status=sub == "status"))
     if kind is MACHINE and base == "volumes":
-        if verb in _READ:
-            return None  # a machine's volumes live in any volume pool
+        if verb in ("list", "watch"):
+            return None  # the poollet's informer; a machine's volumes live in any volume pool
         if verb in _WRITE and not sub:
             return Conditions(objects=_claims_for_pool(deny, pool))
     if kind is MACHINE and base in _NETWORKING_READ:
@@ -191,6 +193,25 @@ def _authorize_pool(
 
 
 Deny = Callable[[str], errors.Forbidden]
+
+
+def _along_graph(deny: Deny, graph: PoolGraph | None, kind: PoolKind, pool: str, plural: str,
+                 namespace: str, name: str) -> Conditions | None:
+    """A get of a Secret, Volume or NetworkInterface: allowed while an edge from ``pool`` leads to it.
+    When the mirror has no edge the store is asked (returned as a condition), since the mirror may be
+    a moment behind another apiserver's write."""
+    if graph is not None and graph.allows(kind.name, pool, plural, namespace, name):
+        return None
+    if kind is VOLUME and plural != "secrets":
+        raise deny("")
+    reason = (f'no {"machine" if kind is MACHINE else "volume"} bound to {kind.name} pool "{pool}" '
+              f"references it")
+
+    async def check(old: Document | None, new: Document | None, store: Store) -> None:
+        if not await confirm(store, kind.name, pool, plural, namespace, name):
+            raise deny(reason)
+
+    return Conditions(objects=check)
 
 
 def _require_selector(deny: Deny, path: str, value: str) -> Callable[[str], None]:

@@ -54,6 +54,7 @@ from ironpool.poollet.machine_nics import (
     ssh_endpoint,
 )
 from ironpool.poollet.machine_plan import apply, plan, refetch
+from ironpool.poollet.secret_reader import SECRET_RETRY, SecretReader
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ class MachineReconciler:
         machines: Informer[Machine],
         classes: Informer[MachineClass],
         volumes: Informer[Volume],
-        secrets: Informer[Secret],
+        secrets: SecretReader,
         mapper: ClassMapper,
         runtime_name: str,
         delete_requeue: float = 1.0,
@@ -147,6 +148,9 @@ class MachineReconciler:
         uid = machine.metadata.uid or ""
         found = await self.runtime.list_machines(labels={keys.MACHINE_UID_LABEL: uid})
         found = await self._dedupe(found)
+        ign = machine.spec.ignition_ref
+        if ign is not None:  # read by name: a pool may not watch Secrets
+            await self.secrets.refresh(machine.metadata.namespace or "default", ign.name)
         deps = self.resolve(machine)
         now = now_rfc3339()
         await self._release_unused_claims(machine)
@@ -154,6 +158,8 @@ class MachineReconciler:
             if deps.waiting:
                 await self._patch_status(machine, waiting_status(machine, deps.waiting, now))
                 await self._report_waiting(machine, deps.waiting)
+                if any(w.startswith("Secret ") for w in deps.waiting):
+                    return Result(requeue_after=SECRET_RETRY)  # no watch tells when it appears
                 return DONE
             await self._claim(machine, deps.claims)
             await self._claim_nics(machine, deps.nic_claims)

@@ -35,6 +35,7 @@ from ironpool.poollet.machinepool import MachinePoolReconciler, PoolIdentity, an
 from ironpool.poollet.ownership import Owner, Ownership, cluster_uid
 from ironpool.poollet.relist import Relister, retry_until_ok, sleep_or_stop
 
+from ironpool.poollet.secret_reader import SecretReader
 log = logging.getLogger(__name__)
 
 
@@ -119,7 +120,7 @@ class MachinePoollet:
         )
         self.classes: Informer[MachineClass] = Informer(client, MachineClass)
         self.volumes: Informer[Volume] = Informer(client, Volume, indexers={"claim-uid": claim_uid_index})
-        self.secrets: Informer[Secret] = Informer(client, Secret)
+        self.secrets = SecretReader(client)  # by name: a pool identity may not list or watch Secrets
         self.nics: Informer[NetworkInterface] = Informer(
             client, NetworkInterface, indexers=_nic_indexers(),  # type: ignore[arg-type]
         )
@@ -185,11 +186,6 @@ class MachinePoollet:
             on_add=lambda v: dependents("volume", v),
             on_update=lambda old, new: dependents("volume", new),
             on_delete=lambda v: dependents("volume", v),
-        )
-        self.secrets.add_event_handler(
-            on_add=lambda s: dependents("secret", s),
-            on_update=lambda old, new: dependents("secret", new),
-            on_delete=lambda s: dependents("secret", s),
         )
         self.nics.add_event_handler(
             on_add=lambda n: dependents("nic", n),
@@ -299,7 +295,7 @@ class MachinePoollet:
         self._own(uid)
         self.runtime_name = version.runtime_name or "iri"
         self.machine_reconciler.runtime_name = self.runtime_name
-        informers = (self.machines, self.classes, self.volumes, self.secrets, self.nics, self.networks)
+        informers = (self.machines, self.classes, self.volumes, self.nics, self.networks)
         for inf in informers:
             inf.start()
         try:

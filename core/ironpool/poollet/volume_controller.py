@@ -28,6 +28,7 @@ from ironpool.poollet.classes import ClassMapper
 from ironpool.poollet.conditions import condition, now_rfc3339
 from ironpool.poollet.machine_controller import secret_value
 from ironpool.poollet.machine_iri import status_differs
+from ironpool.poollet.secret_reader import SECRET_RETRY, SecretReader
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,10 @@ def volume_class_caps(vc: VolumeClass) -> dict[str, int]:
 def storage_bytes(resources: Mapping[str, Any] | None) -> int:
     q = (resources or {}).get("storage")
     return int(q.value()) if q is not None else 0
+
+
+def ns_of(vol: Volume) -> str:
+    return vol.metadata.namespace or "default"
 
 
 def access_secret_name(volume_name: str, handle: str) -> str:
@@ -70,7 +75,7 @@ class VolumeReconciler:
         pool: str,
         volumes: Informer[Volume],
         classes: Informer[VolumeClass],
-        secrets: Informer[Secret],
+        secrets: SecretReader,
         mapper: ClassMapper,
         runtime_name: str = "iri",
         delete_requeue: float = 1.0,
@@ -109,10 +114,13 @@ class VolumeReconciler:
             await self.runtime.delete_volume(extra.metadata.id, missing_ok=True)
         now = now_rfc3339()
         if not found:
+            if vol.spec.encryption is not None:  # read by name: a pool may not watch Secrets
+                await self.secrets.refresh(ns_of(vol), vol.spec.encryption.secret_ref.name)
             desired, waiting = self._build(vol)
             if desired is None:
                 await self._patch_status(vol, self._waiting_status(vol, waiting, now))
-                return DONE
+                secret = any(w.startswith("Secret ") for w in waiting)  # no watch tells when it appears
+                return Result(requeue_after=SECRET_RETRY) if secret else DONE
             iri = await self.runtime.create_volume(desired)
             log.info("volume %s: created IRI volume %s", key, iri.metadata.id)
         else:

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ironpool.api.core import Secret
 from ironpool.api.errors import NotFound
 from ironpool.api.meta import object_key
 from ironpool.api.storage import Volume, VolumeClass, VolumePool
@@ -34,6 +33,7 @@ from ironpool.poollet.machinepool import PoolIdentity, announce_pool
 from ironpool.poollet.ownership import Owner, Ownership, cluster_uid
 from ironpool.poollet.relist import Relister, retry_until_ok, sleep_or_stop
 from ironpool.poollet.volume_controller import VolumeReconciler, storage_bytes, volume_class_caps
+from ironpool.poollet.secret_reader import SecretReader
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class VolumePoollet:
         self.volumes: Informer[Volume] = Informer(client, Volume,
                                                   field_selector=f"spec.volumePoolRef.name={options.pool}")
         self.classes: Informer[VolumeClass] = Informer(client, VolumeClass)
-        self.secrets: Informer[Secret] = Informer(client, Secret)
+        self.secrets = SecretReader(client)  # by name: a pool identity may not list or watch Secrets
         self.mapper = ClassMapper()
         self._health = ProbeHealth()
         self.reconciler = VolumeReconciler(client, runtime, options.pool, self.volumes, self.classes,
@@ -216,7 +216,7 @@ class VolumePoollet:
             return
         self._own(uid)
         self.reconciler.runtime_name = version.runtime_name or "iri"
-        informers: tuple[Informer[Any], ...] = (self.volumes, self.classes, self.secrets)
+        informers: tuple[Informer[Any], ...] = (self.volumes, self.classes)
         for inf in informers:
             inf.start()
         try:

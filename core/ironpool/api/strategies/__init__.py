@@ -37,6 +37,12 @@ from ironpool.api.strategies.network import NetworkStrategy
 from ironpool.api.strategies.networkinterface import NetworkInterfaceStrategy
 from ironpool.api.strategies.pools import MachinePoolStrategy, VolumePoolStrategy
 from ironpool.api.strategies.prefix import PrefixStrategy
+from ironpool.api.strategies.rbac import (
+    ClusterRoleBindingStrategy,
+    ClusterRoleStrategy,
+    RoleBindingStrategy,
+    RoleStrategy,
+)
 from ironpool.api.strategies.secret import SecretStrategy
 from ironpool.api.strategies.volume import VolumeStrategy
 from ironpool.api.strategy import Strategy
@@ -55,4 +61,5 @@ STRATEGIES: tuple[Strategy[Any], ...] = (
     NamespaceStrategy(),
     EventStrategy(),
     LeaseStrategy(),
+    RoleStrategy(), ClusterRoleStrategy(), RoleBindingStrategy(), ClusterRoleBindingStrategy(),
 )

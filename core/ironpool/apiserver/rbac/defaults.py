@@ -1,0 +1,84 @@
+"""The ClusterRoles and ClusterRoleBindings every installation starts with, as Kubernetes' bootstrap
+policy has them, for ironpool's resources:
+
+- ``cluster-admin``: everything (bound to ``system:masters``);
+- ``admin``: what ``edit`` may, plus Roles and RoleBindings of the namespace (bind it per namespace);
+- ``edit``: create, change and delete the workload kinds (Machines, Volumes, NICs, Networks,
+  Prefixes, Secrets), read them and Events, Leases and the Namespace;
+- ``view``: read the workload kinds except Secrets;
+- ``system:discovery``: ``/version``, ``/api``, ``/apis`` and ``/openapi`` (bound to
+  ``system:authenticated``).
+
+They carry ``rbac.authorization.kubernetes.io/autoupdate: "true"``: the apiserver puts back one that
+is missing, and the rules of one whose annotation is still ``true``, at each start.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ironpool.api.rbac import RBAC_GROUP, RBAC_VERSION
+
+AUTOUPDATE = "rbac.authorization.kubernetes.io/autoupdate"
+COMPUTE, STORAGE, NETWORKING = "compute.ironcore.dev", "storage.ironcore.dev", "networking.ironcore.dev"
+_READ = ["get", "list", "watch"]
+_WRITE = ["create", "update", "patch", "delete", "deletecollection"]
+_WORKLOADS: list[tuple[str, list[str]]] = [
+    (COMPUTE, ["machines"]),
+    (STORAGE, ["volumes"]),
+    (NETWORKING, ["networks", "networkinterfaces", "prefixes"]),
+]
+
+
+def _rule(verbs: list[str], group: str, resources: list[str]) -> dict[str, Any]:
+    return {"verbs": verbs, "apiGroups": [group], "resources": resources}
+
+
+def _view() -> list[dict[str, Any]]:
+    rules = [_rule(_READ, g, [*res, *(f"{r}/status" for r in res)]) for g, res in _WORKLOADS]
+    rules.append(_rule(_READ, "", ["events", "namespaces"]))
+    rules.append(_rule(_READ, "coordination.k8s.io", ["leases"]))
+    return rules
+
+
+def _edit() -> list[dict[str, Any]]:
+    rules = [_rule(_WRITE, g, res) for g, res in _WORKLOADS]
+    rules.append(_rule(_READ + _WRITE, "", ["secrets"]))
+    rules.append(_rule(["create", "update", "patch"], "", ["events"]))
+    return rules + _view()
+
+
+def _admin() -> list[dict[str, Any]]:
+    return [_rule(_READ + _WRITE, RBAC_GROUP, ["roles", "rolebindings"]), *_edit()]
+
+
+def _object(kind: str, name: str, **fields: Any) -> dict[str, Any]:
+    meta = {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+            "annotations": {AUTOUPDATE: "true"}}
+    return {"apiVersion": f"{RBAC_GROUP}/{RBAC_VERSION}", "kind": kind, "metadata": meta, **fields}
+
+
+def _binding(name: str, role: str, group: str) -> dict[str, Any]:
+    return _object("ClusterRoleBinding", name,
+                   roleRef={"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": role},
+                   subjects=[{"apiGroup": RBAC_GROUP, "kind": "Group", "name": group}])
+
+
+CLUSTER_ROLES: tuple[dict[str, Any], ...] = (
+    _object("ClusterRole", "cluster-admin", rules=[
+        {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]},
+        {"verbs": ["*"], "nonResourceURLs": ["*"]},
+    ]),
+    _object("ClusterRole", "admin", rules=_admin()),
+    _object("ClusterRole", "edit", rules=_edit()),
+    _object("ClusterRole", "view", rules=_view()),
+    _object("ClusterRole", "system:discovery", rules=[
+        {"verbs": ["get"], "nonResourceURLs": ["/version", "/version/", "/api", "/api/*", "/apis", "/apis/*",
+                                               "/openapi", "/openapi/*", "/openapi.json", "/healthz",
+                                               "/livez", "/readyz"]},
+    ]),
+)
+CLUSTER_ROLE_BINDINGS: tuple[dict[str, Any], ...] = (
+    _binding("cluster-admin", "cluster-admin", "system:masters"),
+    _binding("system:discovery", "system:discovery", "system:authenticated"),
+)
