@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: host venv demo test lint stubs bench clean
+.PHONY: host venv demo test lint stubs bench clean rig rig-down
 
 host:
 	bash scripts/setup-host.sh
@@ -24,6 +24,14 @@ demo: host venv
 # Every test, on real libvirtd/QEMU, etcd and sshd.
 test: host venv
 	bash scripts/test.sh
+
+# A multi-host rig on this machine (etcd x3, apiservers x2, schedulers x2, 3 joined hosts);
+# `make rig-down` removes it. See scripts/rig.sh.
+rig: host venv
+	bash scripts/rig.sh up
+
+rig-down: venv
+	bash scripts/rig.sh down
 
 lint: venv
 	$(VENV)/bin/ruff check core pulumi_provider tests bench
