@@ -543,7 +543,6 @@ def build_app(
     authorize = authorize or Authorization(store, options.authorization_mode)
     server = ApiServer(store, authenticator, authorize, options.inflight_per_user)
     server.public_metrics = options.public_metrics
-    server.inflight = InFlight(options.inflight_per_user, options.memory_limit)
     routes = [
         Route("/healthz", server.healthz, methods=["GET"]),
         Route("/livez", server.healthz, methods=["GET"]),

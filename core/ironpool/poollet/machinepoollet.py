@@ -34,8 +34,8 @@ from ironpool.poollet.machine_nics import nic_object_name
 from ironpool.poollet.machinepool import MachinePoolReconciler, PoolIdentity, announce_pool
 from ironpool.poollet.ownership import Owner, Ownership, cluster_uid
 from ironpool.poollet.relist import Relister, retry_until_ok, sleep_or_stop
-
 from ironpool.poollet.secret_reader import SecretReader
+
 log = logging.getLogger(__name__)
 
 

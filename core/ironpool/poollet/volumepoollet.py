@@ -32,8 +32,8 @@ from ironpool.poollet.machine_iri import status_differs
 from ironpool.poollet.machinepool import PoolIdentity, announce_pool
 from ironpool.poollet.ownership import Owner, Ownership, cluster_uid
 from ironpool.poollet.relist import Relister, retry_until_ok, sleep_or_stop
-from ironpool.poollet.volume_controller import VolumeReconciler, storage_bytes, volume_class_caps
 from ironpool.poollet.secret_reader import SecretReader
+from ironpool.poollet.volume_controller import VolumeReconciler, storage_bytes, volume_class_caps
 
 log = logging.getLogger(__name__)
 
