@@ -111,6 +111,7 @@ class GuardedProtocol(TlsIdentityProtocol):
     _counted = False
     _head_bytes = 0
     _head_done = True
+    _request_done = True  # the request's body was received whole (its parser said message complete)
     _head_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: Any) -> None:
@@ -173,8 +174,10 @@ class GuardedProtocol(TlsIdentityProtocol):
             self.transport.abort()
 
     def data_received(self, data: bytes) -> None:
-        if self._head_done and (self.cycle is None or self.cycle.response_complete):
-            self._start_head()  # the first bytes of the next request on a kept-alive connection
+        if self._head_done and self._request_done and (self.cycle is None or self.cycle.response_complete):
+            # The first bytes of the next request on a kept-alive connection. Not before the last
+            # request's body ended: an early answer (413) leaves the rest of it still arriving.
+            self._start_head()
         if not self._head_done:
             self._head_bytes += len(data)
             if self._head_bytes > self.table.limits.max_header_bytes:
@@ -194,6 +197,7 @@ class GuardedProtocol(TlsIdentityProtocol):
         self.transport.close()
 
     def on_message_begin(self) -> None:
+        self._request_done = False
         super().on_message_begin()
         scope: dict[str, Any] = self.scope  # type: ignore[assignment]
         scope.setdefault("extensions", {})[CONNECTION_EXTENSION] = self._ticket
@@ -202,6 +206,10 @@ class GuardedProtocol(TlsIdentityProtocol):
         self._head_done = True
         self._stop_head_timer()
         super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._request_done = True
+        super().on_message_complete()
 
 
 def guarded_protocol(limits: ConnectionLimits) -> tuple[type[GuardedProtocol], ConnectionTable]:
