@@ -187,6 +187,7 @@ class Rig:
     host_cpu: str = "4"
     host_memory: str = "4Gi"
     heartbeat_interval: float = 2.0
+    etcd_data: Path | None = None  # default ROOT/etcd; tests put it in /dev/shm, where fsync is free
     scheduler_args: list[str] = field(default_factory=list)
     etcd: list[EtcdMember] = field(default_factory=list)
     apiservers: list[ApiServer] = field(default_factory=list)
@@ -235,6 +236,7 @@ class Rig:
     def save(self) -> None:
         state = asdict(self)
         state["root"], state["images"] = str(self.root), str(self.images)
+        state["etcd_data"] = str(self.etcd_data) if self.etcd_data else None
         path = self.root / STATE
         path.write_text(json.dumps(state, indent=2))
         path.chmod(0o600)
@@ -252,7 +254,9 @@ class Rig:
         return cls(
             root=Path(state["root"]), images=Path(state["images"]), host_count=state["host_count"],
             host_cpu=state["host_cpu"], host_memory=state["host_memory"],
-            heartbeat_interval=state["heartbeat_interval"], scheduler_args=state["scheduler_args"],
+            heartbeat_interval=state["heartbeat_interval"],
+            etcd_data=Path(state["etcd_data"]) if state.get("etcd_data") else None,
+            scheduler_args=state["scheduler_args"],
             etcd=[EtcdMember(m["name"], m["client_port"], m["peer_port"], proc(m["proc"]))
                   for m in state["etcd"]],
             apiservers=[ApiServer(a["name"], a["port"], proc(a["proc"])) for a in state["apiservers"]],
@@ -311,7 +315,7 @@ class Rig:
         cluster = ",".join(f"{m.name}=http://127.0.0.1:{m.peer_port}" for m in members)
         for m in members:
             m.proc = self._proc(m.name, [
-                ETCD, "--name", m.name, "--data-dir", str(self.root / "etcd" / m.name),
+                ETCD, "--name", m.name, "--data-dir", str((self.etcd_data or self.root / "etcd") / m.name),
                 "--listen-client-urls", f"http://{m.endpoint}", "--advertise-client-urls", f"http://{m.endpoint}",
                 "--listen-peer-urls", f"http://127.0.0.1:{m.peer_port}",
                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{m.peer_port}",
@@ -455,6 +459,33 @@ class Rig:
 
         wait_until(joined, 90, f"host {name}", host.proc)
 
+    # -- faults ----------------------------------------------------------------------------------
+
+    def etcd_leader(self) -> EtcdMember:
+        """The member that leads the raft now, as the live members report it."""
+        statuses = {m.name: etcd_status(m.endpoint) for m in self.etcd if m.proc.alive}
+        by_id = {st[0]: m for m in self.etcd if (st := statuses.get(m.name))}
+        for _, leader_id in filter(None, statuses.values()):
+            if leader_id in by_id:
+                return by_id[leader_id]
+        raise RigError("no etcd member reports a leader")
+
+    def restart(self, proc: Proc) -> None:
+        """Start a killed etcd member, apiserver or scheduler again and wait until it serves."""
+        if proc.alive:
+            raise RigError(f"{proc.name} is running (PID {proc.pid})")
+        proc.start()
+        self.save()
+        for m in self.etcd:
+            if m.proc is proc:
+                wait_until(lambda m=m: etcd_answers(m.endpoint), 30, m.name, proc)  # type: ignore[misc]
+        for a in self.apiservers:
+            if a.proc is proc:
+                wait_until(lambda a=a: self._ready(a), 30, a.name, proc)  # type: ignore[misc]
+        for s in self.schedulers:
+            if s.proc is proc:
+                wait_until(lambda s=s: bool(s.metrics()), 30, s.name, proc)  # type: ignore[misc]
+
     # -- stop ------------------------------------------------------------------------------------
 
     def down(self, say: Callable[[str], None] = lambda _m: None) -> list[str]:
@@ -478,6 +509,8 @@ class Rig:
             proc.stop(timeout=10)
             say(f"stopped {proc.name}")
         if not problems:
+            if self.etcd_data is not None:
+                shutil.rmtree(self.etcd_data, ignore_errors=True)
             shutil.rmtree(self.root, ignore_errors=True)
             say(f"removed {self.root}")
         return problems
@@ -520,6 +553,21 @@ def etcd_answers(endpoint: str) -> bool:
         return True
     except grpc.RpcError:
         return False
+    finally:
+        channel.close()
+
+
+def etcd_status(endpoint: str) -> tuple[int, int] | None:
+    """``(member id, leader id)`` as the member at ``endpoint`` reports them; None if it does not answer."""
+    import grpc
+    from aetcd import rpc
+
+    channel = grpc.insecure_channel(endpoint)
+    try:
+        status = rpc.MaintenanceStub(channel).Status(rpc.StatusRequest(), timeout=2.0)
+        return int(status.header.member_id), int(status.leader)
+    except grpc.RpcError:
+        return None
     finally:
         channel.close()
 
