@@ -1,5 +1,6 @@
-"""The lean HTTP/1.1 transport of the asyncio client against small servers that answer in the ways
-HTTP/1.1 allows: Content-Length, chunked, close after the answer, close while idle, TLS."""
+"""The asyncio client's unary transport (aiohttp's pool, :mod:`ironpool.client.http1`) against small
+servers that answer in the ways HTTP/1.1 allows: Content-Length, chunked, close after the answer,
+close while idle, TLS; and its failures as the exceptions the failover logic reads."""
 
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ Answer = Callable[[bytes], bytes]
 
 async def serve(answer: Answer, tls: ssl.SSLContext | None = None,
                 close_after: bool = False) -> tuple[asyncio.Server, int, list[bytes]]:
-    """A server answering each request with ``answer(request head)``; the heads it saw."""
+    """A server answering each request with ``answer(request head)``; the heads it saw (and one
+    ``b"CONNECT"`` marker per connection it accepted)."""
     seen: list[bytes] = []
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(b"CONNECT")
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -47,6 +50,13 @@ def ok(body: bytes, extra: bytes = b"") -> Answer:
     return lambda head: b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n%s" % (len(body), extra, body)
 
 
+def idle_connected(pool: Http1Pool) -> int:
+    """Idle connections in the pool whose socket is still open (aiohttp keeps no public count)."""
+    connector = pool._session.connector if pool._session is not None else None
+    conns = getattr(connector, "_conns", {})
+    return sum(1 for idle in conns.values() for proto, _ in idle if proto.is_connected())
+
+
 @pytest.fixture
 async def closing() -> AsyncIterator[list[asyncio.Server]]:
     servers: list[asyncio.Server] = []
@@ -62,23 +72,24 @@ async def test_keep_alive_content_length_params_and_headers(closing: list[asynci
     for _ in range(3):
         assert await pool.request("POST", "/x", {"watch": "true", "q": "a b"}, b'{"k":2}',
                                   {"Content-Type": "application/json"}) == (200, b'{"a":1}')
-    assert len(pool._idle) == 1  # one connection carried all three
-    first = seen[0].decode()
+    assert seen.count(b"CONNECT") == 1  # one connection carried all three
+    first = seen[1].decode()
     assert first.startswith("POST /x?watch=true&q=a+b HTTP/1.1\r\n")
     assert "Authorization: Bearer t\r\n" in first and f"Host: 127.0.0.1:{port}\r\n" in first
     assert first.endswith('\r\n\r\n{"k":2}')
-    pool.close()
+    await pool.aclose()
 
 
 async def test_chunked_answers_and_connection_close(closing: list[asyncio.Server]) -> None:
     chunked = b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" \
               b"4\r\n{\"a\"\r\n3;x=y\r\n:1}\r\n0\r\nTrailer: z\r\n\r\n"
-    server, port, _ = await serve(lambda head: chunked, close_after=True)
+    server, port, seen = await serve(lambda head: chunked, close_after=True)
     closing.append(server)
     pool = Http1Pool(f"http://127.0.0.1:{port}", {}, True, 5)
     assert await pool.request("GET", "/", {}, None, {}) == (404, b'{"a":1}')
-    assert not pool._idle  # "Connection: close": not kept
     assert await pool.request("GET", "/", {}, None, {}) == (404, b'{"a":1}')
+    assert seen.count(b"CONNECT") == 2  # "Connection: close": not kept
+    await pool.aclose()
 
 
 async def test_a_connection_the_server_closed_while_idle_is_not_reused(closing: list[asyncio.Server]) -> None:
@@ -86,10 +97,11 @@ async def test_a_connection_the_server_closed_while_idle_is_not_reused(closing: 
     closing.append(server)
     pool = Http1Pool(f"http://127.0.0.1:{port}", {}, True, 5)
     assert await pool.request("POST", "/a", {}, b"{}", {}) == (200, b"{}")
-    # The close arrives while the connection idles in the pool.
-    await eventually(lambda: pool._idle[0].reader.at_eof(), 5, "the server's close")
+    # The close arrives while the connection idles in the pool: the handler has ended.
+    await eventually(lambda: not idle_connected(pool), 5, "the server's close")
     assert await pool.request("POST", "/b", {}, b"{}", {}) == (200, b"{}")  # a fresh one, no error
-    assert len(seen) == 2
+    assert seen.count(b"CONNECT") == 2 and len(seen) == 4
+    await pool.aclose()
 
 
 async def test_failures_are_the_exceptions_failover_reads(closing: list[asyncio.Server]) -> None:
@@ -117,7 +129,7 @@ async def test_tls_with_the_clients_context(closing: list[asyncio.Server], tmp_p
     trusting = ssl.create_default_context(cafile=str(ca.paths.cert))
     pool = Http1Pool(f"https://127.0.0.1:{port}", {}, trusting, 5)
     assert await pool.request("GET", "/", {}, None, {}) == (200, b'{"tls":true}')
-    pool.close()
+    await pool.aclose()
     with pytest.raises(httpx.ConnectError):  # the system's CAs do not know this one
         await Http1Pool(f"https://127.0.0.1:{port}", {}, True, 5).request("GET", "/", {}, None, {})
 

@@ -287,7 +287,7 @@ class AsyncClient:
         self.ops = Operations(config.namespace)
         self._typed = _Typed(self.ops)
         options = _httpx_options(config, timeout, _STREAM_LIMITS)
-        self._streams = httpx.AsyncClient(**options)  # watches; unary requests take the lean pools
+        self._streams = httpx.AsyncClient(**options)  # watches; unary requests go through .http1 (aiohttp)
         self._pools = {server: Http1Pool(server, options["headers"], options["verify"], timeout)
                        for server in config.servers}
         self.servers = ServerList(config.servers)
@@ -300,7 +300,7 @@ class AsyncClient:
 
     async def aclose(self) -> None:
         for pool in self._pools.values():
-            pool.close()
+            await pool.aclose()
         await self._streams.aclose()
 
     async def call(self, op: Op[T]) -> T:
