@@ -75,7 +75,10 @@ def _common(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--region", default=None, help="Value of the topology.ironcore.dev/region label."),
         click.option("--zone", default=None, help="Value of the topology.ironcore.dev/zone label."),
         click.option("--workers", default=4, show_default=True, type=click.IntRange(1, 64)),
-        click.option("--heartbeat-interval", default=10.0, show_default=True, type=click.FloatRange(0.1)),
+        click.option("--heartbeat-interval", default=10.0, show_default=True, type=click.FloatRange(0.1),
+                     help="Seconds between renewals of the pool's Lease (and runtime probes)."),
+        click.option("--lease-duration", default=40.0, show_default=True, type=click.FloatRange(1),
+                     help="leaseDurationSeconds written into the pool's Lease."),
         click.option("--relist-period", default=5.0, show_default=True, type=click.FloatRange(0.05),
                      help="Seconds between runtime relists (state changes, garbage collection)."),
         gc_options,
@@ -95,8 +98,8 @@ def _common(f: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--reserved-memory", default="0", show_default=True, help="Memory kept from ironpool machines.")
 def machinepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server: str | None,
                    token_file: Path | None, region: str | None, zone: str | None, workers: int,
-                   heartbeat_interval: float, relist_period: float, gc_policy: str, gc_grace: float,
-                   gc_max_per_pass: int, log_level: str, addresses: tuple[str, ...],
+                   heartbeat_interval: float, lease_duration: float, relist_period: float, gc_policy: str,
+                   gc_grace: float, gc_max_per_pass: int, log_level: str, addresses: tuple[str, ...],
                    capacity_cpu: str | None, capacity_memory: str | None, reserved_cpu: str,
                    reserved_memory: str) -> None:
     """Announce a MachinePool and drive the Machines bound to it through an IRI machine runtime."""
@@ -116,8 +119,9 @@ def machinepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server
                              quantity_option(reserved_memory, "--reserved-memory") or 0)
     options = MachinePoolletOptions(
         pool=pool, provider_id=provider_id, region=region, zone=zone, addresses=_addresses(addresses),
-        workers=workers, heartbeat_interval=heartbeat_interval, relist_period=relist_period,
-        capacity=capacity, reserved=reserved, gc=collect_options(gc_policy, gc_grace, gc_max_per_pass),
+        workers=workers, heartbeat_interval=heartbeat_interval, lease_duration=lease_duration,
+        relist_period=relist_period, capacity=capacity, reserved=reserved,
+        gc=collect_options(gc_policy, gc_grace, gc_max_per_pass),
     )
     endpoint = _endpoint("machine", iri_endpoint)
     if capacity is None and not endpoint.startswith("unix://"):
@@ -134,8 +138,9 @@ def machinepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server
               help="Total storage of the pool, e.g. 500Gi (default: what the runtime can provide).")
 def volumepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server: str | None,
                   token_file: Path | None, region: str | None, zone: str | None, workers: int,
-                  heartbeat_interval: float, relist_period: float, gc_policy: str, gc_grace: float,
-                  gc_max_per_pass: int, log_level: str, capacity_storage: str | None) -> None:
+                  heartbeat_interval: float, lease_duration: float, relist_period: float, gc_policy: str,
+                  gc_grace: float, gc_max_per_pass: int, log_level: str,
+                  capacity_storage: str | None) -> None:
     """Announce a VolumePool and drive the Volumes bound to it through an IRI volume runtime."""
     from ironpool.iri.client import AsyncVolumeRuntimeClient
     from ironpool.poollet.volumepoollet import VolumePoolletOptions, run_volumepoollet
@@ -143,7 +148,7 @@ def volumepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server:
     setup_logging(log_level)
     options = VolumePoolletOptions(
         pool=pool, provider_id=provider_id, region=region, zone=zone, workers=workers,
-        heartbeat_interval=heartbeat_interval, relist_period=relist_period,
+        heartbeat_interval=heartbeat_interval, lease_duration=lease_duration, relist_period=relist_period,
         capacity_bytes=quantity_option(capacity_storage, "--capacity-storage"),
         gc=collect_options(gc_policy, gc_grace, gc_max_per_pass),
     )

@@ -1,9 +1,11 @@
-"""The MachinePool reconciler: announce the pool, heartbeat, classes, capacity and allocatable.
+"""The MachinePool reconciler: announce the pool, its Ready condition, classes, capacity and allocatable.
 
-ironpool has no ``coordination.k8s.io`` Lease kind, so the heartbeat is the ``lastUpdateTime`` of the
-pool's ``Ready`` condition, renewed every ``heartbeat_interval`` together with the runtime probe
-(IronCore writes ``Ready=True/HeartbeatReceived`` or ``Ready=False/RuntimeUnreachable`` the same way).
-The pool-lifecycle controller (:mod:`ironpool.poollet.lifecycle`) turns a silent pool ``Unknown``.
+The runtime is probed every ``heartbeat_interval``; the status is written when it changes (IronCore's
+``Ready=True/HeartbeatReceived`` or ``Ready=False/RuntimeUnreachable``) and at least every
+``status_report_interval`` (kubelet's node status report frequency). Liveness is the pool's Lease
+(:mod:`ironpool.poollet.heartbeat`), not these writes; the pool lifecycle controller
+(:mod:`ironpool.fleet`) turns a pool whose Lease stopped ``Ready=Unknown``, and the next reconcile
+here sets ``Ready`` back once the poollet runs again.
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ class MachinePoolReconciler:
         reserved: HostResources | None = None,
         heartbeat_interval: float = 10.0,
         probe_timeout: float = 5.0,
+        status_report_interval: float = 300.0,
     ) -> None:
         self.client = client
         self.runtime = runtime
@@ -101,6 +104,7 @@ class MachinePoolReconciler:
         self.capacity = capacity
         self.reserved = reserved or HostResources(0, 0)
         self.heartbeat_interval = heartbeat_interval
+        self.status_report_interval = status_report_interval
         self.probe_timeout = probe_timeout
         self.health = ProbeHealth()
         self._last_write = 0.0
@@ -175,13 +179,13 @@ class MachinePoolReconciler:
         now = now_rfc3339()
         status = self.desired_status(pool, ok, message, now)
         current = pool.status.to_dict() if pool.status else {}
-        heartbeat_due = time.monotonic() - self._last_write >= self.heartbeat_interval * 0.9
-        # Compare without the heartbeat stamp: an event between heartbeats writes only real changes.
+        report_due = time.monotonic() - self._last_write >= self.status_report_interval
+        # Compare without the update stamp: only real changes (or the periodic report) are written.
         cur_cmp = {**current, "conditions": [{k: v for k, v in c.items() if k != "lastUpdateTime"}
                                              for c in current.get("conditions") or []]}
         want_cmp = {**status, "conditions": [{k: v for k, v in c.items() if k != "lastUpdateTime"}
                                              for c in status["conditions"]]}
-        if heartbeat_due or status_differs(cur_cmp, want_cmp):
+        if report_due or status_differs(cur_cmp, want_cmp):
             await self.client.patch(MachinePool, self.identity.name, {"status": status}, subresource="status")
             self._last_write = time.monotonic()
         return Result(requeue_after=self.heartbeat_interval)

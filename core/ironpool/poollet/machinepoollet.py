@@ -28,6 +28,7 @@ from ironpool.poollet import keys
 from ironpool.poollet.capacity import HostResources
 from ironpool.poollet.classes import ClassMapper
 from ironpool.poollet.collector import CollectOptions, OrphanCollector
+from ironpool.poollet.heartbeat import PoolHeartbeat
 from ironpool.poollet.machine_controller import MachineReconciler
 from ironpool.poollet.machine_iri import volume_object_name
 from ironpool.poollet.machine_nics import nic_object_name
@@ -50,6 +51,8 @@ class MachinePoolletOptions:
     addresses: Sequence[tuple[str, str]] = field(default_factory=tuple)
     workers: int = 4
     heartbeat_interval: float = 10.0
+    lease_duration: float = 40.0
+    status_report_interval: float = 300.0
     relist_period: float = 5.0
     resync_period: float = 60.0
     events_period: float = 10.0
@@ -131,7 +134,11 @@ class MachinePoollet:
             client, runtime, self.identity, self.machines, self.classes, self.mapper,
             capacity=options.capacity, reserved=options.reserved,
             heartbeat_interval=options.heartbeat_interval,
+            status_report_interval=options.status_report_interval,
         )
+        self.heartbeat = PoolHeartbeat(client, "MachinePool", options.pool, options.pool,
+                                       options.heartbeat_interval, options.lease_duration,
+                                       lambda: self.pool_reconciler.pool_uid)
         self.pool_controller = Controller("machinepool", self.pool_reconciler.reconcile, workers=1)
         self.events = EventRecorder(client, "machinepoollet")
         self.machine_reconciler = MachineReconciler(
@@ -309,6 +316,7 @@ class MachinePoollet:
             log.info("machinepoollet for pool %s running (runtime %s %s)", self.options.pool,
                      version.runtime_name, version.runtime_version)
             await asyncio.gather(
+                self.heartbeat.run(stop),
                 self.pool_controller.run(stop),
                 self.machine_controller.run(stop),
                 self.relister.run(stop),

@@ -28,6 +28,7 @@ from ironpool.poollet.capacity import volume_pool_resources
 from ironpool.poollet.classes import ClassMapper, volume_runtime_classes
 from ironpool.poollet.collector import CollectOptions, OrphanCollector
 from ironpool.poollet.conditions import ProbeHealth, condition, now_rfc3339
+from ironpool.poollet.heartbeat import PoolHeartbeat
 from ironpool.poollet.machine_iri import status_differs
 from ironpool.poollet.machinepool import PoolIdentity, announce_pool
 from ironpool.poollet.ownership import Owner, Ownership, cluster_uid
@@ -48,6 +49,8 @@ class VolumePoolletOptions:
     zone: str | None = None
     workers: int = 4
     heartbeat_interval: float = 10.0
+    lease_duration: float = 40.0
+    status_report_interval: float = 300.0
     relist_period: float = 5.0
     resync_period: float = 60.0
     delete_requeue: float = 1.0
@@ -93,6 +96,9 @@ class VolumePoollet:
         )
         self._last_write = 0.0
         self._iri_bytes = 0
+        self.heartbeat = PoolHeartbeat(client, "VolumePool", options.pool, options.pool,
+                                       options.heartbeat_interval, options.lease_duration,
+                                       lambda: self.pool_uid)
         self.pool_key = ObjectKey(None, options.pool)
         vc, pool = self.volume_controller, self.pool_key
 
@@ -197,7 +203,7 @@ class VolumePoollet:
         strip = [{k: v for k, v in c.items() if k != "lastUpdateTime"}
                  for c in current.get("conditions") or []]
         want = [{k: v for k, v in c.items() if k != "lastUpdateTime"} for c in status["conditions"]]
-        due = time.monotonic() - self._last_write >= self.options.heartbeat_interval * 0.9
+        due = time.monotonic() - self._last_write >= self.options.status_report_interval
         if due or status_differs({**current, "conditions": strip}, {**status, "conditions": want}):
             await self.client.patch(VolumePool, self.options.pool, {"status": status}, subresource="status")
             self._last_write = time.monotonic()
@@ -231,6 +237,7 @@ class VolumePoollet:
             if ready is not None:
                 ready.set()
             await asyncio.gather(
+                self.heartbeat.run(stop),
                 self.pool_controller.run(stop),
                 self.volume_controller.run(stop),
                 self.relister.run(stop),
