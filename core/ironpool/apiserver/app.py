@@ -402,7 +402,7 @@ class ApiServer:
         events = aiter(self.registry.watch(info, t.namespace, options))
         deadline = time.monotonic() + timeout
         last_rev = options.resource_version or "0"
-        pending: asyncio.Future[tuple[str, dict[str, Any], bytes | None, int]] | None = None
+        pending: asyncio.Future[tuple[str, dict[str, Any] | None, bytes | None, int]] | None = None
         self.metrics.watchers.inc()
         try:
             while True:
@@ -423,7 +423,7 @@ class ApiServer:
                 finally:
                     pending = None
                 last_rev = str(rev)
-                body = raw or orjson.dumps(obj)
+                body = raw if raw is not None else orjson.dumps(obj)
                 if table is not None and type_ != "BOOKMARK":
                     body = table.event(body, last_rev)
                 yield b'{"type":"' + type_.encode() + b'","object":' + body + b"}\n"
@@ -543,6 +543,7 @@ def build_app(
     authorize = authorize or Authorization(store, options.authorization_mode)
     server = ApiServer(store, authenticator, authorize, options.inflight_per_user)
     server.public_metrics = options.public_metrics
+    server.inflight = InFlight(options.inflight_per_user, options.memory_limit)
     routes = [
         Route("/healthz", server.healthz, methods=["GET"]),
         Route("/livez", server.healthz, methods=["GET"]),

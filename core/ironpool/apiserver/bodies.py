@@ -13,7 +13,13 @@ no C stack.
 YAML goes through libyaml (PyYAML's C loader) when it is there. Bodies larger than
 :data:`OFF_LOOP_BYTES` are decoded in a worker thread, so one large body does not stall every other
 request, ``/healthz`` included; at most :data:`LARGE_BODIES` such requests are handled at once
-(the others wait for a slot), which bounds the memory large bodies can take together.
+(the others wait for a slot, and past :data:`LARGE_BODY_QUEUE` waiting the answer is 429 with
+``Retry-After``), which bounds the memory large bodies can take together: about
+``LARGE_BODIES * (MAX_BODY + its decoded form)``, some 60 MB, plus 64 KiB per waiting request.
+While a worker decodes, Python's cyclic garbage collector is paused: a document of a hundred
+thousand entries would otherwise set off several full collections, each holding the interpreter
+lock over the whole heap for 50-100 ms, and the event loop with it (decoded documents hold no
+cycles for it to find; it resumes when the last decode ends).
 
 What a YAML document may hold is what JSON can say: timestamps become RFC 3339 strings, non-string
 keys become strings (as Kubernetes' YAML-to-JSON conversion does), ``!!binary`` becomes base64;
@@ -26,7 +32,9 @@ import asyncio
 import base64
 import contextlib
 import datetime
-from collections.abc import AsyncIterator
+import gc
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -49,9 +57,12 @@ MAX_OBJECT_BYTES = 1536 * 1024  # one stored object, as JSON (Kubernetes: etcd's
 MAX_DEPTH = 64  # objects and lists nested in each other; real objects nest fewer than 15
 OFF_LOOP_BYTES = 64 * 1024  # larger bodies are decoded in a worker thread
 LARGE_BODIES = 2  # requests with a large body handled at once
+LARGE_BODY_QUEUE = 32  # requests with a large body waiting for a slot, at most
 
 _Loader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _pool = ThreadPoolExecutor(max_workers=LARGE_BODIES, thread_name_prefix="ironpool-decode")
+_gc_lock = threading.Lock()
+_gc_pausers = 0
 _OPEN = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
 _CLOSE = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
 
@@ -174,16 +185,51 @@ def decode_json(body: bytes) -> Any:
     return doc
 
 
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while at least one decode is in this block (module doc)."""
+    global _gc_pausers
+    with _gc_lock:
+        _gc_pausers += 1
+        if _gc_pausers == 1:
+            gc.disable()
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pausers -= 1
+            if _gc_pausers == 0:
+                gc.enable()
+
+
+def _decode_off_loop(decode: Callable[[bytes], Any], body: bytes) -> Any:
+    with _cyclic_gc_paused():
+        return decode(body)
+
+
 class LargeBodies:
     """The slots for requests with a large body (see the module doc); one per apiserver."""
 
-    def __init__(self, slots: int = LARGE_BODIES) -> None:
+    def __init__(self, slots: int = LARGE_BODIES, queue: int = LARGE_BODY_QUEUE) -> None:
         self._slots = asyncio.Semaphore(slots)
+        self._queue = queue
+        self._waiting = 0
 
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
-        async with self._slots:
+        if self._slots.locked() and self._waiting >= self._queue:
+            raise errors.TooManyRequests(
+                f"{self._waiting} requests with large bodies are waiting already; please try again later",
+                retry_after_seconds=1)
+        self._waiting += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self._waiting -= 1
+        try:
             yield
+        finally:
+            self._slots.release()
 
 
 async def read_bytes(request: Request, large: LargeBodies, stack: contextlib.AsyncExitStack) -> bytes:
@@ -225,4 +271,4 @@ async def read_body(request: Request, large: LargeBodies, stack: contextlib.Asyn
     decode = decode_yaml if is_yaml else decode_json
     if len(body) <= OFF_LOOP_BYTES:
         return decode(body)
-    return await asyncio.get_running_loop().run_in_executor(_pool, decode, body)
+    return await asyncio.get_running_loop().run_in_executor(_pool, _decode_off_loop, decode, body)

@@ -3,25 +3,88 @@ per user as its priority-and-fairness keeps flows apart), so one busy or hostile
 every worker: past the limit its requests get 429 with ``Retry-After`` while other users, and
 ``/healthz`` and ``/readyz`` (never counted), are served. Watches are long-running and not counted
 once their stream started, as in Kubernetes.
+
+A memory ceiling sheds load the same way: while the process's resident memory is above it, API
+requests get 429 with ``Retry-After`` (``/healthz``, ``/readyz`` and watches already streaming go on),
+so a burst of large writes or lists is refused before the kernel or an allocator failure ends the
+process. The ceiling is ``--memory-limit``, else 80 % of the cgroup's ``memory.max`` when one is set;
+without either there is none.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 from ironpool.api import errors
 
 DEFAULT_PER_USER = 400  # Kubernetes' default --max-requests-inflight, here for each user
+CGROUP_SHARE = 0.8  # of the cgroup's memory.max, the ceiling when none is given
+_RSS_CACHE_SECONDS = 0.05  # resident memory is read at most this often (a read costs ~10 µs)
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def resident_bytes() -> int:
+    """This process's resident set size, from ``/proc/self/statm``."""
+    with open("/proc/self/statm", "rb") as f:
+        return int(f.read().split()[1]) * _PAGE
+
+
+def cgroup_memory_max(root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """The ``memory.max`` of this process's cgroup (v2), or None when unlimited or unknown."""
+    try:
+        relative = Path("/proc/self/cgroup").read_text().strip().rpartition(":")[2]
+        value = (root / relative.lstrip("/") / "memory.max").read_text().strip()
+    except OSError:
+        return None
+    return int(value) if value.isdigit() else None
+
+
+def default_memory_limit() -> int | None:
+    """The ceiling when none is configured: :data:`CGROUP_SHARE` of the cgroup's limit, if any."""
+    ceiling = cgroup_memory_max()
+    return None if ceiling is None else int(ceiling * CGROUP_SHARE)
+
+
+class MemoryCeiling:
+    """Raises TooManyRequests while resident memory is above ``limit`` bytes (None: never)."""
+
+    def __init__(self, limit: int | None) -> None:
+        if limit is not None and limit <= 0:
+            raise ValueError(f"the memory limit must be positive, got {limit}")
+        self.limit = limit
+        self.rejected = 0
+        self._rss = 0
+        self._read_at = -1.0
+
+    def resident(self) -> int:
+        now = time.monotonic()
+        if now - self._read_at >= _RSS_CACHE_SECONDS:
+            self._rss, self._read_at = resident_bytes(), now
+        return self._rss
+
+    def check(self) -> None:
+        if self.limit is not None and self.resident() > self.limit:
+            self.rejected += 1
+            raise errors.TooManyRequests(
+                f"the apiserver is using {self._rss >> 20} MiB, above its memory limit of "
+                f"{self.limit >> 20} MiB; please try again later",
+                retry_after_seconds=1,
+            )
 
 
 class InFlight:
-    """Counts requests per user; :meth:`hold` raises TooManyRequests past ``per_user``."""
+    """Counts requests per user; :meth:`hold` raises TooManyRequests past ``per_user``, or while
+    the process is above its memory ceiling (``memory_limit`` bytes; None: see the module doc)."""
 
-    def __init__(self, per_user: int = DEFAULT_PER_USER) -> None:
+    def __init__(self, per_user: int = DEFAULT_PER_USER, memory_limit: int | None = None) -> None:
         if per_user <= 0:
             raise ValueError(f"the in-flight limit per user must be positive, got {per_user}")
         self.per_user = per_user
+        self.memory = MemoryCeiling(memory_limit if memory_limit is not None else default_memory_limit())
         self._counts: dict[str, int] = {}
         self.rejected = 0
 
@@ -30,6 +93,7 @@ class InFlight:
 
     @contextlib.contextmanager
     def hold(self, user: str) -> Iterator[None]:
+        self.memory.check()
         count = self._counts.get(user, 0)
         if count >= self.per_user:
             self.rejected += 1

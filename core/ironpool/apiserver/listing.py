@@ -137,8 +137,10 @@ async def list_json(store: Store, info: ResourceInfo, namespace: str | None, opt
 
 async def watch(
     store: Store, info: ResourceInfo, namespace: str | None, options: ListOptions
-) -> AsyncIterator[tuple[str, Document, bytes | None, int]]:
-    """``(type, object, raw JSON or None, revision)`` for every change after the requested revision.
+) -> AsyncIterator[tuple[str, Document | None, bytes | None, int]]:
+    """``(type, object, raw JSON, revision)`` for every change after the requested revision: the
+    object as a document or as JSON, whichever is at hand (a large one in the store's history is
+    only JSON, and is not decoded once per watcher just to be encoded again).
 
     Without a resourceVersion (or "0") the current objects come first as ADDED events, as in
     Kubernetes. With selectors an object that stops matching is reported DELETED and one that
@@ -169,16 +171,17 @@ async def watch(
         events: AsyncIterator[StoreEvent] = aiter(store.watch(prefix, start))
         async for event in events:
             if predicate is None:
-                yield event.type, event.object, event.raw, event.revision
+                yield event.type, None if event.raw is not None else event.object, event.raw, event.revision
                 continue
             was = event.key in matching
-            now_matches = event.type != "DELETED" and predicate(event.object)
+            obj = event.object
+            now_matches = event.type != "DELETED" and predicate(obj)
             if now_matches:
                 matching.add(event.key)
-                yield ("MODIFIED" if was else "ADDED"), event.object, event.raw, event.revision
+                yield ("MODIFIED" if was else "ADDED"), obj, event.raw, event.revision
             elif was:
                 matching.discard(event.key)
-                yield "DELETED", event.object, event.raw, event.revision
+                yield "DELETED", obj, event.raw, event.revision
     except RevisionCompacted:
         raise errors.Expired(
             f"too old resource version: {start} (the history before it has been compacted); relist"

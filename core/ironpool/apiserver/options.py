@@ -18,12 +18,14 @@ class ServerOptions:
     ``authorization_mode``: ``RBAC`` (the default) authorizes pool identities by the pool graph and
     everyone else by Roles and bindings; ``AlwaysAllow`` lets every authenticated user do everything
     but still narrows pool identities (what ironpool did before RBAC). ``public_metrics`` serves
-    ``/metrics`` without authentication (for a scraper without a token).
+    ``/metrics`` without authentication (for a scraper without a token). ``memory_limit``: see
+    :mod:`.inflight` (None: 80 % of the cgroup's memory limit, if there is one).
     """
 
     connections: ConnectionLimits = field(default_factory=ConnectionLimits)
     inflight_per_user: int = DEFAULT_PER_USER
     public_metrics: bool = False
+    memory_limit: int | None = None  # bytes of resident memory past which API requests get 429
     authorization_mode: str = "RBAC"
 
     def __post_init__(self) -> None:

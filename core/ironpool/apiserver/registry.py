@@ -379,7 +379,7 @@ class Registry:
 
     def watch(
         self, info: ResourceInfo, namespace: str | None, options: ListOptions
-    ) -> AsyncIterator[tuple[str, Document, bytes | None, int]]:
+    ) -> AsyncIterator[tuple[str, Document | None, bytes | None, int]]:
         """Changes after the requested revision (see :func:`.listing.watch`)."""
         return watch_store(self.store, info, namespace, options)
 

@@ -38,8 +38,8 @@ def etcd_tls(cafile: str | None, certfile: str | None, keyfile: str | None) -> A
     "store_url",
     required=True,
     metavar="URL",
-    help="sqlite:///PATH (options: ?history=N&ring=N) or etcd://HOST:PORT[,HOST:PORT...][/KEY-PREFIX] "
-    "(options: ?compaction-interval=5m&ring=N)",
+    help="sqlite:///PATH (options: ?history=N&ring=N&ring-bytes=N) or "
+    "etcd://HOST:PORT[,HOST:PORT...][/KEY-PREFIX] (options: ?compaction-interval=5m&ring=N&ring-bytes=N)",
 )
 @click.option("--etcd-cafile", type=click.Path(exists=True, dir_okay=False), default=None,
               help="etcd store: reach the members over TLS, trusting this CA (PEM)")
@@ -69,6 +69,9 @@ def etcd_tls(cafile: str | None, certfile: str | None, keyfile: str | None) -> A
 )
 @click.option("--public-metrics", is_flag=True, default=False,
               help="serve /metrics without authentication (for a scraper without a token)")
+@click.option("--authorization-mode", type=click.Choice(["RBAC", "AlwaysAllow"]), default="RBAC",
+              show_default=True, help="RBAC: users may do what their Roles grant; AlwaysAllow: every "
+              "authenticated user may do everything (pool identities are narrowed either way)")
 @click.option("--max-connections", type=click.IntRange(min=1), default=8192, show_default=True,
               help="open connections at most (lowered to what the descriptor limit allows)")
 @click.option("--max-unauthenticated-connections", type=click.IntRange(min=1), default=1024,
@@ -79,6 +82,9 @@ def etcd_tls(cafile: str | None, certfile: str | None, keyfile: str | None) -> A
               help="seconds an idle keep-alive connection stays open")
 @click.option("--max-requests-inflight-per-user", type=click.IntRange(min=1), default=400, show_default=True,
               help="API requests of one user handled at once; past it: 429 with Retry-After")
+@click.option("--memory-limit", type=click.IntRange(min=0), default=0, metavar="BYTES",
+              help="resident memory past which API requests get 429 with Retry-After "
+              "[default: 80% of the cgroup's memory.max, if set]")
 @click.option(
     "--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"])
 )
@@ -93,11 +99,13 @@ def apiserver(
     tls_private_key_file: str | None,
     client_ca_file: str | None,
     public_metrics: bool,
+    authorization_mode: str,
     max_connections: int,
     max_unauthenticated_connections: int,
     header_read_timeout: float,
     keep_alive_timeout: int,
     max_requests_inflight_per_user: int,
+    memory_limit: int,
     log_level: str,
 ) -> None:
     """Serve the ironpool REST API (Kubernetes conventions) over a store.
@@ -130,9 +138,11 @@ def apiserver(
         else None
     )
     options = ServerOptions(
+        authorization_mode=authorization_mode,
         connections=ConnectionLimits(max_connections, max_unauthenticated_connections, header_read_timeout,
                                      keep_alive_timeout),
         inflight_per_user=max_requests_inflight_per_user, public_metrics=public_metrics,
+        memory_limit=memory_limit or None,
     )
     try:
         authenticator = Authenticator.from_file(token_file)

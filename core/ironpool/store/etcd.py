@@ -32,6 +32,7 @@ from ironpool.store import etcd_codec as codec
 from ironpool.store.etcd_client import CALL_TIMEOUT, EtcdConnection, EtcdTls, parse_endpoints, rpc
 from ironpool.store.etcd_watch import Feed, watch_batches
 from ironpool.store.interface import (
+    DEFAULT_RING_BYTES,
     Document,
     EventType,
     Guard,
@@ -81,10 +82,10 @@ def parse_url(rest: str) -> tuple[list[str], str, dict[str, str]]:
     rest, _, query = rest.partition("?")
     hosts, slash, prefix = rest.partition("/")
     options = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
-    unknown = set(options) - {"ring", "compaction-interval"}
+    unknown = set(options) - {"ring", "ring-bytes", "compaction-interval"}
     if unknown:
-        raise ValueError(
-            f"--store: unknown etcd option(s) {sorted(unknown)}; known: compaction-interval, ring")
+        raise ValueError(f"--store: unknown etcd option(s) {sorted(unknown)}; "
+                         "known: compaction-interval, ring, ring-bytes")
     return parse_endpoints(hosts), (slash + prefix).rstrip("/"), options
 
 
@@ -95,18 +96,24 @@ class EtcdStore(Store):
     """
 
     def __init__(self, url: str, *, tls: EtcdTls | None = None, ring: int | None = None,
-                 compaction_interval: float | None = None) -> None:
+                 ring_bytes: int | None = None, compaction_interval: float | None = None) -> None:
         endpoints, prefix, options = parse_url(url)
         if ring is None:
             value = options.get("ring", str(DEFAULT_RING))
             if not value.isdigit() or int(value) < 1:
                 raise ValueError(f"--store: etcd option ring={value!r} must be a positive integer")
             ring = int(value)
+        if ring_bytes is None:
+            value = options.get("ring-bytes", str(DEFAULT_RING_BYTES))
+            if not value.isdigit() or int(value) < 1:
+                raise ValueError(f"--store: etcd option ring-bytes={value!r} must be a positive integer")
+            ring_bytes = int(value)
         if compaction_interval is None:
             compaction_interval = _duration(options.get("compaction-interval", "300s"), "compaction-interval")
         self.endpoints = endpoints
         self.prefix = prefix
         self.ring_size = ring
+        self.ring_bytes = ring_bytes
         self.compaction_interval = compaction_interval
         self._root = prefix.encode()
         self._guard_root = self._root + _GUARDS
@@ -146,8 +153,7 @@ class EtcdStore(Store):
             type_ = "DELETED"
             value = event.prev_kv.value if event.HasField("prev_kv") else b'{"metadata":{}}'
         rev = kv.mod_revision
-        return StoreEvent(type=type_, key=key, object=codec.doc_at(value, rev), revision=rev,
-                          raw=codec.raw_at(value, rev))
+        return StoreEvent.from_raw(type_, key, codec.raw_at(value, rev), rev)
 
     # -- calls ---------------------------------------------------------------------------------
 
@@ -430,7 +436,8 @@ class EtcdStore(Store):
                 current = await self.current_revision()
                 after = revision if current - revision <= self.ring_size else current
                 start, end = self._range("")
-                feed = self._feed = Feed(self.conn, start, end, after, self._event, self.ring_size)
+                feed = self._feed = Feed(self.conn, start, end, after, self._event, self.ring_size,
+                                             self.ring_bytes)
             return feed
 
     async def watch(self, prefix: str, revision: int) -> AsyncIterator[StoreEvent]:

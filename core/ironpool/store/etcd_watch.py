@@ -8,7 +8,11 @@ revision order (as the SQLite store's ring), and every local watcher whose posit
 covers reads from it, filtering by its prefix; a hundred HTTP watches cost one etcd watch and one
 decode per event, not a hundred (Kubernetes' watch cache does the same). A watcher that starts
 before the ring or falls behind it opens a watch of its own from its position, so a slow reader
-never holds the others up and never loses events.
+never holds the others up and never loses events; a position etcd has compacted away ends the watch
+with :class:`~ironpool.store.interface.RevisionCompacted` (410 Expired over HTTP).
+
+The ring is bounded in events (``2 * size``) and in bytes (``max_bytes`` of
+:attr:`StoreEvent.held_bytes`: a large document is held once, as its JSON).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 import grpc
 
 from ironpool.store.etcd_client import EtcdConnection, retryable, rpc, store_error
-from ironpool.store.interface import RevisionCompacted, StoreError, StoreEvent
+from ironpool.store.interface import DEFAULT_RING_BYTES, RevisionCompacted, StoreError, StoreEvent
 
 log = logging.getLogger("ironpool.store.etcd")
 
@@ -85,16 +89,19 @@ class Feed:
 
     Every event with a revision above :attr:`ring_from` is in :attr:`ring` (in revision order, one
     object write per revision). When the ring holds twice its size the older half is dropped and
-    ``ring_from`` moves up. When the watch fails for good (``failed``), watchers carry on with watches
+    ``ring_from`` moves up; so does it when the ring holds more than ``max_bytes``, down to half of
+    that. When the watch fails for good (``failed``), watchers carry on with watches
     of their own and the store starts a new feed for later ones.
     """
 
     def __init__(self, conn: EtcdConnection, start: bytes, end: bytes, after: int, convert: Convert,
-                 size: int) -> None:
+                 size: int, max_bytes: int = DEFAULT_RING_BYTES) -> None:
         self.ring: list[StoreEvent] = []
         self.revisions: list[int] = []
         self.ring_from = after
         self.size = size
+        self.max_bytes = max_bytes
+        self.held = 0  # the ring's StoreEvent.held_bytes, summed
         self.failed: BaseException | None = None
         self._changed = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(
@@ -110,11 +117,9 @@ class Feed:
             async for batch in watch_batches(conn, start, end, after, convert):
                 self.ring.extend(batch)
                 self.revisions.extend(e.revision for e in batch)
-                if len(self.ring) >= 2 * self.size:
-                    drop = len(self.ring) - self.size
-                    self.ring_from = self.revisions[drop - 1]
-                    del self.ring[:drop]
-                    del self.revisions[:drop]
+                self.held += sum(e.held_bytes for e in batch)
+                if len(self.ring) >= 2 * self.size or self.held > self.max_bytes:
+                    self._trim()
                 self._wake()
             self.failed = StoreError("store is closed")
         except asyncio.CancelledError:
@@ -126,6 +131,18 @@ class Feed:
             self.failed = exc
         finally:
             self._wake()
+
+    def _trim(self) -> None:
+        """Drop the oldest events down to ``size`` events and half of ``max_bytes``."""
+        drop, held = 0, self.held
+        while drop < len(self.ring) and (len(self.ring) - drop > self.size or held > self.max_bytes // 2):
+            held -= self.ring[drop].held_bytes
+            drop += 1
+        if drop:
+            self.ring_from = self.revisions[drop - 1]
+            del self.ring[:drop]
+            del self.revisions[:drop]
+        self.held = held
 
     def _wake(self) -> None:
         event, self._changed = self._changed, asyncio.Event()

@@ -115,19 +115,71 @@ class RawStorePage:
     more: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+DECODED_MAX = 16 * 1024
+"""An event whose document is larger than this many bytes of JSON keeps only the JSON; readers that
+need the document decode it (see :class:`StoreEvent`)."""
+DECODED_FACTOR = 8
+"""Roughly how many bytes a decoded document takes in memory per byte of its JSON (small strings,
+dicts and their keys); the histories count decoded events at this weight."""
+
+
+DEFAULT_RING_BYTES = 64 * 1024 * 1024
+"""The default bound on the memory a backend's in-memory watch history (its ring) holds."""
+
+
 class StoreEvent:
     """One change of a key. For DELETED, ``object`` is the last state, with the deletion's revision.
 
-    ``object`` may be shared by every watcher of the change: treat it as read-only. ``raw``, when a
-    backend has it, is the same document as JSON bytes (lets the apiserver stream without re-encoding).
+    ``raw``, when a backend has it, is the document as JSON bytes (lets the apiserver stream without
+    re-encoding). A backend's watch history holds its recent events in memory: an event whose JSON is
+    larger than :data:`DECODED_MAX` keeps only ``raw``, and ``object`` decodes it on every access
+    instead of keeping a second, several times larger copy of the document alive per event. So
+    ``object`` may be shared by every watcher of the change, or decoded afresh: treat it as
+    read-only, and read it once where it is used more than once.
     """
 
-    type: EventType
-    key: str
-    object: Document
-    revision: int
-    raw: bytes | None = None
+    __slots__ = ("_object", "key", "raw", "revision", "type")
+
+    def __init__(self, type: EventType, key: str, object: Document | None = None, revision: int = 0,
+                 raw: bytes | None = None) -> None:
+        if object is None and raw is None:
+            raise ValueError("a StoreEvent needs its object or its raw JSON")
+        self.type = type
+        self.key = key
+        self.revision = revision
+        self.raw = raw
+        self._object = object if raw is None or len(raw) <= DECODED_MAX else None
+
+    @classmethod
+    def from_raw(cls, type: EventType, key: str, raw: bytes, revision: int) -> StoreEvent:
+        """An event of the JSON ``raw``, decoded now only when it is small (see the class doc)."""
+        return cls(type, key, orjson.loads(raw) if len(raw) <= DECODED_MAX else None, revision, raw)
+
+    @property
+    def object(self) -> Document:
+        if self._object is not None:
+            return self._object
+        assert self.raw is not None
+        doc: Document = orjson.loads(self.raw)
+        return doc
+
+    @property
+    def held_bytes(self) -> int:
+        """About how much memory the event holds (what a history counts against its byte bound)."""
+        if self.raw is None:
+            return 4096  # a decoded document alone: only in tests and hand-made events
+        return len(self.raw) * (1 + DECODED_FACTOR if self._object is not None else 1)
+
+    def __eq__(self, other: Any) -> bool:
+        if not isinstance(other, StoreEvent):
+            return NotImplemented
+        return (self.type, self.key, self.revision, self.object) == (
+            other.type, other.key, other.revision, other.object)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"StoreEvent({self.type}, {self.key!r}, revision={self.revision})"
 
 
 class Store(ABC):

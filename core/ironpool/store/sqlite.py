@@ -23,8 +23,15 @@ Writes are group-committed: a write is queued, and at the end of the event loop'
 write commits in one transaction, each at its own revision in a savepoint of its own (one failing
 leaves the others), and only then do their callers hear back. A commit costs several times a
 write's statements, so concurrent writers (an apiserver under load) share it. Watchers never slow
-writers down: writes append to a bounded in-memory ring and wake watchers; a watcher that fell
-behind the ring reads from the ``events`` table instead.
+writers down: writes append to an in-memory ring and wake watchers; a watcher that fell behind
+the ring reads from the ``events`` table instead, in batches of at most :data:`_HISTORY_BATCH` events
+and :data:`HISTORY_BATCH_BYTES` bytes, and a watcher behind the compacted log gets
+:class:`~ironpool.store.interface.RevisionCompacted` (410 Expired over HTTP).
+
+The ring is bounded twice: it holds at most ``2 * ring`` events and at most ``ring-bytes`` bytes of
+documents (:attr:`StoreEvent.held_bytes`: a small event is counted with its decoded document, a
+large one holds only its JSON, see :data:`~ironpool.store.interface.DECODED_MAX`). Twenty writes of a
+1.5 MiB object thus hold about 30 MB, not twenty decoded copies of it.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from urllib.parse import parse_qs
 import orjson
 
 from ironpool.store.interface import (
+    DEFAULT_RING_BYTES,
     Document,
     EventType,
     Guard,
@@ -86,6 +94,7 @@ _TYPE_CODE: dict[EventType, int] = {t: i for i, t in enumerate(_TYPES)}
 
 DEFAULT_HISTORY = 100_000
 DEFAULT_RING = 4096
+HISTORY_BATCH_BYTES = 8 * 1024 * 1024
 _COMPACT_EVERY = 1000
 _HISTORY_BATCH = 256
 
@@ -139,18 +148,22 @@ class _Write:
 class SQLiteStore(Store):
     """:class:`Store` on one SQLite file (see the module docstring for layout and guarantees).
 
-    ``path`` may carry options as a query string: ``/var/lib/ironpool.db?history=100000&ring=4096``.
+    ``path`` may carry options as a query string:
+    ``/var/lib/ironpool.db?history=100000&ring=4096&ring-bytes=67108864``.
     Use one instance per file and per event loop.
     """
 
-    def __init__(self, path: str, *, history: int | None = None, ring: int | None = None) -> None:
+    def __init__(self, path: str, *, history: int | None = None, ring: int | None = None,
+                 ring_bytes: int | None = None) -> None:
         path, _, query = path.partition("?")
         options = {k: v[-1] for k, v in parse_qs(query).items()}
-        unknown = set(options) - {"history", "ring"}
+        unknown = set(options) - {"history", "ring", "ring-bytes"}
         if unknown:
-            raise ValueError(f"--store: unknown sqlite option(s) {sorted(unknown)}; known: history, ring")
+            raise ValueError(
+                f"--store: unknown sqlite option(s) {sorted(unknown)}; known: history, ring, ring-bytes")
         self.history = history or _positive(options, "history", DEFAULT_HISTORY)
         self.ring_size = ring or _positive(options, "ring", DEFAULT_RING)
+        self.ring_bytes = ring_bytes or _positive(options, "ring-bytes", DEFAULT_RING_BYTES)
         if not path:
             raise ValueError("--store: sqlite URL needs a file path, e.g. sqlite:///var/lib/ironpool.db")
         self._lock: IO[bytes] | None = None
@@ -171,6 +184,7 @@ class SQLiteStore(Store):
         # ring[i] has revision ring_base + i; revisions are contiguous because every write lands here.
         self._ring: list[StoreEvent] = []
         self._ring_base = self._rev + 1
+        self._ring_held = 0  # the ring's StoreEvent.held_bytes, summed
         self._changed = asyncio.Event()
         self._closed = False
         self._writes_since_compact = 0
@@ -479,10 +493,17 @@ class SQLiteStore(Store):
 
     def _publish(self, event: StoreEvent) -> None:
         self._ring.append(event)
-        if len(self._ring) >= 2 * self.ring_size:
-            drop = len(self._ring) - self.ring_size
+        self._ring_held += event.held_bytes
+        if len(self._ring) >= 2 * self.ring_size or self._ring_held > self.ring_bytes:
+            # Down to half of either bound at once, so trimming stays rare (amortised).
+            drop, held = 0, self._ring_held
+            while drop < len(self._ring) and (len(self._ring) - drop > self.ring_size
+                                              or held > self.ring_bytes // 2):
+                held -= self._ring[drop].held_bytes
+                drop += 1
             del self._ring[:drop]
             self._ring_base += drop
+            self._ring_held = held
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
@@ -517,11 +538,13 @@ class SQLiteStore(Store):
         if end is not None:
             sql += " AND key < ?"
             params.append(end)
-        rows = self._db.execute(sql + " ORDER BY rev LIMIT ?", [*params, _HISTORY_BATCH]).fetchall()
-        events = [
-            StoreEvent(type=_TYPES[t], key=k, object=orjson.loads(v), revision=r, raw=bytes(v))
-            for r, t, k, v in rows
-        ]
+        events: builtins.list[StoreEvent] = []
+        size = 0
+        for r, t, k, v in self._db.execute(sql + " ORDER BY rev LIMIT ?", [*params, _HISTORY_BATCH]):
+            events.append(StoreEvent.from_raw(_TYPES[t], k, bytes(v), r))
+            size += len(v)
+            if size >= HISTORY_BATCH_BYTES:
+                return events, r  # a full batch in bytes: the rest on the next call
         covered = events[-1].revision if len(events) == _HISTORY_BATCH else upto
         return events, covered
 
