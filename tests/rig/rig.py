@@ -90,6 +90,12 @@ class Proc:
             return False
         return state != "Z"
 
+    @property
+    def returncode(self) -> int | None:
+        """The exit status of a process this one started and saw end; None otherwise."""
+        child = _CHILDREN.get(self.pid)
+        return child.poll() if child is not None else None
+
     def signal(self, sig: int) -> None:
         if self.alive:
             with contextlib.suppress(ProcessLookupError):

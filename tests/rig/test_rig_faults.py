@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -73,6 +75,8 @@ def test_a_machine_lands_as_a_running_domain_on_a_joined_host(rig: Rig) -> None:
 
         # Ctrl-C on the host and a new `ironpool join`: it resumes with the same domain running.
         rig.stop_host(pool)
+        assert rig.hosts[pool].proc.returncode == 0, rig.hosts[pool].proc.tail()
+        assert "ironpool join stopped." in rig.hosts[pool].proc.tail(5)
         rig.start_host(pool)
         wait_for(lambda: c.get(f"{COMPUTE}/machinepools/{pool}").json()["status"]["state"] == "Ready", 30,
                  f"pool {pool} ready again")
@@ -82,6 +86,29 @@ def test_a_machine_lands_as_a_running_domain_on_a_joined_host(rig: Rig) -> None:
         wait_for(lambda: c.get(f"{machines()}/vm-1").status_code == 404, 60, "vm-1 gone")
     assert name not in [d.name() for d in conn.listAllDomains(0)]
     conn.close()
+
+
+def test_join_refuses_a_token_or_ca_the_control_plane_does_not_accept(rig: Rig, tmp_path: Path) -> None:
+    """Nothing starts, and the message says which of the two is wrong."""
+    from ironpool.allinone.join_token import JoinToken
+    from ironpool.apiserver.certs import CertificateAuthority
+
+    good = rig.hosts["host1"].proc.argv
+    token = good[good.index("--token") + 1]
+    other_ca = CertificateAuthority.ensure(tmp_path / "other-pki").paths.cert
+    cases = {
+        "the machinepool token is not accepted": ["--token", str(JoinToken.generate()), "--ca-file",
+                                                  str(rig.ca_file)],
+        "not signed by the CA given": ["--token", token, "--ca-file", str(other_ca)],
+    }
+    for message, args in cases.items():
+        data_dir = tmp_path / "joining"
+        joined = subprocess.run(
+            [sys.executable, "-m", "ironpool.cli.main", "join", rig.servers, "--pool", "host1", *args,
+             "--data-dir", str(data_dir), "--no-tiny-image"],
+            capture_output=True, text=True, timeout=60, check=False)
+        assert joined.returncode == 1 and message in joined.stdout, (message, joined.stdout, joined.stderr)
+        assert not (data_dir / "installation.json").exists()  # no runtime was started
 
 
 def test_killing_the_leader_scheduler_during_a_burst_of_500_machines(rig: Rig) -> None:
