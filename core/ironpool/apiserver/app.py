@@ -302,7 +302,7 @@ class ApiServer:
             raise errors.MethodNotAllowed(f"{method} is not supported on {request.url.path}: "
                                           "POST an Eviction")
         if method == "GET":
-            cond = self.authorize(user, "get", info.plural, ns, name)
+            cond = self.authorize(user, "get", _resource(info, sub), ns, name)
             if cond is not None and cond.objects is not None:  # an index unsure of a get asks the store
                 await cond.objects(None, None, self.store)
             raw = await reg.get_raw(info, ns, name)

@@ -108,6 +108,8 @@ ObjectCheck = Callable[[Document | None, Document | None, Store], Awaitable[None
 """``check(old, new, store)``: an authorizer's condition on the stored object (``None`` on create)
 and the object about to be written (``None`` on delete); raises Forbidden to refuse. It runs inside
 the write's read-modify-write loop, so it sees the object the write applies to without another read.
+On a get it runs before the read with ``old`` and ``new`` None: an index unsure of its answer asks
+the store (the pool graph a moment behind another apiserver).
 """
 
 
@@ -115,8 +117,7 @@ the write's read-modify-write loop, so it sees the object the write applies to w
 class Conditions:
     """What an authorizer still has to see before it allows a request it could not decide from the
     request line alone: ``selector(fieldSelector)`` for list and watch, ``objects`` (see
-    :data:`ObjectCheck`) for create, update, patch and delete. Either raises Forbidden. A get is
-    decided from the request line alone (conditions returned for it are not consulted)."""
+    :data:`ObjectCheck`) for create, update, patch, delete and get. Either raises Forbidden."""
 
     selector: Callable[[str], None] | None = None
     objects: ObjectCheck | None = None

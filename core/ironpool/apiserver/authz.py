@@ -142,7 +142,7 @@ def authorize_pool(
         return None
     if pool is None:
         raise deny(f"the user name does not name a {kind.name} pool")
-    if verb == "get" and base in GRAPH_RESOURCES and not sub and not (kind is VOLUME and base == "volumes"):
+    if verb == "get" and base in GRAPH_RESOURCES and not (kind is VOLUME and base == "volumes"):
         return _along_graph(deny, graph, kind, pool, base, namespace or "", name or "")
     if base == "secrets" and verb in ("list", "watch"):
         raise deny("a pool identity may get only the secrets its machines and volumes reference, "

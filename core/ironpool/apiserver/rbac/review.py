@@ -8,11 +8,12 @@ import contextlib
 from typing import Any, Protocol
 
 import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
 from ironpool.api import errors
 from ironpool.apiserver.auth import Authorizer, User
 from ironpool.apiserver.rbac.authorizer import Authorization, Decision
-from starlette.requests import Request
-from starlette.responses import Response
 
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 _KIND = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview"}
