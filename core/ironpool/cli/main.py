@@ -36,14 +36,14 @@ _COMMANDS: dict[str, str] = {
     # other hosts (issue 15)
     "join": "ironpool.cli.join_cmd:join",
     "join-token": "ironpool.cli.join_cmd:join_token",
+    # users and RBAC (issue 14)
+    "auth": "ironpool.cli.auth_cmd:auth",
+    "token": "ironpool.cli.token_cmd:token",
 }
 
 
 class LazyGroup(click.Group):
     """A group whose subcommands are imported on first use."""
-    # users and RBAC (issue 14)
-    "auth": "ironpool.cli.auth_cmd:auth",
-    "token": "ironpool.cli.token_cmd:token",
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(name for name in _COMMANDS if self._load(name) is not None)
