@@ -195,6 +195,7 @@ class Rig:
     heartbeat_interval: float = 2.0
     etcd_data: Path | None = None  # default ROOT/etcd; tests put it in /dev/shm, where fsync is free
     scheduler_args: list[str] = field(default_factory=list)
+    controller_manager_args: list[str] = field(default_factory=list)
     etcd: list[EtcdMember] = field(default_factory=list)
     apiservers: list[ApiServer] = field(default_factory=list)
     schedulers: list[Scheduler] = field(default_factory=list)
@@ -261,6 +262,7 @@ class Rig:
             root=Path(state["root"]), images=Path(state["images"]), host_count=state["host_count"],
             host_cpu=state["host_cpu"], host_memory=state["host_memory"],
             heartbeat_interval=state["heartbeat_interval"],
+            controller_manager_args=state.get("controller_manager_args", []),
             etcd_data=Path(state["etcd_data"]) if state.get("etcd_data") else None,
             scheduler_args=state["scheduler_args"],
             etcd=[EtcdMember(m["name"], m["client_port"], m["peer_port"], proc(m["proc"]))
@@ -397,7 +399,8 @@ class Rig:
         probe = subprocess.run(ironpool("controller-manager", "--help"), capture_output=True, check=False)
         if probe.returncode != 0:
             return
-        self.controller_manager = self._proc("controller-manager", ironpool("controller-manager"),
+        self.controller_manager = self._proc("controller-manager",
+                                             ironpool("controller-manager", *self.controller_manager_args),
                                              IRONPOOL_CONFIG=str(self.admin_config))
         self.controller_manager.start()  # no readiness endpoint to wait on; a failure shows in `status`
 
