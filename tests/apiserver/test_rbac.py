@@ -215,6 +215,9 @@ async def test_self_subject_access_review(api: Api) -> None:
     discovery = {"nonResourceAttributes": {"verb": "get", "path": "/apis"}}
     assert await allowed("bob", discovery)  # system:discovery, bound to system:authenticated
     assert not await allowed("bob", {"nonResourceAttributes": {"verb": "get", "path": "/metrics"}})
+    proto = {"Content-Type": "application/vnd.kubernetes.protobuf"}  # what kubectl sends (tests/kubectl)
+    for junk in (b"junk", b"k8s\x00\x12\x05ab", b"k8s\x00\x12\x03\x12\x01\x0a"):
+        code(await api("alice").post(SSAR, content=junk, headers=proto), 400)
     bad = code(await api("alice").post(SSAR, json={"spec": {}}), 422)
     assert bad["details"]["causes"][0]["field"] == "spec"
     code(await httpx.AsyncClient(transport=api.transport, base_url="http://test").post(SSAR, json={}), 401)

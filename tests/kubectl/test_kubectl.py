@@ -210,3 +210,43 @@ def test_delete_wait_removes_the_domain(up: UpInstance) -> None:
     kubectl(up, "delete", "machine", "web", "--wait", "--timeout=90s")
     assert kubectl(up, "get", "machine", "web", check=False).returncode != 0
     wait_until(lambda: domain not in up.domains(), timeout=30, message=f"domain {domain} removed")
+
+
+def test_rbac_roles_bindings_and_auth_can_i(up: UpInstance, tmp_path: Path) -> None:
+    """A user made with ``ironpool token create`` may do nothing until bound to ``edit`` in one
+    namespace with ``kubectl create rolebinding``; ``kubectl auth can-i`` answers accordingly."""
+    # (kubectl create namespace / rolebinding send protobuf, which ironpool does not read: apply JSON)
+    kubectl(up, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "Namespace",
+                                                     "metadata": {"name": "team-a"}}))
+    made = subprocess.run([sys.executable, "-m", "ironpool.cli.main", "token", "create", "dave",
+                           "--token-file", str(up.data_dir / "tokens.csv")], capture_output=True, text=True,
+                          timeout=60, check=True)
+    config = yaml.safe_load(up.kubeconfig.read_text())
+    config["users"][0]["user"] = {"token": made.stdout.strip()}
+    (tmp_path / "dave").write_text(yaml.safe_dump(config))
+
+    def dave(*args: str) -> subprocess.CompletedProcess[str]:
+        return kubectl(up, *args, check=False, kubeconfig=tmp_path / "dave")
+
+    # the apiserver reads the token file again within a second: dave is known, and refused
+    wait_until(lambda: dave("auth", "can-i", "create", "machines", "-n", "team-a").stdout.strip() == "no",
+               timeout=15, message="dave authenticated and refused")
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "dave-edit", "namespace": "team-a"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "dave"}]}
+    kubectl(up, "apply", "-f", "-", stdin=json.dumps(binding))
+    assert "dave-edit" in kubectl(up, "get", "rolebindings", "-n", "team-a").stdout
+    assert "ClusterRole/edit" in kubectl(up, "get", "rolebinding", "dave-edit", "-n", "team-a").stdout
+    yes = dave("auth", "can-i", "create", "machines", "-n", "team-a")
+    assert (yes.returncode, yes.stdout.strip()) == (0, "yes"), yes.stderr
+    for args in (("create", "machines", "-n", "default"), ("delete", "machinepools"),
+                 ("create", "rolebindings", "-n", "team-a")):
+        no = dave("auth", "can-i", *args)
+        assert (no.returncode, no.stdout.strip()) == (1, "no"), (args, no.stdout, no.stderr)
+    assert dave("get", "machines", "-n", "team-a").returncode == 0
+    refused = dave("get", "machinepools")
+    assert refused.returncode != 0 and 'User "dave" cannot list resource "machinepools"' in refused.stderr, \
+        refused.stderr
+    assert {"cluster-admin", "admin", "edit", "view"} <= set(
+        kubectl(up, "get", "clusterroles", "-o", "jsonpath={.items[*].metadata.name}").stdout.split())

@@ -1,6 +1,8 @@
 """SelfSubjectAccessReview (``authorization.k8s.io/v1``): "may I ...?", asked by ``kubectl auth
 can-i`` and ``ironpool auth can-i``. Not stored: the answer comes back in ``status``, as in Kubernetes.
-Every authenticated user may ask about themselves (Kubernetes' ``system:basic-user``)."""
+Every authenticated user may ask about themselves (Kubernetes' ``system:basic-user``). The review
+may come as JSON or, as kubectl sends it, as Kubernetes protobuf (:mod:`.review_proto`); the answer is
+JSON (both clients accept it)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from starlette.responses import Response
 
 from ironpool.api import errors
 from ironpool.apiserver.auth import Authorizer, User
+from ironpool.apiserver.bodies import LargeBodies, media_type, read_bytes
 from ironpool.apiserver.rbac.authorizer import Authorization, Decision
+from ironpool.apiserver.rbac.review_proto import PROTOBUF, review_spec
 
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 _KIND = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview"}
@@ -21,6 +25,7 @@ _KIND = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessRevi
 
 class Server(Protocol):
     authorize: Authorizer
+    large_bodies: LargeBodies
 
     def authenticate(self, request: Request) -> User: ...
 
@@ -75,7 +80,10 @@ async def self_subject_access_review(server: Server, request: Request) -> Respon
         user = server.authenticate(request)
         async with contextlib.AsyncExitStack() as stack:
             request.state.exit_stack = stack
-            body = await server.read_body(request)
+            if media_type(request) == PROTOBUF:
+                body = {"spec": review_spec(await read_bytes(request, server.large_bodies, stack))}
+            else:
+                body = await server.read_body(request)
         if not isinstance(body, dict):
             raise errors.BadRequest("the body must be a SelfSubjectAccessReview object")
         decision = review(server.authorize, user, body.get("spec"))
