@@ -19,6 +19,13 @@ ports, data on disk unless ``--etcd-data tmpfs``), in the same run, phases inter
 The etcd side spreads its connections and watchers over both apiservers.
 
     .venv/bin/python bench/apiserver.py --store etcd [--creates 5000] [--gets 10000] [--watchers 100]
+
+``--rbac`` measures what authorization costs: two apiservers on SQLite holding the same ``--roles``
+Roles and ``--bindings`` bindings, one with ``--authorization-mode RBAC``, one with ``AlwaysAllow``,
+loaded by the same non-admin user (bound to ``edit`` in ``default`` by a RoleBinding), creates and
+gets interleaved A B B A; ``ratio`` is RBAC's rate as a share of AlwaysAllow's.
+
+    .venv/bin/python bench/apiserver.py --rbac [--creates 5000] [--gets 20000] [--roles 100] [--bindings 1000]
 """
 
 from __future__ import annotations
@@ -287,13 +294,15 @@ def tls_files(tmp: Path) -> tuple[list[str], ssl.SSLContext]:
 
 
 @contextlib.contextmanager
-def serving(https: bool = False, store: str | None = None) -> Iterator[tuple[str, Target]]:
+def serving(https: bool = False, store: str | None = None, extra_args: tuple[str, ...] = (),
+            more_tokens: str = "") -> Iterator[tuple[str, Target]]:
     """``ironpool apiserver`` on a fresh SQLite file, or on ``store`` (HTTPS with a throwaway CA),
-    stopped afterwards: its URL and the :class:`Target` to load it with."""
+    stopped afterwards: its URL and the :class:`Target` to load it with (as the admin). ``extra_args``
+    go to the apiserver, ``more_tokens`` (token-file lines) to its token file."""
     with tempfile.TemporaryDirectory(prefix="ironpool-bench-") as tmp_name:
         tmp = Path(tmp_name)
         token = secrets.token_hex(16)
-        (tmp / "tokens.csv").write_text(f'{token},admin,1,"system:masters"\n')
+        (tmp / "tokens.csv").write_text(f'{token},admin,1,"system:masters"\n{more_tokens}')
         port = free_port()
         flags, context = tls_files(tmp) if https else ([], None)
         url = f"{'https' if https else 'http'}://127.0.0.1:{port}"
@@ -302,7 +311,7 @@ def serving(https: bool = False, store: str | None = None) -> Iterator[tuple[str
         proc = subprocess.Popen(
             [sys.executable, "-m", "ironpool.cli.main", "apiserver", "--store", store or f"sqlite:///{tmp}/bench.db",
              "--listen", f"127.0.0.1:{port}", "--token-file", f"{tmp}/tokens.csv", "--log-level", "warning",
-             *flags],
+             *flags, *extra_args],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -446,6 +455,82 @@ def store_comparison(args: argparse.Namespace) -> dict[str, object]:
     return result
 
 
+RBAC_USER_TOKEN = "rbac-bench-user-token"
+RBAC_GROUP = "rbac.authorization.k8s.io"
+RBAC = f"/apis/{RBAC_GROUP}/v1"
+
+
+async def _seed_rbac(admin: Target, args: argparse.Namespace) -> None:
+    """``--roles`` Roles over ten namespaces and ``--bindings`` bindings of other users and groups (a
+    tenth of them ClusterRoleBindings), then the user under test bound to ``edit`` in ``default``."""
+    namespaces = [f"team-{i}" for i in range(10)]
+    rule = {"verbs": ["get", "list", "watch", "create"], "apiGroups": ["compute.ironcore.dev"],
+            "resources": ["machines", "machines/status"]}
+
+    def role(i: int) -> tuple[str, str, bytes]:
+        return ("POST", f"{RBAC}/namespaces/{namespaces[i % 10]}/roles", json.dumps({
+            "metadata": {"name": f"role-{i}"},
+            "rules": [rule, {**rule, "resourceNames": [f"m-{i}"]}]}).encode())
+
+    def binding(i: int) -> tuple[str, str, bytes]:
+        subjects = [{"kind": "User", "name": f"user-{i}"}, {"kind": "Group", "name": f"group-{i % 50}"}]
+        if i % 10 == 0:
+            return ("POST", f"{RBAC}/clusterrolebindings", json.dumps({
+                "metadata": {"name": f"crb-{i}"}, "subjects": subjects,
+                "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": "view"}}).encode())
+        return ("POST", f"{RBAC}/namespaces/{namespaces[i % 10]}/rolebindings", json.dumps({
+            "metadata": {"name": f"rb-{i}"}, "subjects": subjects,
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": f"role-{i % args.roles}"}}).encode())
+
+    await run_phase(admin, args.clients, len(namespaces), lambda i: (
+        "POST", "/api/v1/namespaces", json.dumps({"metadata": {"name": namespaces[i]}}).encode()), 201)
+    await run_phase(admin, args.clients, args.roles, role, 201)
+    await run_phase(admin, args.clients, args.bindings, binding, 201)
+    await run_phase(admin, 1, 1, lambda i: ("POST", f"{RBAC}/namespaces/default/rolebindings", json.dumps({
+        "metadata": {"name": "bench-edit"}, "subjects": [{"kind": "User", "name": "bench-user"}],
+        "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": "edit"}}).encode()), 201)
+
+
+async def rbac_bench(args: argparse.Namespace, admins: dict[str, Target]) -> dict[str, object]:
+    """Creates and gets by a non-admin user through RBAC and through AlwaysAllow, interleaved."""
+    users: dict[str, Target] = {}
+    for name, admin in admins.items():
+        await _seed_rbac(admin, args)
+        conn = admin.conn()
+        await conn.open()
+        status, payload = await conn.request("POST", CLASSES, json.dumps({
+            "apiVersion": "compute.ironcore.dev/v1alpha1", "kind": "MachineClass",
+            "metadata": {"name": "small"}, "capabilities": {"cpu": "1", "memory": "1Gi"}}).encode())
+        conn.close()
+        assert status == 201, payload
+        users[name] = Target(admin.port, RBAC_USER_TOKEN, admin.pid, admin.tls)
+    creates = await interleaved(args, users, args.creates,
+                                lambda i: ("POST", MACHINES, machine(f"m{i:07d}")), 201)
+    gets = await interleaved(args, users, args.gets,
+                             lambda i: ("GET", f"{MACHINES}/m{(i * 7919) % args.creates:07d}", b""), 200)
+    result: dict[str, object] = {name: {"create": creates[name], "get": gets[name]} for name in users}
+    result["ratio"] = {phase: round(float(by["rbac"]["per_s"]) / float(by["always_allow"]["per_s"]), 3)
+                       for phase, by in (("create", creates), ("get", gets))}
+    result["cpu_ratio"] = {
+        phase: round(float(by["rbac"]["server_cpu_us"]) / float(by["always_allow"]["server_cpu_us"]), 3)
+        for phase, by in (("create", creates), ("get", gets))}
+    return result
+
+
+def rbac_comparison(args: argparse.Namespace) -> dict[str, object]:
+    """``--rbac``: two apiservers on SQLite with the same Roles and bindings, one authorizing by RBAC,
+    one with AlwaysAllow; the same non-admin user loads both."""
+    user = f'{RBAC_USER_TOKEN},bench-user,2\n'
+    result: dict[str, object] = {"clients": args.clients, "store": "sqlite", "cores": os.cpu_count(),
+                                 "roles": args.roles, "bindings": args.bindings}
+    with serving(extra_args=("--authorization-mode", "RBAC"), more_tokens=user) as (_, rbac), \
+            serving(extra_args=("--authorization-mode", "AlwaysAllow"), more_tokens=user) as (_, allow):
+        result.update(uvloop.run(rbac_bench(args, {"rbac": rbac, "always_allow": allow})))
+    result["note"] = ("ratio: RBAC's rate as a share of AlwaysAllow's (target >= 0.90); cpu_ratio: the "
+                      "apiserver's CPU per request, RBAC over AlwaysAllow; load generator on the same cores")
+    return result
+
+
 def _share(result: dict[str, object], scheme: str, phase: str) -> float:
     phase_result = result[scheme]
     assert isinstance(phase_result, dict)
@@ -467,7 +552,15 @@ def main() -> None:
                         "while the watchers stream (half per run)")
     parser.add_argument("--etcd-data", choices=("disk", "tmpfs"), default="disk",
                         help="--store etcd: where the members keep their data (tmpfs: fsync costs nothing)")
+    parser.add_argument("--rbac", action="store_true",
+                        help="RBAC (a user bound to edit, with --roles Roles and --bindings bindings) beside "
+                        "AlwaysAllow, interleaved")
+    parser.add_argument("--roles", type=int, default=100, help="--rbac: Roles present")
+    parser.add_argument("--bindings", type=int, default=1000, help="--rbac: bindings present")
     args = parser.parse_args()
+    if args.rbac:
+        print(json.dumps(rbac_comparison(args)))
+        return
     if args.store == "etcd":
         print(json.dumps(store_comparison(args)))
         return

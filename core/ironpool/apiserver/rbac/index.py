@@ -1,7 +1,9 @@
 """Who may do what, from the RBAC objects in the store, answered from memory.
 
 A :class:`~ironpool.apiserver.admission.mirror.StoreMirror` keeps the Roles, ClusterRoles and
-bindings current (with several apiservers too). Bindings are indexed by subject (``User``/``Group``
+bindings current (with several apiservers too), with one watch over the whole RBAC group rather
+than one per kind: every store watcher wakes on every write, so each watch costs every create a
+little. Bindings are indexed by subject (``User``/``Group``
 and name), so finding a user's bindings costs a few dictionary lookups whatever their number; the
 rules a user has in one namespace are computed once and cached until any RBAC object changes.
 Every authenticated user is also in the group ``system:authenticated``, as in Kubernetes.
@@ -9,6 +11,8 @@ Every authenticated user is also in the group ``system:authenticated``, as in Ku
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -18,7 +22,9 @@ from ironpool.api.resources import by_path
 from ironpool.apiserver.admission.mirror import StoreMirror
 from ironpool.apiserver.auth import User
 from ironpool.apiserver.rbac.rules import Rule, compile_rules
-from ironpool.store.interface import Document, Store
+from ironpool.store.interface import Document, RevisionCompacted, Store, StoreError
+
+log = logging.getLogger("ironpool.apiserver.rbac")
 
 AUTHENTICATED_GROUP = "system:authenticated"
 RBAC_KINDS = tuple(by_path(RBAC_GROUP, RBAC_VERSION, p)
@@ -46,6 +52,46 @@ class Binding:
         return cls(namespace, str(ref.get("kind") or ""), str(ref.get("name") or ""), subjects)
 
 
+class GroupMirror(StoreMirror):
+    """A :class:`StoreMirror` of kinds of one API group that follows them with a single watch of the
+    group's key prefix."""
+
+    async def start(self) -> None:
+        listed: list[tuple[ResourceInfo, list[Document]]] = []
+        revision: int | None = None
+        for info in self.infos:
+            page = await self.store.list(info.prefix(None), revision=revision)
+            revision = page.revision
+            listed.append((info, page.items))
+        self.revision = revision or 0
+        for info, docs in listed:
+            for doc in docs:
+                key = info.key((doc.get("metadata") or {}).get("namespace"), str(doc["metadata"]["name"]))
+                self._offer(info, key, doc, int(doc["metadata"].get("resourceVersion") or 0))
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._follow_group(), name="ironpool-mirror-rbac")]
+
+    async def _follow_group(self) -> None:
+        prefix = f"/registry/{self.infos[0].group}/"
+        by_prefix = [(info.prefix(None), info) for info in self.infos]
+        cursor = self.revision
+        while True:
+            try:
+                async for event in self.store.watch(prefix, cursor):
+                    cursor = event.revision
+                    info = next((i for p, i in by_prefix if event.key.startswith(p)), None)
+                    if info is not None:
+                        self._offer(info, event.key, None if event.type == "DELETED" else event.object,
+                                    event.revision)
+                    self._prune(cursor)
+                return
+            except RevisionCompacted:
+                cursor = min([await self._relist(info) for info in self.infos])
+            except StoreError as exc:
+                log.warning("mirror of RBAC objects: watch failed (%s); resuming in 1s", exc)
+                await asyncio.sleep(1.0)
+
+
 class RBACIndex:
     """Rules by role, bindings by subject, and each user's rules per namespace (cached)."""
 
@@ -55,7 +101,7 @@ class RBACIndex:
         self.bindings: dict[str, Binding] = {}
         self.by_subject: dict[Subject, set[str]] = {}
         self._cache: dict[tuple[User, str | None], tuple[Rule, ...]] = {}
-        self.mirror = StoreMirror(store, RBAC_KINDS, self._apply)
+        self.mirror = GroupMirror(store, RBAC_KINDS, self._apply)
 
     async def start(self) -> None:
         await self.mirror.start()
