@@ -285,3 +285,26 @@ def test_token_create_and_can_i(server: ApiServer) -> None:
 def test_token_create_needs_a_token_file(tmp_path: Path) -> None:
     r = ironpool("token", "create", "erin", "--data-dir", str(tmp_path / "nothing"))
     assert r.exit_code == 2 and "no token file" in r.output
+
+
+async def test_no_escalation_through_roles_and_bindings(api: Api) -> None:
+    """The admin of a namespace hands out edit and view there, but cannot grant what it does not hold."""
+    admin, alice = api("admin"), api("alice")
+    code(await admin.post(f"{RBAC}/namespaces/a/rolebindings",
+                          json=binding("alice-admin", "admin", ("User", "alice"))), 201)
+    code(await alice.post(f"{RBAC}/namespaces/a/rolebindings",
+                          json=binding("bob-edit", "edit", ("User", "bob"))), 201)
+    refused = code(await alice.post(f"{RBAC}/namespaces/a/rolebindings",
+                                    json=binding("bob-all", "cluster-admin", ("User", "bob"))),
+                   403)["message"]
+    assert 'user "alice" is attempting to grant RBAC permissions not currently held' in refused, refused
+    too_much = {"metadata": {"name": "pools"}, "rules": [
+        {"verbs": ["get"], "apiGroups": ["compute.ironcore.dev"], "resources": ["machines"]},
+        {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]}
+    code(await alice.post(f"{RBAC}/namespaces/a/roles", json=too_much), 403)
+    too_much["rules"] = too_much["rules"][:1]
+    code(await alice.post(f"{RBAC}/namespaces/a/roles", json=too_much), 201)  # held: allowed
+    code(await alice.post(f"{RBAC}/namespaces/b/rolebindings",
+                          json=binding("x", "view", ("User", "bob"))), 403)
+    assert [b["metadata"]["name"] for b in code(await admin.get(f"{RBAC}/namespaces/a/rolebindings"), 200)[
+        "items"]] == ["alice-admin", "bob-edit"]

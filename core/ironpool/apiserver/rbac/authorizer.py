@@ -2,7 +2,8 @@
 
 1. ``system:masters``: everything;
 2. pool identities: the pool rules and the pool graph (:mod:`ironpool.apiserver.authz`);
-3. everyone else: RBAC (:class:`.index.RBACIndex`), or everything in ``AlwaysAllow`` mode.
+3. everyone else: RBAC (:class:`.index.RBACIndex`), or everything in ``AlwaysAllow`` mode; a write
+   of a role or binding also passes the escalation check (:mod:`.escalation`).
 
 A refusal is a 403 in Kubernetes' wording (``machines.compute.ironcore.dev is forbidden: User "x"
 cannot list resource "machines" in API group "compute.ironcore.dev" in the namespace "b"``).
@@ -16,11 +17,14 @@ from ironpool.api import errors
 from ironpool.api.resources import RESOURCES, ResourceInfo
 from ironpool.apiserver.auth import ADMIN_GROUP, Conditions, User
 from ironpool.apiserver.authz import authorize_pool, forbidden, pool_subject
+from ironpool.apiserver.rbac.escalation import BINDING_KINDS, ROLE_KINDS, check_escalation
 from ironpool.apiserver.rbac.graph import PoolGraph
 from ironpool.apiserver.rbac.index import RBACIndex
 from ironpool.store.interface import Document, Store
 
 _GROUP_OF: dict[str, str] = {r.plural: r.group for r in RESOURCES}
+_GRANTING = frozenset({"create", "update", "patch"})
+GRANTING_KINDS = ROLE_KINDS | BINDING_KINDS
 
 
 @dataclass(frozen=True)
@@ -71,9 +75,16 @@ class Authorization:
         if self.rbac is None:
             return None
         base, _, sub = resource.partition("/")
-        if self.rbac.allows(user, verb, _GROUP_OF.get(base, ""), base, sub, namespace, name):
-            return None
-        raise forbidden(user, verb, resource, namespace, name)
+        if not self.rbac.allows(user, verb, _GROUP_OF.get(base, ""), base, sub, namespace, name):
+            raise forbidden(user, verb, resource, namespace, name)
+        if verb in _GRANTING and base in GRANTING_KINDS and not sub:
+            index = self.rbac
+
+            async def no_escalation(old: Document | None, new: Document | None, store: Store) -> None:
+                check_escalation(index, user, verb, base, namespace, name, new)
+
+            return Conditions(objects=no_escalation)
+        return None
 
     def decide(self, user: User, verb: str, group: str, resource: str, subresource: str,
                namespace: str | None, name: str | None) -> Decision:
