@@ -501,22 +501,23 @@ class Rig:
         """Stop every process and remove every domain, volume, storage pool and folder the rig made.
         Returns the problems (empty: all gone)."""
         problems: list[str] = []
-        for host in self.hosts.values():
-            host.proc.stop()
-            if Path(host.data_dir).exists():
-                purge = subprocess.run(ironpool("down", "--purge", "--yes", "--data-dir", host.data_dir),
-                                       capture_output=True, text=True, check=False)
-                if purge.returncode != 0:
-                    problems.append(f"{host.name}: ironpool down --purge: "
-                                    f"{purge.stderr.strip() or purge.stdout}")
-                else:
-                    say(f"{host.name}: stopped and purged ({host.data_dir})")
-        parts = [*( [self.controller_manager] if self.controller_manager else []),
-                 *(s.proc for s in self.schedulers), *(a.proc for a in self.apiservers),
-                 *(m.proc for m in self.etcd)]
-        for proc in parts:
-            proc.stop(timeout=10)
-            say(f"stopped {proc.name}")
+        _stop_all([h.proc for h in self.hosts.values()], 20, say)
+        purges = {h.name: subprocess.Popen(ironpool("down", "--purge", "--yes", "--data-dir", h.data_dir),
+                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                  for h in self.hosts.values() if Path(h.data_dir).exists()}
+        for name, purge in purges.items():
+            out, err = purge.communicate()
+            if purge.returncode != 0:
+                problems.append(f"{name}: ironpool down --purge: {err.strip() or out}")
+            else:
+                say(f"{name}: purged ({self.hosts[name].data_dir})")
+        # The control plane after the hosts (they stop through it), etcd last, each tier at once.
+        _stop_all([*([self.controller_manager] if self.controller_manager else []),
+                   *(s.proc for s in self.schedulers)], 10, say)
+        _stop_all([a.proc for a in self.apiservers], 10, say)
+        for member in self.etcd:  # its data goes next: no graceful leader hand-over to wait for
+            member.proc.kill()
+            say(f"stopped {member.name}")
         if not problems:
             if self.etcd_data is not None:
                 shutil.rmtree(self.etcd_data, ignore_errors=True)
@@ -549,6 +550,15 @@ class Rig:
             ("logs", str(self.logs)),
         ]
         return rows
+
+
+def _stop_all(procs: list[Proc], timeout: float, say: Callable[[str], None]) -> None:
+    """SIGTERM every process at once, then wait for each (SIGKILL past ``timeout``)."""
+    for proc in procs:
+        proc.signal(signal.SIGTERM)
+    for proc in procs:
+        proc.stop(timeout)
+        say(f"stopped {proc.name}")
 
 
 def etcd_answers(endpoint: str) -> bool:
