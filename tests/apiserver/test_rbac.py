@@ -223,6 +223,23 @@ async def test_self_subject_access_review(api: Api) -> None:
     code(await httpx.AsyncClient(transport=api.transport, base_url="http://test").post(SSAR, json={}), 401)
 
 
+async def test_a_review_as_the_first_request_sees_the_bindings(tmp_path: Path) -> None:
+    store = SQLiteStore(str(tmp_path / "first.db"))
+    for _ in range(2):  # the second app over the same file asks before anything else
+        app = build_app(store, Authenticator(parse_token_file(TOKENS)))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test",
+                                     headers={"Authorization": "Bearer carol"}) as carol:
+            spec = {"resourceAttributes": {"verb": "list", "group": "compute.ironcore.dev",
+                                           "resource": "machines", "namespace": "default"}}
+            review = code(await carol.post(SSAR, json={"spec": spec}), 201)
+            if not review["status"]["allowed"]:
+                code(await carol.post(f"{RBAC}/clusterrolebindings", json=binding("auditors", "view", (
+                    "Group", "auditors")), headers={"Authorization": "Bearer admin"}), 201)
+        await app.state.apiserver.authorize.stop()
+    assert review["status"]["allowed"] is True
+    await store.close()
+
+
 async def test_always_allow_mode(tmp_path: Path) -> None:
     store = SQLiteStore(str(tmp_path / "allow.db"))
     app = build_app(store, Authenticator(parse_token_file(TOKENS)), options=ServerOptions(

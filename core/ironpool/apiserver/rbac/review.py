@@ -23,9 +23,14 @@ SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 _KIND = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview"}
 
 
+class Bootstrapped(Protocol):
+    async def ensure(self) -> None: ...
+
+
 class Server(Protocol):
     authorize: Authorizer
     large_bodies: LargeBodies
+    bootstrap: Bootstrapped
 
     def authenticate(self, request: Request) -> User: ...
 
@@ -78,6 +83,7 @@ async def self_subject_access_review(server: Server, request: Request) -> Respon
     """``POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews``."""
     try:
         user = server.authenticate(request)
+        await server.bootstrap.ensure()  # the first request may be this one: the indexes must be up
         async with contextlib.AsyncExitStack() as stack:
             request.state.exit_stack = stack
             if media_type(request) == PROTOBUF:
