@@ -21,7 +21,7 @@ from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.resources import by_path
 from ironpool.apiserver.admission.mirror import StoreMirror
 from ironpool.apiserver.auth import User
-from ironpool.apiserver.rbac.rules import Rule, compile_rules
+from ironpool.apiserver.rbac.rules import ALL, Rule, compile_rules
 from ironpool.store.interface import Document, RevisionCompacted, Store, StoreError
 
 log = logging.getLogger("ironpool.apiserver.rbac")
@@ -92,6 +92,21 @@ class GroupMirror(StoreMirror):
                 await asyncio.sleep(1.0)
 
 
+@dataclass(frozen=True, slots=True)
+class Grants:
+    """A user's rules in one namespace, and what the plain ones among them (no ``*``, no names)
+    allow as a set of ``(verb, group, resource[/subresource])``."""
+
+    rules: tuple[Rule, ...]
+    exact: frozenset[tuple[str, str, str]]
+
+    @classmethod
+    def of(cls, rules: tuple[Rule, ...]) -> Grants:
+        exact = {(v, g, r) for rule in rules if not rule.names and not rule.urls
+                 for v in rule.verbs for g in rule.groups for r in rule.resources}
+        return cls(rules, frozenset(t for t in exact if ALL not in t and not t[2].startswith("*/")))
+
+
 class RBACIndex:
     """Rules by role, bindings by subject, and each user's rules per namespace (cached)."""
 
@@ -100,7 +115,7 @@ class RBACIndex:
         self.cluster_roles: dict[str, tuple[Rule, ...]] = {}
         self.bindings: dict[str, Binding] = {}
         self.by_subject: dict[Subject, set[str]] = {}
-        self._cache: dict[tuple[User, str | None], tuple[Rule, ...]] = {}
+        self._cache: dict[tuple[User, str | None], Grants] = {}
         self.mirror = GroupMirror(store, RBAC_KINDS, self._apply)
 
     async def start(self) -> None:
@@ -143,6 +158,9 @@ class RBACIndex:
 
     def rules_for(self, user: User, namespace: str | None) -> tuple[Rule, ...]:
         """Every rule that applies to ``user`` in ``namespace`` (None: at the cluster scope)."""
+        return self._grants(user, namespace).rules
+
+    def _grants(self, user: User, namespace: str | None) -> Grants:
         cached = self._cache.get((user, namespace))
         if cached is not None:
             return cached
@@ -160,13 +178,15 @@ class RBACIndex:
                 rules.extend(self.roles.get((b.namespace, b.role_name), ()))
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()
-        result = self._cache[(user, namespace)] = tuple(rules)
+        result = self._cache[(user, namespace)] = Grants.of(tuple(rules))
         return result
 
     def allows(self, user: User, verb: str, group: str, resource: str, subresource: str,
                namespace: str | None, name: str | None) -> bool:
-        rules = self.rules_for(user, namespace)
-        return any(r.allows(verb, group, resource, subresource, name) for r in rules)
+        grants = self._grants(user, namespace)
+        if (verb, group, f"{resource}/{subresource}" if subresource else resource) in grants.exact:
+            return True  # the common case, one set lookup
+        return any(r.allows(verb, group, resource, subresource, name) for r in grants.rules)
 
     def allows_url(self, user: User, verb: str, path: str) -> bool:
         return any(r.allows_url(verb, path) for r in self.rules_for(user, None))
