@@ -88,8 +88,8 @@ def test_a_machine_lands_as_a_running_domain_on_a_joined_host(rig: Rig) -> None:
     conn.close()
 
 
-def test_join_refuses_a_token_or_ca_the_control_plane_does_not_accept(rig: Rig, tmp_path: Path) -> None:
-    """Nothing starts, and the message says which of the two is wrong."""
+def test_join_refuses_a_token_ca_or_pool_the_control_plane_does_not_accept(rig: Rig, tmp_path: Path) -> None:
+    """Nothing starts, and the message says what is wrong: the token, the CA, or the pool."""
     from ironpool.allinone.join_token import JoinToken
     from ironpool.apiserver.certs import CertificateAuthority
 
@@ -100,6 +100,8 @@ def test_join_refuses_a_token_or_ca_the_control_plane_does_not_accept(rig: Rig, 
         "the machinepool token is not accepted": ["--token", str(JoinToken.generate()), "--ca-file",
                                                   str(rig.ca_file)],
         "not signed by the CA given": ["--token", token, "--ca-file", str(other_ca)],
+        "may not read machinepools/host2": ["--token", token, "--ca-file", str(rig.ca_file),
+                                            "--pool", "host2"],  # the last --pool counts
     }
     for message, args in cases.items():
         data_dir = tmp_path / "joining"

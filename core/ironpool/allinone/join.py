@@ -88,8 +88,8 @@ class Join(HostProcess):
             raise JoinError(f"{servers}: the {identity} token is not accepted (revoked, mistyped, or the "
                             "apiservers read another token file)") from None
         except errors.Forbidden as exc:
-            raise JoinError(f"{servers}: the {identity} identity may not read its pool ({exc}); is --pool "
-                            "the pool the token was issued for?") from None
+            raise JoinError(f"{servers}: the {identity} token may not read {plural}/{self.options.pool} "
+                            f"({exc}); is --pool the pool the token was issued for?") from None
         except errors.ApiError:
             return  # the apiserver answered: reachable and authenticated
         except Exception as exc:
