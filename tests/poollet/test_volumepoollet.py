@@ -11,8 +11,9 @@ from ironpool.api.core import Namespace
 from ironpool.api.errors import NotFound
 from ironpool.api.storage import Volume, VolumeClass, VolumePool
 from ironpool.client.rest import AsyncClient
+from ironpool.fleet.decisions import UNKNOWN_REASON
+from ironpool.fleet.lifecycle import LifecycleOptions, PoolLifecycleController
 from ironpool.poollet import keys
-from ironpool.poollet.lifecycle import UNKNOWN_REASON, run_pool_lifecycle
 from poollet_helpers import GiB, Iri, start_machinepoollet, start_volumepoollet
 
 from tests.helpers.wait import eventually
@@ -186,9 +187,12 @@ async def test_machine_uses_volume_made_by_the_volumepoollet(client: AsyncClient
 
 
 async def test_silent_pool_becomes_unknown_and_recovers(client: AsyncClient, iri: Iri) -> None:
+    """The machinepoollet's own Lease heartbeat keeps its pool Ready; stopped, the pool lifecycle
+    controller turns it Unknown; started again, the poollet sets Ready back."""
     running = await start_machinepoollet(client, iri, heartbeat_interval=0.2)
     stop = asyncio.Event()
-    lifecycle = asyncio.create_task(run_pool_lifecycle(client, grace=1.0, stop=stop, period=0.1))
+    controller = PoolLifecycleController(client, LifecycleOptions(grace=1.0, monitor_period=0.1))
+    lifecycle = asyncio.create_task(controller.run(stop))
 
     async def ready_status(expected: str) -> Any:
         p = await client.get(MachinePool, "pool-a")

@@ -2,7 +2,8 @@
 
 Start order: data directory and lock, admin token, classes, tiny image, local CA and serving
 certificate, apiserver (SQLite, HTTPS), class seeding, client configuration and kubeconfig, machine
-and volume runtimes (unix sockets), scheduler, pool lifecycle, machinepoollet and volumepoollet.
+and volume runtimes (unix sockets), scheduler, controller-manager (pool lifecycle), machinepoollet
+and volumepoollet.
 Stop order is the reverse. Everything durable lives in libvirt and the data directory, so a restart
 (also after kill -9) resumes with the same state.
 """
@@ -39,7 +40,7 @@ class UpOptions(HostOptions):
     insecure_http: bool = False  # plain HTTP, loopback only
     write_client_config: bool = True
     client_config: Path | None = None
-    lifecycle_grace: float = 50.0
+    pool_monitor_grace_period: float = 40.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -76,7 +77,9 @@ class AllInOne(HostProcess):
         return client
 
     async def start(self, stop: asyncio.Event) -> None:
-        from ironpool.poollet.lifecycle import run_pool_lifecycle
+        from ironpool.client.leaderelection import LeaderElectionConfig
+        from ironpool.fleet.lifecycle import LifecycleOptions
+        from ironpool.fleet.manager import ELECTION_NAME, run_controller_manager
         from ironpool.scheduler.runner import SchedulerRunner
 
         opts, dirs, p = self.options, self.dirs, self.progress
@@ -126,8 +129,12 @@ class AllInOne(HostProcess):
         p.ok("scheduler", "")
 
         p.begin()
-        self.spawn("pool lifecycle", run_pool_lifecycle(self._client(), opts.lifecycle_grace, stop))
-        p.ok("pool lifecycle", f"grace {opts.lifecycle_grace:.0f}s")
+        # Elected, so a controller-manager started on its own against this control plane stands by.
+        grace = opts.pool_monitor_grace_period
+        lifecycle = LifecycleOptions(grace=grace, monitor_period=min(5.0, grace / 5))
+        election = LeaderElectionConfig(ELECTION_NAME, lease_duration=15.0, renew_deadline=10.0)
+        self.spawn("controller-manager", run_controller_manager(self._client(), lifecycle, stop, election))
+        p.ok("controller-manager", f"pool monitor grace period {grace:g}s")
 
         await self.start_poollets(self._client(), self._client(), stop)
 

@@ -9,9 +9,10 @@
 A pod evicted in Kubernetes is deleted and its controller makes a new one elsewhere. A Machine has no
 controller to replace it, and deleting it would lose its uid, its Volumes' claims and its NICs, so an
 eviction here *unbinds* it instead: ``spec.machinePoolRef`` is cleared (the one write that may clear
-that set-once field), its ``Scheduled`` condition turns ``False`` with reason ``Evicted``, and the
-scheduler places it again like any unbound Machine. The poollet of the old pool sees the Machine leave
-its pool and deletes its domain (at once if it is alive, by orphan collection when its host returns).
+that set-once field), its ``Scheduled`` condition turns ``False`` with reason ``Evicted``, its state
+``Pending``, and the scheduler places it again like any unbound Machine. The poollet of the old pool
+sees the Machine leave its pool and deletes its domain (at once if it is alive, by orphan collection
+when its host returns).
 ``deleteOptions.preconditions`` (uid, resourceVersion) are honoured (409 when the object moved on).
 Evicting a Machine that is not bound is a 409 Conflict; one being deleted is left as it is.
 """
@@ -30,6 +31,8 @@ from ironpool.store.interface import Document
 EVICTABLE = {"Machine": "machinePoolRef"}
 SUBRESOURCE = "eviction"
 EVICTED_REASON = "Evicted"
+# What an evicted Machine's status keeps; the rest described it on its old host.
+_KEPT_STATUS = ("conditions", "observedGeneration")
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +104,15 @@ def pool_of(info: ResourceInfo, doc: Document) -> str:
 
 
 def mark_evicted(info: ResourceInfo, obj: Document, pool: str) -> None:
-    """Set ``Scheduled=False`` (reason ``Evicted``) on the object about to be stored (in place)."""
+    """Set ``Scheduled=False`` (reason ``Evicted``) on the object about to be stored (in place), and
+    forget what its old host reported (state back to ``Pending``; machine ID, NIC and volume states
+    gone), so whoever waits for it to run again waits for its new host's report."""
     if pool_of(info, obj):
         return  # not unbound (being deleted): nothing to say
     set_condition(obj, SCHEDULED, "False", EVICTED_REASON,
                   f"Evicted from pool {pool}; waiting to be scheduled again")
+    status = obj.get("status") or {}
+    obj["status"] = {**{k: v for k, v in status.items() if k in _KEPT_STATUS}, "state": "Pending"}
 
 
 def success(info: ResourceInfo, obj: Document) -> Document:

@@ -33,6 +33,11 @@ _COMMANDS: dict[str, str] = {
     "volumepoollet": "ironpool.cli.poollet_cmd:volumepoollet",
     "up": "ironpool.cli.up_cmd:up",
     "down": "ironpool.cli.down_cmd:down",
+    # fleet health and maintenance (issue 15)
+    "controller-manager": "ironpool.cli.controller_manager_cmd:controller_manager",
+    "cordon": "ironpool.cli.fleet_cmd:cordon",
+    "uncordon": "ironpool.cli.fleet_cmd:uncordon",
+    "drain": "ironpool.cli.fleet_cmd:drain",
     # other hosts (issue 15)
     "join": "ironpool.cli.join_cmd:join",
     "join-token": "ironpool.cli.join_cmd:join_token",

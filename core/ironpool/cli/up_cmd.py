@@ -60,7 +60,11 @@ def _listen(value: str) -> tuple[str, int]:
 @click.option("--capacity-storage", default=None, help="Storage the VolumePool offers [default: free space].")
 @click.option("--write-client-config/--no-write-client-config", default=True, show_default=True,
               help="Write the client configuration ($IRONPOOL_CONFIG or ~/.config/ironpool/config.yaml).")
-@click.option("--heartbeat-interval", default=10.0, show_default=True, type=click.FloatRange(0.1))
+@click.option("--heartbeat-interval", default=10.0, show_default=True, type=click.FloatRange(0.1),
+              help="Seconds between renewals of the pools' Leases (and runtime probes).")
+@click.option("--pool-monitor-grace-period", default=40.0, show_default=True, type=click.FloatRange(0.5),
+              help="Seconds a pool's Lease may go unrenewed before the pool is Ready=Unknown and its "
+                   "Machines are evicted.")
 @gc_options
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
@@ -71,8 +75,9 @@ def up(data_dir: Path | None, libvirt_uri: str, listen: str, insecure_http: bool
        tiny_image: bool, domain_type: str, network_mode: str, network_bridge: str,
        capacity_cpu: str | None, capacity_memory: str | None, reserved_cpu: str, reserved_memory: str,
        capacity_storage: str | None, write_client_config: bool, heartbeat_interval: float,
-       gc_policy: str, gc_grace: float, gc_max_per_pass: int, log_level: str) -> None:
-    """Run ironpool for this host: apiserver (SQLite), scheduler, pool lifecycle, machinepoollet and
+       pool_monitor_grace_period: float, gc_policy: str, gc_grace: float, gc_max_per_pass: int,
+       log_level: str) -> None:
+    """Run ironpool for this host: apiserver (SQLite), scheduler, controller-manager, machinepoollet and
     volumepoollet, libvirt machine and volume runtimes. Ctrl-C stops it; running it again resumes."""
     from ironpool.allinone.datadir import DataDirError, default_data_dir, dns_label
     from ironpool.allinone.progress import Progress
@@ -98,6 +103,7 @@ def up(data_dir: Path | None, libvirt_uri: str, listen: str, insecure_http: bool
         capacity_storage=quantity_option(capacity_storage, "--capacity-storage"),
         write_client_config=write_client_config, heartbeat_interval=heartbeat_interval, log_level=log_level,
         gc=collect_options(gc_policy, gc_grace, gc_max_per_pass),
+        pool_monitor_grace_period=pool_monitor_grace_period,
     )
     if pool:
         options.pool = pool

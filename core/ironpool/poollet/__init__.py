@@ -5,13 +5,13 @@ Entry points (used by ``ironpool machinepoollet`` / ``volumepoollet`` and by ``i
     from ironpool.poollet.machinepoollet import MachinePoolletOptions, run_machinepoollet
     from ironpool.poollet.volumepoollet import VolumePoolletOptions, run_volumepoollet
     from ironpool.iri.client import AsyncMachineRuntimeClient, AsyncVolumeRuntimeClient   # async IRI clients
-    from ironpool.poollet.lifecycle import run_pool_lifecycle           # control-plane side
 
     await run_machinepoollet(client, AsyncMachineRuntimeClient.connect("unix:///run/m.sock"),
                              MachinePoolletOptions(pool="host-1", provider_id="libvirt://host-1"), stop)
 
 Modules: ``keys`` (IronCore label/annotation/finalizer keys), ``classes`` (class mapper),
 ``capacity`` (pool figures), ``machine_iri`` (API <-> IRI translation), ``machine_controller`` /
-``volume_controller`` (object reconcilers), ``machinepool`` (pool status and heartbeat),
-``controller`` (work-queue loop), ``relist`` (runtime relisting = IRI events), ``lifecycle``.
+``volume_controller`` (object reconcilers), ``machinepool`` (pool status), ``heartbeat`` (the pool's
+Lease), ``relist`` (runtime relisting = IRI events), ``collector`` and ``ownership`` (orphan
+collection). The control-plane side of pool health is :mod:`ironpool.fleet`.
 """

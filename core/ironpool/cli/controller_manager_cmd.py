@@ -1,0 +1,76 @@
+"""``ironpool controller-manager``: the fleet controllers (pool lifecycle: heartbeat Leases,
+``Ready=Unknown``, the unreachable taint, evictions), one active replica at a time."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import click
+
+from ironpool.cli.common import (
+    client_config,
+    log_level_option,
+    run_until_signalled,
+    server_options,
+    setup_logging,
+)
+
+
+@click.command("controller-manager")
+@server_options
+@click.option("--pool-monitor-grace-period", default=40.0, show_default=True, type=click.FloatRange(0.5),
+              help="Seconds a pool's Lease may go unrenewed before the pool is Ready=Unknown and "
+                   "tainted unreachable (Kubernetes' --node-monitor-grace-period).")
+@click.option("--pool-monitor-period", default=5.0, show_default=True, type=click.FloatRange(0.05),
+              help="Seconds between looks at the pools' Leases.")
+@click.option("--pool-eviction-rate", default=0.1, show_default=True, type=click.FloatRange(0.0001),
+              help="Unreachable pools tainted NoExecute (their Machines evicted) per second "
+                   "(Kubernetes' --node-eviction-rate).")
+@click.option("--pool-eviction-burst", default=1, show_default=True, type=click.IntRange(1),
+              help="Unreachable pools that may be tainted at once before the rate applies.")
+@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True,
+              help="Run as one of several replicas: only the holder of a coordination.k8s.io Lease acts.")
+@click.option("--leader-elect-resource-name", default="ironpool-controller-manager", show_default=True)
+@click.option("--leader-elect-resource-namespace", default="kube-system", show_default=True)
+@click.option("--leader-elect-lease-duration", default=15.0, show_default=True, type=click.FloatRange(0.5))
+@click.option("--leader-elect-renew-deadline", default=10.0, show_default=True, type=click.FloatRange(0.2))
+@click.option("--leader-elect-retry-period", default=2.0, show_default=True, type=click.FloatRange(0.1))
+@log_level_option
+def controller_manager(server: str | None, token_file: Path | None, pool_monitor_grace_period: float,
+                       pool_monitor_period: float, pool_eviction_rate: float, pool_eviction_burst: int,
+                       leader_elect: bool, leader_elect_resource_name: str,
+                       leader_elect_resource_namespace: str,
+                       leader_elect_lease_duration: float, leader_elect_renew_deadline: float,
+                       leader_elect_retry_period: float, log_level: str) -> None:
+    """Watch every pool's heartbeat Lease and act on silent pools until stopped (SIGINT/SIGTERM).
+
+    A pool whose Lease is not renewed for the grace period turns Ready=Unknown and gets the
+    pool.ironpool.dev/unreachable:NoExecute taint; Machines on it that do not tolerate the taint are
+    evicted and scheduled elsewhere. `ironpool up` runs one; on a fleet, run it beside the scheduler
+    (several replicas elect one leader).
+    """
+    from ironpool.client.leaderelection import LeaderElectionConfig
+    from ironpool.client.rest import AsyncClient
+    from ironpool.fleet.lifecycle import LifecycleOptions
+    from ironpool.fleet.manager import run_controller_manager
+
+    setup_logging(log_level)
+    cfg = client_config(server, None, token_file)
+    options = LifecycleOptions(grace=pool_monitor_grace_period, monitor_period=pool_monitor_period,
+                               eviction_rate=pool_eviction_rate, eviction_burst=pool_eviction_burst)
+    election = None
+    if leader_elect:
+        try:
+            election = LeaderElectionConfig(leader_elect_resource_name, leader_elect_resource_namespace,
+                                            lease_duration=leader_elect_lease_duration,
+                                            renew_deadline=leader_elect_renew_deadline,
+                                            retry_period=leader_elect_retry_period)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--leader-elect-*") from None
+
+    async def main(stop: asyncio.Event) -> None:
+        async with AsyncClient(cfg) as client:
+            await run_controller_manager(client, options, stop, election)
+
+    run_until_signalled(main)
