@@ -19,6 +19,7 @@ from ironpool.allinone.join_token import (
     check_ca_hash,
     decode_ca,
 )
+from ironpool.api.errors import Unauthorized
 from ironpool.apiserver.auth import Authenticator
 from ironpool.apiserver.certs import CertificateAuthority
 from ironpool.cli.main import cli
@@ -113,3 +114,23 @@ def test_join_says_when_the_control_plane_cannot_be_reached(control: Path, tmp_p
                                       "--data-dir", str(data_dir), "--no-tiny-image"])
     assert result.exit_code == 1
     assert "cannot reach the control plane at https://127.0.0.1:" in result.output, result.output
+
+
+def test_list_and_delete_revoke_a_pools_identities(control: Path) -> None:
+    run = CliRunner().invoke
+    tokens = control / "tokens.csv"
+    h1, h2 = add_identities(tokens, "h1"), add_identities(tokens, "h2")
+    listed = run(cli, ["join-token", "list", "--data-dir", str(control)])
+    assert listed.exit_code == 0 and h1.machine not in listed.output
+    assert [line.split() for line in listed.output.splitlines()[1:]] == [["h1", "2"], ["h2", "2"]]
+
+    deleted = run(cli, ["join-token", "delete", "--pool", "h1", "--data-dir", str(control)])
+    assert deleted.exit_code == 0 and "2 identities removed" in deleted.output
+    authn = Authenticator.from_file(tokens)
+    for gone in (h1.machine, h1.volume):
+        with pytest.raises(Unauthorized):
+            authn.authenticate(f"Bearer {gone}")
+    assert authn.authenticate(f"Bearer {h2.volume}").name.endswith("volumepool:h2")
+    assert authn.authenticate(f"Bearer {ensure_admin_token(tokens)}").is_admin
+    again = run(cli, ["join-token", "delete", "--pool", "h1", "--data-dir", str(control)])
+    assert again.exit_code == 1 and "no identity of pool h1" in again.output

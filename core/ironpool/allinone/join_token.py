@@ -73,22 +73,61 @@ def identity_lines(pool: str, token: JoinToken) -> list[str]:
 def add_identities(token_file: Path, pool: str) -> JoinToken:
     """A new join token for ``pool``, appended to ``token_file`` (rewritten atomically, mode 0600).
 
-    Earlier tokens of the pool stay valid (remove their lines to revoke them).
+    Earlier tokens of the pool stay valid (:func:`remove_identities` revokes them all).
     """
-    try:
-        text = token_file.read_text()
-    except OSError as exc:
-        raise JoinTokenError(f"{token_file}: cannot read the token file: {exc.strerror}") from None
+    text = _read(token_file)
     token = JoinToken.generate()
     if text and not text.endswith("\n"):
         text += "\n"
-    text += "\n".join(identity_lines(pool, token)) + "\n"
-    tmp = token_file.with_name(token_file.name + ".tmp")
+    _write_private(token_file, text + "\n".join(identity_lines(pool, token)) + "\n")
+    return token
+
+
+def _write_private(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(text)
-    os.replace(tmp, token_file)
-    return token
+    os.replace(tmp, path)
+
+
+def _pool_of(line: str) -> str | None:
+    """The pool a token-file line is an identity of, or None."""
+    fields = line.split(",", 2)
+    if len(fields) < 2 or line.lstrip().startswith("#"):
+        return None
+    user = fields[1].strip()
+    for prefix in (MACHINE_POOL_USER_PREFIX, VOLUME_POOL_USER_PREFIX):
+        if user.startswith(prefix):
+            return user[len(prefix):]
+    return None
+
+
+def pools_with_identities(token_file: Path) -> dict[str, int]:
+    """Pool name -> how many pool identities (tokens) the token file holds for it."""
+    counts: dict[str, int] = {}
+    for line in _read(token_file).splitlines():
+        pool = _pool_of(line)
+        if pool is not None:
+            counts[pool] = counts.get(pool, 0) + 1
+    return counts
+
+
+def remove_identities(token_file: Path, pool: str) -> int:
+    """Remove every MachinePool and VolumePool identity of ``pool`` (its hosts can no longer
+    authenticate); returns how many lines went."""
+    lines = _read(token_file).splitlines(keepends=True)
+    kept = [line for line in lines if _pool_of(line) != pool]
+    if len(kept) != len(lines):
+        _write_private(token_file, "".join(kept))
+    return len(lines) - len(kept)
+
+
+def _read(token_file: Path) -> str:
+    try:
+        return token_file.read_text()
+    except OSError as exc:
+        raise JoinTokenError(f"{token_file}: cannot read the token file: {exc.strerror}") from None
 
 
 def load_ca(pem: bytes, origin: str) -> x509.Certificate:

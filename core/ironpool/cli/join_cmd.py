@@ -90,6 +90,54 @@ def create(pool: str, data_dir: Path | None, server: str | None) -> None:
     click.echo(join_command(servers, token, ca_pem, pool))
 
 
+def _token_file(data_dir: Path | None) -> Path:
+    from ironpool.allinone.datadir import DataDir, default_data_dir
+
+    dirs = DataDir((data_dir or default_data_dir()).absolute())
+    if not dirs.tokens.is_file():
+        raise click.UsageError(f"--data-dir {dirs.root}: no tokens.csv there; is it the data dir of the "
+                               "control plane?")
+    return dirs.tokens
+
+
+_DATA_DIR = click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+                         envvar="IRONPOOL_DATA_DIR",
+                         help="Data dir of the control plane [default: that of `ironpool up`].")
+
+
+@join_token.command("list")
+@_DATA_DIR
+def list_tokens(data_dir: Path | None) -> None:
+    """The pools whose identities the control plane's token file holds (tokens are not shown)."""
+    from ironpool.allinone.join_token import JoinTokenError, pools_with_identities
+
+    try:
+        pools = pools_with_identities(_token_file(data_dir))
+    except JoinTokenError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{'POOL':<24} IDENTITIES")
+    for pool, count in sorted(pools.items()):
+        click.echo(f"{pool:<24} {count}")
+
+
+@join_token.command("delete")
+@click.option("--pool", required=True, help="The pool whose identities go.")
+@_DATA_DIR
+def delete(pool: str, data_dir: Path | None) -> None:
+    """Revoke every join token of POOL: its MachinePool and VolumePool identities leave the token
+    file, and the apiservers refuse them within a second. The pool's host stops being able to report."""
+    from ironpool.allinone.join_token import JoinTokenError, remove_identities
+
+    token_file = _token_file(data_dir)
+    try:
+        removed = remove_identities(token_file, _pool_name(pool))
+    except JoinTokenError as exc:
+        raise click.ClickException(str(exc)) from None
+    if not removed:
+        raise click.ClickException(f"{token_file} holds no identity of pool {pool}")
+    click.echo(f"pool {pool}: {removed} identities removed from {token_file}")
+
+
 @click.command("join")
 @click.argument("server")
 @click.option("--token", required=True, envvar="IRONPOOL_JOIN_TOKEN",
