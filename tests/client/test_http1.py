@@ -133,3 +133,30 @@ async def test_tls_with_the_clients_context(closing: list[asyncio.Server], tmp_p
     with pytest.raises(httpx.ConnectError):  # the system's CAs do not know this one
         await Http1Pool(f"https://127.0.0.1:{port}", {}, True, 5).request("GET", "/", {}, None, {})
 
+
+
+async def test_a_stream_yields_lines_as_they_come_and_a_cut_just_ends_it(
+        closing: list[asyncio.Server]) -> None:
+    big = b'{"type":"ADDED","object":{"x":"' + b"y" * 300_000 + b'"}}\n'  # past aiohttp's default line limit
+    cut = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+           + b"%x\r\n%s\r\n" % (len(big), big) + b"6\r\n{\"a\":\r\n")  # the second line never ends
+    server, port, _ = await serve(lambda head: cut, close_after=True)
+    closing.append(server)
+    pool = Http1Pool(f"http://127.0.0.1:{port}", {}, True, 5)
+    async with pool.stream("GET", "/w", {"watch": "true"}, 5) as stream:
+        assert stream.status == 200
+        lines = [line async for line in stream.lines()]
+    assert lines in ([big], [big, b'{"a":'])  # what arrived; no error for the cut
+    await pool.aclose()
+
+
+async def test_a_stream_that_stalls_past_its_read_timeout_fails_as_read_timeout(
+        closing: list[asyncio.Server]) -> None:
+    server, port, _ = await serve(lambda head: b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    closing.append(server)
+    pool = Http1Pool(f"http://127.0.0.1:{port}", {}, True, 5)
+    with pytest.raises(httpx.ReadTimeout):
+        async with pool.stream("GET", "/w", {}, 0.3) as stream:
+            async for _ in stream.lines():
+                pass
+    await pool.aclose()

@@ -15,8 +15,9 @@ a hand-written HTTP/1.1 pool (removed)      0.95 - 0.99 (mean 0.96)       ~75
 
 (The last column: 3,000 GETs of one small object, 16 in flight, against a local apiserver.)
 The hand-written pool was about 20 % cheaper per placement than aiohttp: not enough to keep a
-protocol implementation of our own, so the well-kept library carries the requests. Watch streams
-stay on httpx (their cost is per event, not per request).
+protocol implementation of our own, so the well-kept library carries the requests, and the watch
+streams too (:meth:`Http1Pool.stream`: reading lines from aiohttp's stream costs far less per
+event than httpx's ``aiter_lines``).
 
 Failures are raised as the httpx exceptions the failover logic (:mod:`.failover`) reads:
 ``ConnectError``/``ConnectTimeout`` (nothing was sent), ``RemoteProtocolError`` (the server closed
@@ -26,13 +27,42 @@ the connection without an answer, as a reused keep-alive connection it had close
 
 from __future__ import annotations
 
+import contextlib
 import ssl
+from collections.abc import AsyncIterator
 
 import aiohttp
 import httpx
 
 # uvicorn closes a keep-alive connection after 5 s without a request; reusing one that old races it.
 _IDLE_REUSE = 4.0
+_STREAM_CONNECT = 10.0
+# One watch event: an object is at most 1.5 MiB as JSON (the apiserver's limit); a line far longer
+# is a broken server, not an event.
+_MAX_LINE = 64 * 1024 * 1024
+# A stream that ends this way was cut (a server restart or timeout close), not refused.
+_STREAM_CUT = (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
+
+
+class Stream:
+    """The answer of :meth:`Http1Pool.stream`."""
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self.response = response
+        self.status = response.status
+
+    async def read(self) -> bytes:
+        """The whole body (an error's Status)."""
+        return await self.response.read()
+
+    async def lines(self) -> AsyncIterator[bytes]:
+        """The body's lines as they arrive; a stream cut mid-way just ends (the caller resumes)."""
+        content = self.response.content
+        try:
+            while line := await content.readline(max_line_length=_MAX_LINE):
+                yield line
+        except _STREAM_CUT:
+            return
 
 
 class Http1Pool:
@@ -56,26 +86,47 @@ class Http1Pool:
             headers=self.headers, connector=connector, skip_auto_headers=("User-Agent",),
             timeout=aiohttp.ClientTimeout(total=self.timeout, connect=self.timeout))
 
-    async def request(self, method: str, path: str, params: dict[str, str], body: bytes | None,
-                      headers: dict[str, str]) -> tuple[int, bytes]:
-        """Send one request and read its whole answer: ``(status, body)``."""
+    def _current(self) -> aiohttp.ClientSession:
         session = self._session
         if session is None or session.closed:
             session = self._session = self._open()
+        return session
+
+    async def request(self, method: str, path: str, params: dict[str, str], body: bytes | None,
+                      headers: dict[str, str]) -> tuple[int, bytes]:
+        """Send one request and read its whole answer: ``(status, body)``."""
         try:
-            async with session.request(method, self.server + path, params=params or None, data=body,
-                                       headers=headers) as resp:
+            async with self._current().request(method, self.server + path, params=params or None,
+                                               data=body, headers=headers) as resp:
                 return resp.status, await resp.read()
-        except aiohttp.ClientConnectorError as exc:
-            raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
-        except aiohttp.ConnectionTimeoutError as exc:
-            raise httpx.ConnectTimeout(f"connecting to {self.server} timed out") from exc
-        except TimeoutError as exc:  # aiohttp's ServerTimeoutError is one too
-            raise httpx.ReadTimeout(f"no answer from {self.server} in {self.timeout}s") from exc
-        except aiohttp.ServerDisconnectedError as exc:
-            raise httpx.RemoteProtocolError(str(exc) or "the server closed the connection") from exc
-        except aiohttp.ClientError as exc:
-            raise httpx.ReadError(str(exc) or type(exc).__name__) from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise self._failure(exc) from exc
+
+    @contextlib.asynccontextmanager
+    async def stream(self, method: str, path: str, params: dict[str, str],
+                     read_timeout: float | None) -> AsyncIterator[Stream]:
+        """A streamed answer (a watch): its status, its body or its lines as they come; a read that
+        waits longer than ``read_timeout`` fails with ReadTimeout."""
+        timeout = aiohttp.ClientTimeout(total=None, connect=min(self.timeout, _STREAM_CONNECT),
+                                        sock_read=read_timeout)
+        try:
+            async with self._current().request(method, self.server + path, params=params or None,
+                                               timeout=timeout) as resp:
+                yield Stream(resp)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise self._failure(exc) from exc
+
+    def _failure(self, exc: BaseException) -> httpx.TransportError:
+        """The httpx exception :mod:`.failover` reads for an aiohttp failure."""
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            return httpx.ConnectError(str(exc) or type(exc).__name__)
+        if isinstance(exc, aiohttp.ConnectionTimeoutError):
+            return httpx.ConnectTimeout(f"connecting to {self.server} timed out")
+        if isinstance(exc, TimeoutError):  # aiohttp's ServerTimeoutError is one too
+            return httpx.ReadTimeout(f"no answer from {self.server} in time")
+        if isinstance(exc, aiohttp.ServerDisconnectedError):
+            return httpx.RemoteProtocolError(str(exc) or "the server closed the connection")
+        return httpx.ReadError(str(exc) or type(exc).__name__)
 
     async def aclose(self) -> None:
         if self._session is not None:

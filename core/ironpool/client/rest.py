@@ -287,7 +287,6 @@ class AsyncClient:
         self.ops = Operations(config.namespace)
         self._typed = _Typed(self.ops)
         options = _httpx_options(config, timeout, _STREAM_LIMITS)
-        self._streams = httpx.AsyncClient(**options)  # watches; unary requests go through .http1 (aiohttp)
         self._pools = {server: Http1Pool(server, options["headers"], options["verify"], timeout)
                        for server in config.servers}
         self.servers = ServerList(config.servers)
@@ -301,7 +300,6 @@ class AsyncClient:
     async def aclose(self) -> None:
         for pool in self._pools.values():
             await pool.aclose()
-        await self._streams.aclose()
 
     async def call(self, op: Op[T]) -> T:
         req = op.request
@@ -422,17 +420,14 @@ class AsyncClient:
                                      timeout_seconds, allow_bookmarks)
         server = self.servers.current
         try:
-            async with self._streams.stream(req.method, server + req.path, params=req.params,
-                                            timeout=_watch_timeout(timeout_seconds)) as resp:
-                if resp.status_code != 200:
-                    decode_body(resp.status_code, await resp.aread())
-                try:
-                    async for line in resp.aiter_lines():
-                        event = parse_watch_line(line)
-                        if event is not None:
-                            yield event
-                except _STREAM_CUT:
-                    return
+            async with self._pools[server].stream(req.method, req.path, req.params,
+                                                  _watch_timeout(timeout_seconds).read) as stream:
+                if stream.status != 200:
+                    decode_body(stream.status, await stream.read())
+                async for line in stream.lines():
+                    event = parse_watch_line(line)
+                    if event is not None:
+                        yield event
         except httpx.TransportError as exc:
             self.servers.again(req.method, exc, 0, server)  # the next watch goes elsewhere if need be
             raise _unreachable(server, exc) from exc

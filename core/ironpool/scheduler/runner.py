@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["RunnerStats", "SchedulerRunner", "run_scheduler"]
 
+_GC_PAUSE_MAX = 30.0  # seconds the initial sync may run with the cyclic collector off
+
 
 class SchedulerRunner:
     """Informers + queue + core + binder, in one asyncio loop."""
@@ -58,11 +60,21 @@ class SchedulerRunner:
     # ---- the loop --------------------------------------------------------------------------------
     async def run(self, stop_event: asyncio.Event) -> None:
         self.handlers.register(self.factory)
+        # The initial lists allocate millions of objects (every pool and pending object, decoded)
+        # and free almost none: collections during them would only walk what stays. Afterwards the
+        # synced cache is long-lived: frozen, it is kept out of every later collection. (No full
+        # collection first: it would walk all of it once more to find next to no garbage.) A sync
+        # that takes long (the apiserver is away) gets the collector back after _GC_PAUSE_MAX.
+        resume = asyncio.get_running_loop().call_later(_GC_PAUSE_MAX, gc.enable) if gc.isenabled() else None
+        gc.disable()
         self.factory.start()
         try:
-            await self._wait_synced(stop_event)
-            # The synced cache is long-lived: keep full GC passes from walking it on every cycle.
-            gc.collect()
+            try:
+                await self._wait_synced(stop_event)
+            finally:
+                if resume is not None:
+                    resume.cancel()
+                    gc.enable()
             gc.freeze()
             self.ready.set()
             log.info("scheduler ready: %d machine pools, %d volume pools, %d pending",
