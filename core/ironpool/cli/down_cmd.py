@@ -1,4 +1,5 @@
-"""``ironpool down``: stop the ``ironpool up`` of a data dir; ``--purge`` also removes what it made."""
+"""``ironpool down``: stop the ``ironpool up`` (or ``ironpool join``) of a data dir; ``--purge`` also removes what
+it made."""
 
 from __future__ import annotations
 
@@ -39,10 +40,11 @@ def down(data_dir: Path | None, purge: bool, yes: bool, libvirt_uri: str | None,
             elif int(waited * 10) % 10 == 0:
                 click.echo(".", nl=False)
 
+        what = "ironpool join" if dirs.read_installation().get("role") == "join" else "ironpool up"
         pid = stop_up(dirs, timeout, tick)
         if shown[0]:
             click.echo()
-        click.echo(f"stopped ironpool up (PID {pid})" if pid else f"ironpool up is not running ({dirs.root})")
+        click.echo(f"stopped {what} (PID {pid})" if pid else f"{what} is not running ({dirs.root})")
         if not purge:
             return
         plan = plan_purge(dirs, libvirt_uri)
