@@ -73,6 +73,9 @@ from ironpool.store.interface import Document, Guard, GuardConflict, GuardValue,
 
 __all__ = ["CapacityAdmission", "CapacityIndex", "usage_key"]
 
+#: usage keys read in one round trip when a write needs one this apiserver has not read yet
+_READ_AHEAD = 64
+
 
 def usage_key(pool: Pool) -> str:
     """The guard key holding a pool's usage: ``capacity/machinepools/NAME``."""
@@ -146,12 +149,31 @@ class CapacityAdmission(AdmissionPlugin):
 
     async def _current(self, pools: list[Pool], fresh: bool) -> dict[Pool, GuardValue]:
         """Each pool's usage: as this apiserver last saw it, else (or when ``fresh``) from the store."""
-        missing = [p for p in pools if fresh or usage_key(p) not in self._usage]
-        if missing:
-            for pool, value in zip(missing, await self.store.read_guards([usage_key(p) for p in missing]),
-                                   strict=True):
-                self._usage[usage_key(pool)] = value
+        needed = [usage_key(p) for p in pools if fresh or usage_key(p) not in self._usage]
+        if needed:
+            ahead = [] if fresh else self._unread(_READ_AHEAD - len(needed), needed)
+            values = await self.store.read_guards(needed + ahead)
+            for key, value in zip(needed, values, strict=False):
+                self._usage[key] = value
+            for key, value in zip(ahead, values[len(needed):], strict=True):
+                # Not under its pool's lock: a write to that pool may have stored a newer one meanwhile.
+                self._usage.setdefault(key, value)
         return {p: self._usage[usage_key(p)] for p in pools}
+
+    def _unread(self, room: int, needed: list[str]) -> list[str]:
+        """Usage keys of known pools this apiserver has not read yet, at most ``room``: read in the
+        same round trip as a key a write needs, they save a burst of binds spread over many pools one
+        read per pool (on etcd, a round trip each)."""
+        ahead: list[str] = []
+        if room <= 0:
+            return ahead
+        for pool in self.index.pools:
+            key = usage_key(pool)
+            if key not in self._usage and key not in needed:
+                ahead.append(key)
+                if len(ahead) == room:
+                    break
+        return ahead
 
     async def _decide(self, attrs: Attributes, changes: list[_Change], me: str,
                       fresh: bool) -> dict[str, tuple[GuardValue, Document]]:
