@@ -281,7 +281,7 @@ async def run_api(wl: ModuleType, workload: dict[str, Any], args: argparse.Names
         sched = subprocess.Popen(
             [sys.executable, *profile, "-m", "ironpool.cli.main", "scheduler", "--server", url,
              "--token-file", str(token_file), "--config", str(strategy_cfg), "--log-level", "WARNING",
-             "--bind-concurrency", str(args.bind_concurrency)],
+             *(["--bind-concurrency", str(args.bind_concurrency)] if args.bind_concurrency else [])],
             stdout=open(tmp / "scheduler.log", "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
         created = dict.fromkeys(created, start)
         api_cpu = _cpu_seconds(proc.pid)
@@ -303,7 +303,7 @@ async def run_api(wl: ModuleType, workload: dict[str, Any], args: argparse.Names
             machine_create_per_s=round(len(requests) / created_s, 1),
             seconds_to_first_bind=round(first - start, 3),
             binds_per_s_after_first=round((len(bound) - 1) / (end - first), 1) if end > first else None,
-            cpu_ms_per_placement=cpu_ms)
+            cpu_ms_per_placement=cpu_ms, bind_concurrency=args.bind_concurrency or "scheduler default")
         return out
     finally:
         if sched is not None:
@@ -334,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="api mode: the apiserver's store (etcd: a 3-member cluster on loopback ports)")
     ap.add_argument("--etcd-data", choices=("disk", "tmpfs"), default="disk",
                     help="api mode, --store etcd: where the members keep their data")
-    ap.add_argument("--bind-concurrency", type=int, default=8, help="api mode: scheduler binds in flight")
+    ap.add_argument("--bind-concurrency", type=int, default=0,
+                    help="api mode: scheduler binds in flight (0: the scheduler's own default)")
     args = ap.parse_args(argv)
     wl = load_workload_module()
     try:
