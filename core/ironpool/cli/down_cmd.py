@@ -1,5 +1,5 @@
-"""``ironpool down``: stop the ``ironpool up`` (or ``ironpool join``) of a data dir; ``--purge`` also removes what
-it made."""
+"""``ironpool down``: stop the ``ironpool up`` (or ``ironpool join``) of a data dir; ``--purge`` also
+removes what it made."""
 
 from __future__ import annotations
 
