@@ -160,3 +160,15 @@ async def test_a_stream_that_stalls_past_its_read_timeout_fails_as_read_timeout(
             async for _ in stream.lines():
                 pass
     await pool.aclose()
+
+
+async def test_a_write_whose_connection_broke_is_not_sent_again(closing: list[asyncio.Server]) -> None:
+    server, port, seen = await serve(lambda head: b"", close_after=True)  # reads it, answers nothing
+    closing.append(server)
+    pool = Http1Pool(f"http://127.0.0.1:{port}", {}, True, 5)
+    for method in ("PUT", "DELETE"):
+        with pytest.raises(httpx.TransportError):
+            await pool.request(method, "/x", {}, b"{}", {})
+    # once each: failover, not the library, decides whether a write whose answer was lost goes again
+    assert [h.split(b" ", 1)[0] for h in seen if h != b"CONNECT"] == [b"PUT", b"DELETE"]
+    await pool.aclose()

@@ -82,9 +82,14 @@ class Http1Pool:
 
     def _open(self) -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=_IDLE_REUSE, ssl=self._ssl)
-        return aiohttp.ClientSession(
+        session = aiohttp.ClientSession(
             headers=self.headers, connector=connector, skip_auto_headers=("User-Agent",),
             timeout=aiohttp.ClientTimeout(total=self.timeout, connect=self.timeout))
+        # aiohttp sends a PUT or DELETE whose connection broke once more on its own; whether a
+        # request goes again is :mod:`.failover`'s decision (a write whose answer was lost may have
+        # been applied). aiohttp has no public switch; its own test client sets this one.
+        session._retry_connection = False
+        return session
 
     def _current(self) -> aiohttp.ClientSession:
         session = self._session
