@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -30,10 +27,10 @@ import libvirt
 import pytest
 
 from tests.e2e.up_harness import machine_domain
-from tests.helpers.etcd import require_etcd
-from tests.helpers.runtimes import LIBVIRT_URI, build_tiny_image, require_libvirt
+from tests.helpers.runtimes import LIBVIRT_URI
 from tests.helpers.wait import wait_for
-from tests.rig.rig import Proc, Rig, RigError, ironpool
+from tests.rig.harness import started_rig
+from tests.rig.rig import Rig
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 
@@ -46,32 +43,11 @@ UNREACHABLE = "pool.ironpool.dev/unreachable"
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     """A rig whose hosts offer room for 12 x-small Machines each, and whose controller-manager uses a
     grace period of a few seconds."""
-    require_libvirt()
-    require_etcd()
-    images = build_tiny_image()
-    etcd_data = Path(tempfile.mkdtemp(prefix="ironpool-rig-etcd-", dir="/dev/shm"))
-    rig = Rig(tmp_path_factory.mktemp("rig") / "r", images, host_cpu="12", host_memory="8Gi",
-              etcd_data=etcd_data)
-    try:
-        rig.up()
-        if rig.controller_manager is not None:
-            rig.controller_manager.stop()
-        rig.controller_manager = Proc("controller-manager", ironpool(
-            "controller-manager", "--pool-monitor-grace-period", str(GRACE), "--pool-monitor-period", "0.5",
-            "--pool-eviction-rate", "10", "--pool-eviction-burst", "3",
-        ), str(rig.logs / "controller-manager-fast.log"), env={"IRONPOOL_CONFIG": str(rig.admin_config)})
-        rig.controller_manager.start()
-        rig.save()
-    except RigError as exc:
-        rig.down()
-        shutil.rmtree(etcd_data, ignore_errors=True)
-        pytest.fail(f"the rig did not start: {exc}")
-    try:
+    with started_rig(tmp_path_factory.mktemp("rig"), host_cpu="12", host_memory="8Gi",
+                     controller_manager_args=["--pool-monitor-grace-period", str(GRACE),
+                                              "--pool-monitor-period", "0.5", "--pool-eviction-rate", "10",
+                                              "--pool-eviction-burst", "3"]) as rig:
         yield rig
-    finally:
-        problems = rig.down()
-        shutil.rmtree(etcd_data, ignore_errors=True)
-        assert not problems, problems
 
 
 def tiny_machine(name: str, pool: str) -> dict[str, Any]:
