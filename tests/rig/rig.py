@@ -84,11 +84,14 @@ class Proc:
         child = _CHILDREN.get(self.pid)
         if child is not None:
             return child.poll() is None
+        # Started by an earlier `rig.sh up`: the PID is ours only while it runs the same command line
+        # (a PID reused by another program is never signalled).
         try:
             state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes().decode(errors="replace")
         except (OSError, IndexError):
             return False
-        return state != "Z"
+        return state != "Z" and cmdline.split("\0")[:-1] == self.argv
 
     @property
     def returncode(self) -> int | None:
