@@ -11,8 +11,10 @@ echo "==> mypy (core/)"
 "$VENV/bin/mypy"
 
 echo "==> pytest"
+# Two workers: tests that boot guests one after another on one, every other module on whichever is
+# free (see tests/conftest.py). PYTEST_WORKERS=0 runs everything in this process.
 set +e
-"$VENV/bin/pytest" -ra --durations=15 "$@"
+"$VENV/bin/pytest" -ra --durations=15 -n "${PYTEST_WORKERS:-2}" --dist loadgroup "$@"
 rc=$?
 set -e
 # The Ansible collection (ruff/mypy, ansible-test sanity and units, Molecule), once pytest passed.

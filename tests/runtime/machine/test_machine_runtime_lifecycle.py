@@ -93,7 +93,12 @@ def _free_on_host(exclude: str) -> tuple[int, int]:
         cpu, mem = int(cpus), int(mem_mib) << 20
         for dom in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE):
             if dom.name() != exclude:
-                _state, max_kib, _m, vcpus, _t = dom.info()
+                try:
+                    _state, max_kib, _m, vcpus, _t = dom.info()
+                except libvirt.libvirtError as exc:
+                    if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+                        continue  # another test's domain, gone since the listing
+                    raise
                 cpu, mem = cpu - int(vcpus), mem - (int(max_kib) << 10)
         return cpu, mem
     finally:
