@@ -426,10 +426,11 @@ class SQLiteStore(Store):
         transaction: a GuardConflict rolls the object write back too)."""
         if not guards:
             return
-        current = self._read_guards([g.key for g in guards])
-        failed = [c for g, c in zip(guards, current, strict=True) if c.revision != g.revision]
+        # Revisions decide; a value (a pool's usage: every charge on it) is decoded only to tell
+        # the loser what it lost to.
+        failed = [g.key for g in guards if self._guard_revision(g.key) != g.revision]
         if failed:
-            raise GuardConflict(failed)
+            raise GuardConflict(self._read_guards(failed))
         for g in guards:
             if g.check_only:
                 continue
@@ -441,6 +442,10 @@ class SQLiteStore(Store):
                     "ON CONFLICT(key) DO UPDATE SET value=excluded.value, rev=excluded.rev",
                     (g.key, orjson.dumps(g.value), rev),
                 )
+
+    def _guard_revision(self, key: str) -> int:
+        row = self._db.execute("SELECT rev FROM guards WHERE key=?", (key,)).fetchone()
+        return 0 if row is None else int(row[0])
 
     def _read_guards(self, keys: Sequence[str]) -> builtins.list[GuardValue]:
         out = []
