@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -112,3 +113,31 @@ def run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]]) -> Non
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(runner())
+
+
+def run_in_foreground(system: Any, progress: Any, started: Callable[[Any], None], label: str,
+                      errors: tuple[type[Exception], ...]) -> None:
+    """Run ``system.run(stop, started)`` (``ironpool up``, ``ironpool join``) in a new event loop: the
+    first SIGINT or SIGTERM stops it in order, a second at once. A failure in ``errors`` is reported on
+    ``progress`` as ``label`` failing, with exit status 1."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def on_signal() -> None:
+            if stop.is_set():
+                progress.note("stopping at once (second signal)")
+                os._exit(130)
+            progress.note("stopping... (Ctrl-C again to stop at once)")
+            stop.set()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal)
+        await system.run(stop, started)
+
+    try:
+        asyncio.run(main())
+    except errors as exc:
+        progress.fail(label, str(exc))
+        raise SystemExit(1) from None

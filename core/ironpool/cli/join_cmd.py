@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-import signal
 import sys
 from pathlib import Path
 
 import click
 
-from ironpool.cli.common import collect_options, gc_options, quantity_option
+from ironpool.cli.common import collect_options, gc_options, quantity_option, run_in_foreground
 
 
 def _pool_name(pool: str) -> str:
@@ -229,24 +227,5 @@ def join(server: str, token: str, ca_data: str | None, ca_file: Path | None, ca_
         progress.note(f"Stop with Ctrl-C (or: kill {os.getpid()}; or: ironpool down --data-dir "
                       f"{host.dirs.root}).")
 
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-
-        def on_signal() -> None:
-            if stop.is_set():
-                progress.note("stopping at once (second signal)")
-                os._exit(130)
-            progress.note("stopping... (Ctrl-C again to stop at once)")
-            stop.set()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, on_signal)
-        await system.run(stop, started)
-
-    try:
-        asyncio.run(main())
-    except (JoinError, DataDirError) as exc:
-        progress.fail("ironpool join", str(exc))
-        raise SystemExit(1) from None
+    run_in_foreground(system, progress, started, "ironpool join", (JoinError, DataDirError))
     progress.note("ironpool join stopped.")

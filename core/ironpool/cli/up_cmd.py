@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-import signal
 import sys
 from pathlib import Path
 
 import click
 
-from ironpool.cli.common import collect_options, gc_options, quantity_option
+from ironpool.cli.common import collect_options, gc_options, quantity_option, run_in_foreground
 
 
 def _listen(value: str) -> tuple[str, int]:
@@ -121,24 +119,5 @@ def up(data_dir: Path | None, libvirt_uri: str, listen: str, insecure_http: bool
                       f"     KUBECONFIG={aio.dirs.kubeconfig} kubectl get machines -o wide\n"
                       f"Stop with Ctrl-C (or: kill {os.getpid()}).")
 
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-
-        def on_signal() -> None:
-            if stop.is_set():
-                progress.note("stopping at once (second signal)")
-                os._exit(130)
-            progress.note("stopping... (Ctrl-C again to stop at once)")
-            stop.set()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, on_signal)
-        await system.run(stop, started)
-
-    try:
-        asyncio.run(main())
-    except (UpError, DataDirError) as exc:
-        progress.fail("ironpool up", str(exc))
-        raise SystemExit(1) from None
+    run_in_foreground(system, progress, started, "ironpool up", (UpError, DataDirError))
     progress.note("ironpool stopped.")
