@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import os
 import re
 import secrets
 import shlex
@@ -30,6 +29,7 @@ from ironpool.apiserver.authz import (
     VOLUME_POOL_USER_PREFIX,
     VOLUME_POOLS_GROUP,
 )
+from ironpool.apiserver.certs import write_private
 
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]{16,}$")
 
@@ -79,16 +79,8 @@ def add_identities(token_file: Path, pool: str) -> JoinToken:
     token = JoinToken.generate()
     if text and not text.endswith("\n"):
         text += "\n"
-    _write_private(token_file, text + "\n".join(identity_lines(pool, token)) + "\n")
+    write_private(token_file, (text + "\n".join(identity_lines(pool, token)) + "\n").encode())
     return token
-
-
-def _write_private(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
 
 
 def _pool_of(line: str) -> str | None:
@@ -119,7 +111,7 @@ def remove_identities(token_file: Path, pool: str) -> int:
     lines = _read(token_file).splitlines(keepends=True)
     kept = [line for line in lines if _pool_of(line) != pool]
     if len(kept) != len(lines):
-        _write_private(token_file, "".join(kept))
+        write_private(token_file, "".join(kept).encode())
     return len(lines) - len(kept)
 
 
