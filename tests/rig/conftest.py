@@ -18,5 +18,8 @@ from tests.rig.rig import Rig
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    with started_rig(tmp_path_factory.mktemp("rig")) as running:
+    # The burst test's pools have no host to renew their heartbeat Leases: a grace period longer than
+    # the module keeps the controller-manager from marking them unreachable under a slow machine.
+    with started_rig(tmp_path_factory.mktemp("rig"),
+                     controller_manager_args=["--pool-monitor-grace-period", "600"]) as running:
         yield running
