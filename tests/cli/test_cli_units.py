@@ -11,8 +11,9 @@ from ironpool.api.errors import Cause, Invalid
 from ironpool.api.resources import resolve
 from ironpool.cli.config import CommandError, format_api_error, parse_duration
 from ironpool.cli.manifests import load_manifests, parse_documents
+from ironpool.cli.objects import jsonpath_get, parse_condition, parse_targets
 from ironpool.cli.printers import describe, qualified_name, table_rows
-from ironpool.cli.resources_cmd import apply_patch, jsonpath_get, parse_condition, parse_targets
+from ironpool.cli.resources_cmd import apply_patch
 
 DOC = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n"
 

@@ -10,18 +10,13 @@ unless ``--force-conflicts``.
 
 from __future__ import annotations
 
-import math
-import re
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
 
 import click
 
-from ironpool.api.errors import AlreadyExists, ApiError, Expired, NotFound
-from ironpool.api.resources import ResourceInfo, by_kind, resolve
+from ironpool.api.errors import AlreadyExists, ApiError, NotFound
+from ironpool.api.resources import ResourceInfo, resolve
 from ironpool.cli.config import (
     CommandError,
     connection_options,
@@ -32,6 +27,16 @@ from ironpool.cli.config import (
     parse_duration,
 )
 from ironpool.cli.manifests import Manifest, load_manifests
+from ironpool.cli.objects import (
+    Target,
+    WaitTimeout,
+    list_all,
+    manifest_target,
+    parse_condition,
+    parse_targets,
+    wait_for,
+    watch_events,
+)
 from ironpool.cli.printers import (
     as_list,
     column_widths,
@@ -50,50 +55,6 @@ OUTPUTS = ["wide", "yaml", "json", "name"]
 
 
 # -- helpers -----------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Target:
-    """One object named on the command line or in a manifest."""
-
-    info: ResourceInfo
-    name: str
-    namespace: str | None
-
-    @property
-    def label(self) -> str:
-        return qualified_name(self.info, self.name)
-
-
-def parse_targets(args: tuple[str, ...], namespace: str) -> list[Target]:
-    """``KIND NAME...`` or ``KIND/NAME...`` into targets."""
-    if not args:
-        raise CommandError("specify a resource: KIND NAME or KIND/NAME")
-    if "/" in args[0]:
-        out = []
-        for arg in args:
-            kind, sep, name = arg.partition("/")
-            if not sep or not kind or not name:
-                raise CommandError(f"{arg!r}: expected KIND/NAME when the first argument is KIND/NAME")
-            info = resolve(kind)
-            out.append(Target(info, name, namespace if info.namespaced else None))
-        return out
-    info = resolve(args[0])
-    if len(args) < 2:
-        raise CommandError(f"specify the name of the {info.singular}")
-    return [Target(info, name, namespace if info.namespaced else None) for name in args[1:]]
-
-
-def manifest_target(m: Manifest, namespace: str, explicit_namespace: str | None) -> Target:
-    info = by_kind(str(m.obj["apiVersion"]), str(m.obj["kind"]))
-    if not info.namespaced:
-        return Target(info, m.name, None)
-    if explicit_namespace and m.namespace and m.namespace != explicit_namespace:
-        raise CommandError(
-            f"the namespace from the manifest ({m.namespace}) "
-            f"does not match --namespace ({explicit_namespace})"
-        )
-    return Target(info, m.name, m.namespace or namespace)
-
 
 _IDENTITY_KEYS = ("apiVersion", "kind", "metadata", "status")
 _PATCHABLE_META = ("labels", "annotations", "finalizers", "ownerReferences")
@@ -133,20 +94,6 @@ def apply_one(client: Client, target: Target, m: Manifest, dry_run: bool) -> str
     if not dry_run:
         client.patch_raw(target.info, target.name, patch, target.namespace)
     return "configured"
-
-
-def list_all(client: Client, info: ResourceInfo, namespace: str | None, label_selector: str | None,
-             field_selector: str | None) -> tuple[list[Obj], str]:
-    items: list[Obj] = []
-    token: str | None = None
-    rv = ""
-    while True:
-        page = client.list_raw(info, namespace, label_selector, field_selector, 500, token)
-        items.extend(page.items)
-        rv = page.resource_version or rv
-        token = page.continue_
-        if not token:
-            return items, rv
 
 
 def _echo_objects(info: ResourceInfo, objs: list[Obj], output: str | None, rv: str, single: bool) -> None:
@@ -277,7 +224,7 @@ def _watch_and_print(client: Client, info: ResourceInfo, ns: str | None, selecto
                      field_selector: str | None, names: tuple[str, ...], rv: str, output: str | None,
                      all_namespaces: bool, widths: list[int] | None, deadline: float | None) -> None:
     header_done = widths is not None
-    for event_type, obj in _watch_forever(client, info, ns, selector, field_selector, rv, deadline):
+    for event_type, obj in watch_events(client, info, ns, selector, field_selector, rv, deadline):
         if not _matches_names(obj, names):
             continue
         if output in (None, "wide"):
@@ -293,25 +240,6 @@ def _watch_and_print(client: Client, info: ResourceInfo, ns: str | None, selecto
         else:
             click.echo(f"{qualified_name(info, obj)} {event_type.lower()}")
         sys.stdout.flush()
-
-
-def _watch_forever(client: Client, info: ResourceInfo, ns: str | None, selector: str | None,
-                   field_selector: str | None, rv: str, deadline: float | None) -> Iterator[tuple[str, Obj]]:
-    """Watch events from ``rv`` until ``deadline``, resuming dropped streams and relisting on 410."""
-    while True:
-        remaining = None if deadline is None else deadline - time.monotonic()
-        if remaining is not None and remaining <= 0:
-            return
-        timeout = 300 if remaining is None else max(1, math.ceil(remaining))
-        try:
-            for event in client.watch_raw(info, ns, rv, selector, field_selector, timeout):
-                rv = event.resource_version or rv
-                if event.type != "BOOKMARK":
-                    yield event.type, event.object
-                if deadline is not None and time.monotonic() >= deadline:
-                    return
-        except Expired:
-            _, rv = list_all(client, info, ns, selector, field_selector)
 
 
 # -- describe ------------------------------------------------------------------------------------------
@@ -351,86 +279,6 @@ def describe(args: tuple[str, ...], server: str | None, token: str | None, names
 
 
 # -- waiting -------------------------------------------------------------------------------------------
-
-Predicate = Callable[[Obj | None], bool]
-_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
-
-
-def jsonpath_get(obj: Any, expr: str) -> Any:
-    """A jsonpath-lite lookup: ``{.status.conditions[0].type}`` or ``.status.state``."""
-    path = expr.strip()
-    if path.startswith("{") and path.endswith("}"):
-        path = path[1:-1]
-    path = path.lstrip(".")
-    cur = obj
-    for key, index in _PATH_PART.findall(path):
-        if key:
-            cur = cur.get(key) if isinstance(cur, dict) else None
-        else:
-            cur = cur[int(index)] if isinstance(cur, list) and int(index) < len(cur) else None
-        if cur is None:
-            return None
-    return cur
-
-
-def parse_condition(spec: str) -> Predicate:
-    """``delete``, ``condition=Ready[=True]`` or ``jsonpath={.status.state}[=Running]``."""
-    kind, _, rest = spec.partition("=")
-    if spec == "delete":
-        return lambda obj: obj is None
-    if kind == "condition" and rest:
-        ctype, _, wanted = rest.partition("=")
-        want = (wanted or "True").lower()
-
-        def has_condition(obj: Obj | None) -> bool:
-            for cond in dig(obj, "status.conditions") or [] if obj else []:
-                if cond.get("type", "").lower() == ctype.lower():
-                    return str(cond.get("status", "")).lower() == want
-            return False
-        return has_condition
-    if kind == "jsonpath" and rest:
-        match = re.fullmatch(r"(\{[^}]*\}|[^=]+)(?:=(.*))?", rest)
-        if match is None:
-            raise CommandError(f"--for: cannot parse jsonpath expression {rest!r}")
-        expr, wanted_value = match.group(1), match.group(2)
-
-        def jsonpath_matches(obj: Obj | None) -> bool:
-            value = jsonpath_get(obj, expr) if obj else None
-            if wanted_value is None:
-                return value not in (None, "", [], {})
-            return value is not None and str(value) == wanted_value
-        return jsonpath_matches
-    raise CommandError(
-        f"--for: expected delete, condition=NAME[=VALUE] or jsonpath={{.path}}[=VALUE], got {spec!r}"
-    )
-
-
-class WaitTimeout(Exception):
-    """The condition did not hold before the deadline."""
-
-
-def wait_for(client: Client, target: Target, predicate: Predicate, deadline: float) -> Obj | None:
-    """Watch ``target`` until ``predicate`` holds for it (None: it does not exist) or the deadline passes."""
-    info, name = target.info, target.name
-    by_name = f"metadata.name={name}"
-    while True:
-        items, rv = list_all(client, info, target.namespace, None, by_name)
-        current = next((o for o in items if dig(o, "metadata.name") == name), None)
-        if predicate(current):
-            return current
-        try:
-            events = _watch_forever(client, info, target.namespace, None, by_name, rv, deadline)
-            for event_type, obj in events:
-                if dig(obj, "metadata.name") != name:
-                    continue
-                current = None if event_type == "DELETED" else obj
-                if predicate(current):
-                    return current
-        except Expired:
-            continue
-        if time.monotonic() >= deadline:
-            raise WaitTimeout(f"timed out waiting for the condition on {info.plural}/{name}")
-
 
 @click.command()
 @click.argument("args", nargs=-1, required=True)

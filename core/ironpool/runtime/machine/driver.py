@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
 
 import libvirt
 
@@ -28,16 +27,13 @@ from ironpool.runtime.metadata import check_string_map
 
 from . import disks, records
 from .classes import MachineClassSpec
+from .devices import DeviceOps
 from .domain_xml import (
     DomainOptions,
-    disk_element,
     domain_element,
-    interface_element,
     metadata_xml,
-    nic_alias,
     parse_metadata,
     to_string,
-    volume_alias,
 )
 from .guest import Guest
 from .host import Host
@@ -49,10 +45,9 @@ from .records import POWER_OFF, POWER_ON, ClassStatus, MachineView
 from .usernet import UserNics
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
-class MachineDriver:
+class MachineDriver(DeviceOps):
     """IRI machine semantics on one libvirt host."""
 
     def __init__(
@@ -428,131 +423,3 @@ class MachineDriver:
             self.record_event(rec, "MachineDeletionFailed", str(exc), "Warning", "Delete")
             with entry.lock:
                 entry.tearing_down = False  # the next DeleteMachine retries
-
-    # -- volumes -----------------------------------------------------------------------------
-    def attach_volume(self, machine_id: str, volume: machine_pb2.Volume) -> None:
-        entry = self.index.get_live(machine_id)
-        with entry.lock:
-            rec = entry.rec
-            vrec, image = records.volume_record(
-                volume, "volume", rec, self.machine_dir(rec.id) / "disks", self.lookups
-            )
-            records.attachable(vrec, image)
-            guest = self._guest(rec)
-            disks.make_local(vrec, image)
-            try:
-                if vrec.path:
-                    xml, what = to_string(disk_element(vrec)), f"volume {vrec.name!r}"
-                    self._attach(entry, guest, xml, what, "AttachDetachVolumeFailed", "AttachVolume")
-            except Internal:
-                if vrec.owned:
-                    Path(vrec.path).unlink(missing_ok=True)
-                raise
-            rec.volumes.append(vrec)
-            self._persist(entry, guest)
-            message = f"volume {vrec.name!r} attached as {vrec.target}"
-            self.record_event(rec, "AttachVolumeSucceeded", message, action="AttachVolume")
-
-    def _attach(self, entry: Entry, guest: Guest, xml: str, what: str, failed: str, action: str) -> None:
-        """Attach a device; a refusal is a Warning event (reason ``failed``) and Internal."""
-        try:
-            guest.attach_device(xml)
-        except libvirt.libvirtError as exc:
-            message = exc.get_error_message()
-            self.record_event(entry.rec, failed, message, "Warning", action)
-            raise Internal(f"{what}: attaching failed: {message}") from exc
-
-    def detach_volume(self, machine_id: str, name: str) -> None:
-        entry = self.index.get_live(machine_id)
-        with entry.lock:
-            vrec = self._attached(entry, name, entry.rec.volume(name), "volume")
-            guest = self._guest(entry.rec)
-            if vrec.path:
-                guest.detach_device("disk", volume_alias(name))
-            entry.rec.volumes.remove(vrec)
-            self._persist(entry, guest)
-            if vrec.owned and vrec.path:
-                Path(vrec.path).unlink(missing_ok=True)
-            self.record_event(
-                entry.rec, "DetachVolumeSucceeded", f"volume {name!r} detached", action="DetachVolume"
-            )
-
-    @staticmethod
-    def _attached(entry: Entry, name: str, found: T | None, what: str, field: str = "name") -> T:
-        """What ``name`` names on the machine; NotFound (InvalidArgument when empty) otherwise."""
-        if not name:
-            records.check_name(name, field)
-        if found is None:
-            raise NotFound(f"{what} {name[:80]!r} not found on machine {entry.rec.id!r}")
-        return found
-
-    def update_volume(self, machine_id: str, volume: machine_pb2.Volume) -> None:
-        """Resize (grow only) and retune an attached volume; works on a running domain."""
-        entry = self.index.get_live(machine_id)
-        with entry.lock:
-            name = volume.name
-            vrec = self._attached(entry, name, entry.rec.volume(name), "volume", "volume.name")
-            update = records.volume_update(vrec, volume)
-            guest = self._guest(entry.rec)
-            if update.size and vrec.path:
-                what = f"volume {name!r}"
-                if not guest.grow_disk_live(vrec.target, update.size, what):
-                    disks.grow(Path(vrec.path), update.size)
-            if update.retune and update.attributes is not None:
-                params = records.io_tune(update.attributes, "volume.connection.attributes")
-                guest.set_io_tune(vrec.target, params, f"volume {name!r}")
-            update.apply(vrec)
-            self._persist(entry, guest)
-            self.record_event(
-                entry.rec, "UpdateVolumeSucceeded", f"volume {name!r} updated", action="UpdateVolume"
-            )
-
-    # -- network interfaces ------------------------------------------------------------------
-    def attach_nic(self, machine_id: str, nic: machine_pb2.NetworkInterface) -> None:
-        entry = self.index.get_live(machine_id)
-        with entry.lock:
-            rec = entry.rec
-            nrec = records.nic_record(nic, "network_interface", rec, self.lookups)
-            guest = self._guest(rec)
-            self.host_networks.reserve(nrec, "network_interface")
-            try:
-                self._plug_nic(entry, guest, nrec)
-            except BaseException:
-                self._release_networks([nrec])
-                raise
-            rec.nics.append(nrec)
-            self._persist(entry, guest)
-            message = f"network interface {nrec.name!r} attached"
-            self.record_event(rec, "AttachNICSucceeded", message, action="AttachNIC")
-
-    def _plug_nic(self, entry: Entry, guest: Guest, nrec: NicRecord) -> None:
-        """Put a new NIC into the domain: a user-mode one into the running QEMU (a stopped domain
-        gets it when it starts), any other into the definition and the running guest."""
-        what = f"network interface {nrec.name!r}"
-        if nrec.mode == "user":
-            if guest.is_active():
-                try:
-                    nrec.forward = self.user_nics.plug(guest, nrec)
-                except Internal as exc:
-                    self.record_event(entry.rec, "AttachDetachNICFailed", exc.message, "Warning", "AttachNIC")
-                    raise
-            return
-        iface = interface_element(nrec)
-        assert iface is not None
-        self._attach(entry, guest, to_string(iface), what, "AttachDetachNICFailed", "AttachNIC")
-
-    def detach_nic(self, machine_id: str, name: str) -> None:
-        entry = self.index.get_live(machine_id)
-        with entry.lock:
-            nrec = self._attached(entry, name, entry.rec.nic(name), "network interface")
-            guest = self._guest(entry.rec)
-            if nrec.mode == "user":
-                if guest.is_active():
-                    self.user_nics.unplug(guest, nrec)
-            else:
-                guest.detach_device("interface", nic_alias(name))
-            entry.rec.nics.remove(nrec)
-            self._persist(entry, guest)
-            self._release_networks([nrec])
-            message = f"network interface {name!r} detached"
-            self.record_event(entry.rec, "DetachNICSucceeded", message, action="DetachNIC")
