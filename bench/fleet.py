@@ -101,7 +101,12 @@ async def run(args: argparse.Namespace, url: str, token: str, pid: int, cpu_seco
 
     await asyncio.gather(*(make(p) for p in pools))
     hearts = {p: PoolHeartbeat(client, "MachinePool", p, p) for p in pools}
-    await asyncio.gather(*(h.renew_once() for h in hearts.values()))  # each pool's Lease exists
+
+    async def first_beat(h: PoolHeartbeat) -> None:
+        async with sem:
+            await h.renew_once()
+
+    await asyncio.gather(*(first_beat(h) for h in hearts.values()))  # each pool's Lease exists
     runs: dict[str, list[dict[str, float]]] = {"lease": [], "status": []}
     for kind in ("lease", "status", "lease", "status"):
         runs[kind].append(await phase(kind, client, pools, args.beats // 2, args.clients, pid, cpu_seconds,
