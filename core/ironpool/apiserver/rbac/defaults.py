@@ -4,7 +4,7 @@ policy has them, for ironpool's resources:
 - ``cluster-admin``: everything (bound to ``system:masters``);
 - ``admin``: what ``edit`` may, plus Roles and RoleBindings of the namespace (bind it per namespace);
 - ``edit``: create, change and delete the workload kinds (Machines, Volumes, NICs, Networks,
-  Prefixes, Secrets), read them and Events, Leases and the Namespace;
+  Prefixes, Secrets), evict Machines, read them and Events, Leases and the Namespace;
 - ``view``: read the workload kinds except Secrets;
 - ``system:discovery``: ``/version``, ``/api``, ``/apis`` and ``/openapi`` (bound to
   ``system:authenticated``).
@@ -45,6 +45,7 @@ def _edit() -> list[dict[str, Any]]:
     rules = [_rule(_WRITE, g, res) for g, res in _WORKLOADS]
     rules.append(_rule(_READ + _WRITE, "", ["secrets"]))
     rules.append(_rule(["create", "update", "patch"], "", ["events"]))
+    rules.append(_rule(["create"], COMPUTE, ["machines/eviction"]))  # as edit may create pods/eviction
     return rules + _view()
 
 
