@@ -21,6 +21,7 @@ import pytest
 from ironpool.api import Event, Machine, MachineClass, MachinePool
 from ironpool.api.errors import Conflict, Forbidden
 from ironpool.api.fleet import MACHINE_POOL_LEASE_NAMESPACE, UNREACHABLE_TAINT_KEY
+from ironpool.api.resources import resolve
 from ironpool.client.config import ClientConfig
 from ironpool.client.rest import AsyncClient
 from ironpool.client.wire import resource_for_model
@@ -244,3 +245,26 @@ async def test_cordon_uncordon_and_drain(fleet: Fleet, apiserver: Any) -> None:
 
     missing = await asyncio.to_thread(_cli, apiserver, "drain", "nope")
     assert missing.exit_code == 1 and "nope" in missing.output
+
+
+async def test_edit_role_may_evict_but_not_cordon(fleet: Fleet, apiserver: Any) -> None:
+    """As Kubernetes' edit role may create pods/eviction but not change nodes."""
+    c = fleet.client
+    await c.create_raw(M, _machine("mine", "p2"), "default")
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "alice-edit", "namespace": "default"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]}
+    await c.create_raw(resolve("RoleBinding"), binding, "default")
+    async with AsyncClient(ClientConfig(server=apiserver.url, token=apiserver.user_token)) as alice:
+        async def evicted() -> bool:
+            try:
+                await alice.evict_raw(M, "mine", "default")
+            except Forbidden as exc:  # the RBAC index may be a moment behind the binding
+                raise AssertionError(str(exc)) from exc
+            return True
+
+        await eventually(evicted, 10, "alice's eviction allowed by the edit role")
+        with pytest.raises(Forbidden):
+            await alice.patch_raw(MP, "p1", {"spec": {"taints": [
+                {"key": "pool.ironpool.dev/unschedulable", "effect": "NoSchedule"}]}})
