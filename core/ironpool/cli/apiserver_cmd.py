@@ -38,7 +38,7 @@ def etcd_tls(cafile: str | None, certfile: str | None, keyfile: str | None) -> A
     "store_url",
     required=True,
     metavar="URL",
-    help="sqlite:///PATH (options: ?history=N&ring=N&ring-bytes=N) or "
+    help="sqlite:///PATH (options: ?history=N&history-bytes=N&ring=N&ring-bytes=N) or "
     "etcd://HOST:PORT[,HOST:PORT...][/KEY-PREFIX] (options: ?compaction-interval=5m&ring=N&ring-bytes=N)",
 )
 @click.option("--etcd-cafile", type=click.Path(exists=True, dir_okay=False), default=None,

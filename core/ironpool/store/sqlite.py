@@ -9,7 +9,9 @@ Layout:
   before (NULL for ADDED). ``prev`` makes consistent reads at an older revision possible without
   keeping every version: the state of a key at revision R is its current row if unchanged since R,
   otherwise the ``prev`` of its first event after R. The log is compacted to the last
-  ``history`` revisions; the highest removed revision is kept in ``meta`` as ``compacted``.
+  ``history`` revisions, and to half of ``history-bytes`` when it holds more than that (1 GiB by
+  default: a client rewriting a 1.5 MiB object cannot fill the disk with its versions); the highest
+  removed revision is kept in ``meta`` as ``compacted``.
 * ``guards(key, value, rev)`` holds the guard keys (:class:`~ironpool.store.interface.Guard`), each
   with the revision of the object write that last set it; they have no history.
 
@@ -93,6 +95,7 @@ _TYPES: tuple[EventType, EventType, EventType] = ("ADDED", "MODIFIED", "DELETED"
 _TYPE_CODE: dict[EventType, int] = {t: i for i, t in enumerate(_TYPES)}
 
 DEFAULT_HISTORY = 100_000
+DEFAULT_HISTORY_BYTES = 1024 * 1024 * 1024
 DEFAULT_RING = 4096
 HISTORY_BATCH_BYTES = 8 * 1024 * 1024
 _COMPACT_EVERY = 1000
@@ -149,19 +152,21 @@ class SQLiteStore(Store):
     """:class:`Store` on one SQLite file (see the module docstring for layout and guarantees).
 
     ``path`` may carry options as a query string:
-    ``/var/lib/ironpool.db?history=100000&ring=4096&ring-bytes=67108864``.
+    ``/var/lib/ironpool.db?history=100000&history-bytes=1073741824&ring=4096&ring-bytes=67108864``.
     Use one instance per file and per event loop.
     """
 
     def __init__(self, path: str, *, history: int | None = None, ring: int | None = None,
-                 ring_bytes: int | None = None) -> None:
+                 ring_bytes: int | None = None, history_bytes: int | None = None) -> None:
         path, _, query = path.partition("?")
         options = {k: v[-1] for k, v in parse_qs(query).items()}
-        unknown = set(options) - {"history", "ring", "ring-bytes"}
+        known = ("history", "history-bytes", "ring", "ring-bytes")
+        unknown = set(options) - set(known)
         if unknown:
-            raise ValueError(
-                f"--store: unknown sqlite option(s) {sorted(unknown)}; known: history, ring, ring-bytes")
+            raise ValueError(f"--store: unknown sqlite option(s) {sorted(unknown)}; "
+                             f"known: {', '.join(known)}")
         self.history = history or _positive(options, "history", DEFAULT_HISTORY)
+        self.history_bytes = history_bytes or _positive(options, "history-bytes", DEFAULT_HISTORY_BYTES)
         self.ring_size = ring or _positive(options, "ring", DEFAULT_RING)
         self.ring_bytes = ring_bytes or _positive(options, "ring-bytes", DEFAULT_RING_BYTES)
         if not path:
@@ -188,6 +193,7 @@ class SQLiteStore(Store):
         self._changed = asyncio.Event()
         self._closed = False
         self._writes_since_compact = 0
+        self._history_held = self._log_bytes(self._compacted, None)
         self._queue: builtins.list[tuple[_Write, asyncio.Future[Document]]] = []
 
     # -- reads ---------------------------------------------------------------------------------
@@ -339,22 +345,25 @@ class SQLiteStore(Store):
         outcomes: builtins.list[StoreEvent | StoreError] = []
         rev = self._rev
         compacted: int | None = None
+        logged = 0  # bytes the writes add to the log
         try:
             self._db.execute("BEGIN IMMEDIATE")
             for write, _ in queue:
                 if shared:
                     self._db.execute("SAVEPOINT w")
                 try:
-                    outcomes.append(self._apply(write, rev + 1))
+                    event, prev = self._apply(write, rev + 1)
                 except StoreError as exc:
                     self._db.execute("ROLLBACK TO w" if shared else "ROLLBACK")
                     outcomes.append(exc)
                 else:
+                    outcomes.append(event)
+                    logged += len(event.raw or b"") + len(prev or b"")
                     rev += 1
                 if shared:
                     self._db.execute("RELEASE w")
             if self._db.in_transaction:
-                compacted = self._maybe_compact(rev, rev - self._rev)
+                compacted = self._maybe_compact(rev, rev - self._rev, logged)
                 self._db.execute("COMMIT")
         except BaseException as exc:
             if self._db.in_transaction:  # a failed COMMIT (disk full) leaves it open too
@@ -378,8 +387,9 @@ class SQLiteStore(Store):
             if not future.done():
                 future.set_result(orjson.loads(outcome.raw or b"{}"))
 
-    def _apply(self, write: _Write, rev: int) -> StoreEvent:
-        """The statements of one write at revision ``rev``, inside the open transaction."""
+    def _apply(self, write: _Write, rev: int) -> tuple[StoreEvent, bytes | None]:
+        """The statements of one write at revision ``rev``, inside the open transaction; its event,
+        and the state before it (None for a create), as logged."""
         key, guards = write.key, write.guards
         prev: bytes | None = None
         if write.type == "ADDED":
@@ -411,7 +421,7 @@ class SQLiteStore(Store):
             "INSERT INTO events (rev, type, key, value, prev) VALUES (?, ?, ?, ?, ?)",
             (rev, _TYPE_CODE[write.type], key, raw, prev),
         )
-        return StoreEvent(type=write.type, key=key, object=doc, revision=rev, raw=raw)
+        return StoreEvent(type=write.type, key=key, object=doc, revision=rev, raw=raw), prev
 
     def _current(self, key: str, expected_revision: int | None) -> bytes:
         row = self._db.execute("SELECT value, mod_rev FROM objects WHERE key=?", (key,)).fetchone()
@@ -459,20 +469,47 @@ class SQLiteStore(Store):
         self._check_open()
         return self._read_guards(keys)
 
-    def _maybe_compact(self, rev: int, writes: int) -> int | None:
-        """Every :data:`_COMPACT_EVERY` writes, drop the history older than the window (inside the
-        transaction being committed); the new compaction point, if any."""
+    def _maybe_compact(self, rev: int, writes: int, logged: int) -> int | None:
+        """Every :data:`_COMPACT_EVERY` writes, drop the history older than the window, and at once
+        when the log holds more than ``history_bytes``, down to half of that (inside the transaction
+        being committed); the new compaction point, if any."""
+        self._history_held += logged
         self._writes_since_compact += writes
-        if self._writes_since_compact < _COMPACT_EVERY:
-            return None
-        self._writes_since_compact = 0
-        upto = rev - self.history
+        upto = self._compacted
+        if self._history_held > self.history_bytes:
+            upto = self._revision_keeping(self.history_bytes // 2, rev)
+        if self._writes_since_compact >= _COMPACT_EVERY:
+            self._writes_since_compact = 0
+            upto = max(upto, rev - self.history)
         if upto <= self._compacted:
             return None
         self._drop_history(upto)
         return upto
 
+    def _log_bytes(self, after: int, upto: int | None) -> int:
+        """The bytes of the logged events in (after, upto]."""
+        sql = "SELECT ifnull(SUM(length(value) + ifnull(length(prev), 0)), 0) FROM events WHERE rev > ?"
+        params = [after] if upto is None else [after, upto]
+        (total,) = self._db.execute(sql + ("" if upto is None else " AND rev <= ?"), params).fetchone()
+        return int(total)
+
+    def _revision_keeping(self, keep: int, rev: int) -> int:
+        """The revision up to which to drop the log so that it holds at most ``keep`` bytes (the
+        last write is always kept)."""
+        excess = self._history_held - keep
+        upto = self._compacted
+        rows = self._db.execute(
+            "SELECT rev, length(value) + ifnull(length(prev), 0) FROM events WHERE rev > ? AND rev < ? "
+            "ORDER BY rev", (self._compacted, rev))
+        for row_rev, size in rows:
+            upto = row_rev
+            excess -= size
+            if excess <= 0:
+                break
+        return int(upto)
+
     def _drop_history(self, upto: int) -> None:
+        self._history_held -= self._log_bytes(self._compacted, upto)
         self._db.execute("DELETE FROM events WHERE rev <= ?", (upto,))
         self._db.execute(
             "INSERT INTO meta (name, value) VALUES ('compacted', ?) "
