@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 from ironpool.api import Event, Machine, MachineClass, MachinePool
 from ironpool.api.errors import Conflict, Forbidden
@@ -268,3 +269,28 @@ async def test_edit_role_may_evict_but_not_cordon(fleet: Fleet, apiserver: Any) 
         with pytest.raises(Forbidden):
             await alice.patch_raw(MP, "p1", {"spec": {"taints": [
                 {"key": "pool.ironpool.dev/unschedulable", "effect": "NoSchedule"}]}})
+
+
+async def test_eviction_subresource_edges_over_http(fleet: Fleet, apiserver: Any) -> None:
+    await fleet.client.create_raw(M, _machine("edge", "p2"), "default")
+    base = f"{apiserver.url}/apis/compute.ironcore.dev/v1alpha1/namespaces/default/machines/edge/eviction"
+    pool_token = "pool-p2-token-0123456789"
+    with apiserver.token_file.open("a") as f:
+        f.write(f"{pool_token},compute.ironcore.dev:system:machinepool:p2,7,"
+                '"compute.ironcore.dev:system:machinepools"\n')
+    async with httpx.AsyncClient(headers=apiserver.headers()) as h:
+        assert (await h.get(base)).status_code == 405
+        volumes = f"{apiserver.url}/apis/storage.ironcore.dev/v1alpha1/namespaces/default/volumes/v/eviction"
+        assert (await h.post(volumes, json={})).status_code == 404
+        wrong = await h.post(base, json={"apiVersion": "v1", "kind": "Binding"})
+        assert wrong.status_code == 400 and "Eviction" in wrong.text
+
+        async def pool_refused() -> bool:  # the token file is read again within a second
+            r = await h.post(base, json={}, headers={"Authorization": f"Bearer {pool_token}"})
+            assert r.status_code == 403, r.text
+            return True
+
+        await eventually(pool_refused, 10, "a pool identity refused to evict its own Machine")
+        done = await h.post(base, json={"apiVersion": "policy/v1", "kind": "Eviction",
+                                        "metadata": {"name": "edge", "namespace": "default"}})
+        assert done.status_code == 201 and done.json()["status"] == "Success"
