@@ -294,3 +294,29 @@ async def test_eviction_subresource_edges_over_http(fleet: Fleet, apiserver: Any
         done = await h.post(base, json={"apiVersion": "policy/v1", "kind": "Eviction",
                                         "metadata": {"name": "edge", "namespace": "default"}})
         assert done.status_code == 201 and done.json()["status"] == "Success"
+
+
+async def test_every_pool_silent_is_a_full_disruption_nothing_is_evicted(fleet: Fleet) -> None:
+    """All pools unreachable at once: Ready=Unknown on each, but no taint and no eviction (most likely
+    the control plane's own network); once one pool beats again, the other is tainted."""
+    c = fleet.client
+    await c.create_raw(M, _machine("stay", "p1"), "default")
+    await fleet.silence("p1")
+    await fleet.silence("p2")
+
+    async def both_unknown() -> bool:
+        return all([_ready(await c.get_raw(MP, p)) == "Unknown" for p in ("p1", "p2")])
+
+    await eventually(both_unknown, 15, "both pools Ready=Unknown")
+    await asyncio.sleep(1.0)  # several monitor passes (0.2 s): none may taint or evict
+    for p in ("p1", "p2"):
+        assert not _taints(await c.get_raw(MP, p))
+    assert _pool_of(await fleet.machine("stay")) == "p1"
+
+    fleet.beat("p2")
+
+    async def p1_tainted() -> bool:
+        return f"{UNREACHABLE_TAINT_KEY}:NoExecute" in _taints(await c.get_raw(MP, "p1"))
+
+    await eventually(p1_tainted, 15, "p1 tainted once p2 is back")
+    fleet.beat("p1")
