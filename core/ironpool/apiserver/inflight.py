@@ -8,12 +8,16 @@ A memory ceiling sheds load the same way: while the process's resident memory is
 requests get 429 with ``Retry-After`` (``/healthz``, ``/readyz`` and watches already streaming go on),
 so a burst of large writes or lists is refused before the kernel or an allocator failure ends the
 process. The ceiling is ``--memory-limit``, else 80 % of the cgroup's ``memory.max`` when one is set;
-without either there is none.
+without either there is none. Memory Python has freed is not always given back to the system, so
+above the ceiling the process collects garbage and trims the C heap (glibc's ``malloc_trim``) once a
+second at most, before it refuses: a spike that has passed does not leave the server refusing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import gc
 import os
 import time
 from collections.abc import Iterator
@@ -24,7 +28,14 @@ from ironpool.api import errors
 DEFAULT_PER_USER = 400  # Kubernetes' default --max-requests-inflight, here for each user
 CGROUP_SHARE = 0.8  # of the cgroup's memory.max, the ceiling when none is given
 _RSS_CACHE_SECONDS = 0.05  # resident memory is read at most this often (a read costs ~10 µs)
+_TRIM_EVERY_SECONDS = 1.0
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _malloc_trim() -> None:
+    """Give the C heap's free pages back to the system (glibc only; elsewhere nothing)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def resident_bytes() -> int:
@@ -59,6 +70,7 @@ class MemoryCeiling:
         self.rejected = 0
         self._rss = 0
         self._read_at = -1.0
+        self._trimmed_at = -_TRIM_EVERY_SECONDS
 
     def resident(self) -> int:
         now = time.monotonic()
@@ -67,7 +79,15 @@ class MemoryCeiling:
         return self._rss
 
     def check(self) -> None:
-        if self.limit is not None and self.resident() > self.limit:
+        if self.limit is None or self.resident() <= self.limit:
+            return
+        now = time.monotonic()
+        if now - self._trimmed_at >= _TRIM_EVERY_SECONDS:
+            self._trimmed_at = now
+            gc.collect()
+            _malloc_trim()
+            self._read_at = -1.0
+        if self.resident() > self.limit:
             self.rejected += 1
             raise errors.TooManyRequests(
                 f"the apiserver is using {self._rss >> 20} MiB, above its memory limit of "
