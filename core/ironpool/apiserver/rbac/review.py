@@ -30,7 +30,9 @@ class Bootstrapped(Protocol):
 class Server(Protocol):
     authorize: Authorizer
     large_bodies: LargeBodies
-    bootstrap: Bootstrapped
+
+    @property
+    def bootstrap(self) -> Bootstrapped: ...
 
     def authenticate(self, request: Request) -> User: ...
 
