@@ -32,8 +32,8 @@ def test_a_lease_ages_only_while_its_record_does_not_change() -> None:
     assert renewed.at == 139.5 and not unreachable(renewed, 170.0, grace=40)
 
 
-def test_a_pool_without_a_lease_ages_from_when_it_was_first_seen() -> None:
-    seen = observe(None, None, now=5.0)
+def test_a_lease_first_seen_gets_a_whole_grace_period() -> None:
+    seen = observe(None, "7", now=5.0)  # e.g. a new leader: however old the renewal, it counts from now
     assert not unreachable(seen, 44.0, 40) and unreachable(seen, 45.0, 40)
 
 

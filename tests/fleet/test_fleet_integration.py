@@ -80,8 +80,8 @@ def _taints(pool: dict[str, Any]) -> list[str]:
 async def fleet(apiserver: Any) -> AsyncIterator[Fleet]:
     client = AsyncClient(ClientConfig(server=apiserver.url, token=apiserver.admin_token))
     await client.create_raw(MC, machine_class("small", 1, "1Gi"))
-    for name in ("p1", "p2"):
-        doc = machine_pool(name, 8, "8Gi", classes=["small"])
+    for name in ("p1", "p2", "manual"):  # "manual" (no class) never gets a Lease: it is never judged
+        doc = machine_pool(name, 8, "8Gi", classes=[] if name == "manual" else ["small"])
         status = doc.pop("status")
         await client.create_raw(MP, doc)
         await client.patch_raw(MP, name, {"status": status}, subresource="status")
@@ -151,6 +151,8 @@ async def test_unreachable_pool_is_tainted_and_its_machines_move(fleet: Fleet) -
     assert _pool_of(await fleet.machine("patient")) == "p1"  # tolerates the taint for ever
     healthy = await c.get_raw(MP, "p2")
     assert _ready(healthy) == "True" and not _taints(healthy)  # its Lease kept moving
+    manual = await c.get_raw(MP, "manual")
+    assert _ready(manual) == "True" and not _taints(manual)  # no Lease: no heartbeat to miss
 
     fleet.beat("p1")
 

@@ -36,13 +36,13 @@ def unknown_message(grace: float) -> str:
 class LeaseSeen:
     """A Lease as last observed: its record (resourceVersion) and when, on this controller's clock."""
 
-    record: str | None
+    record: str
     at: float
 
 
-def observe(previous: LeaseSeen | None, record: str | None, now: float) -> LeaseSeen:
-    """What to remember after seeing ``record`` (None: no Lease) at ``now``; the time moves only when
-    the record changed, so an unchanged Lease ages."""
+def observe(previous: LeaseSeen | None, record: str, now: float) -> LeaseSeen:
+    """What to remember after seeing ``record`` at ``now``; the time moves only when the record
+    changed, so an unchanged Lease ages (and a Lease first seen starts a whole grace period)."""
     if previous is not None and previous.record == record:
         return previous
     return LeaseSeen(record, now)

@@ -1,6 +1,7 @@
 """The pool lifecycle controller (Kubernetes' node lifecycle controller, for MachinePools and VolumePools).
 
-Every ``monitor_period`` it looks at each pool's heartbeat Lease through informers (no extra reads):
+Every ``monitor_period`` it looks at each pool's heartbeat Lease through informers (no extra reads);
+a pool without a Lease (no poollet ever beat for it) is left alone:
 
 - a pool whose Lease has not changed for ``grace`` seconds gets ``Ready=Unknown`` (reason
   ``PoolStatusUnknown``) at once, and the ``pool.ironpool.dev/unreachable:NoExecute`` taint as the
@@ -136,10 +137,17 @@ class PoolLifecycleController:
         for key in [k for k in self._seen if k[0] == kind and k[1] not in names]:
             del self._seen[key]
         down: list[Any] = []
+        monitored = 0
         for pool in pools:
             name = pool.metadata.name or ""
             lease = self.leases[kind].get_by_name(name, lease_namespace(kind))
-            record = lease.metadata.resource_version if lease is not None else None
+            if lease is None:
+                # No poollet ever beat for it (made by hand, or announced by a poollet that writes no
+                # Lease): there is no heartbeat to miss.
+                self._seen.pop((kind, name), None)
+                continue
+            monitored += 1
+            record = lease.metadata.resource_version or ""
             seen = self._seen[(kind, name)] = observe(self._seen.get((kind, name)), record, now)
             if unreachable(seen, now, self.options.grace):
                 down.append(pool)
@@ -150,7 +158,7 @@ class PoolLifecycleController:
                 await self._event(pool, "Normal", "PoolReachable",
                                   "The poollet renews the pool's Lease again: removed the unreachable taint.")
                 report.untainted.append(name)
-        disrupted = fully_disrupted(len(down), len(pools))
+        disrupted = fully_disrupted(len(down), monitored)
         for pool in down:
             await self._mark_unreachable(kind, pool, disrupted, report)
 
