@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import re
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -207,37 +209,56 @@ def test_a_memory_ceiling_sheds_api_requests_but_not_healthz(tmp_path: Path) -> 
 # -- sockets -----------------------------------------------------------------------------------
 
 
-def test_two_thousand_half_open_sockets_without_token(server: Server, unchanged: None) -> None:
-    sockets: list[socket.socket] = []
-    peak = 0
+# The attacker is a process of its own, as it would be: its work does not slow the prober down.
+HALF_OPEN = """
+import socket, sys
+held = []
+for _ in range(int(sys.argv[2])):
     try:
-        with Prober(server) as opening:
-            for _ in range(2_000):
-                s = socket.create_connection(server.address, timeout=5)
-                s.sendall(b"GET /api/v1/namespaces/default/sec")  # half a request line, no token
-                sockets.append(s)
-                if len(sockets) % 100 == 0:
-                    peak = max(peak, server.descriptors())
-        assert not opening.failures, opening.failures[:3]
-        print(f"while opening 2,000 sockets: {opening.figures()}")
+        s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+        s.sendall(b"GET /api/v1/namespaces/default/sec")  # half a request line, no token
+        held.append(s)
+    except OSError:
+        pass  # closed by the server already
+print(len(held), flush=True)
+sys.stdin.read()  # hold them until told
+"""
+
+
+def test_two_thousand_half_open_sockets_without_token(server: Server, unchanged: None) -> None:
+    """While 2,000 sockets hang with half a request line and no token, ``/healthz`` answers within
+    100 ms (p99) and the server's descriptors stay under its unauthenticated cap. The burst that
+    opens them is only required to leave no probe unanswered: it queues ahead of the probes at the
+    listening socket (on a busy 2-core machine some probes then take 100-300 ms)."""
+    peak = 0
+
+    def descriptors() -> None:
+        nonlocal peak
+        peak = max(peak, server.descriptors())
+
+    attacker = subprocess.Popen([sys.executable, "-c", HALF_OPEN, str(server.port), "2000"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert attacker.stdout is not None and attacker.stdin is not None
+        with Prober(server) as burst:
+            opened = attacker.stdout.readline()
+            descriptors()
+        assert opened.strip().isdigit(), opened
+        assert not burst.failures, burst.failures[:3]
+        print(f"while 2,000 sockets open: {burst.figures()}")
         # While they hang there the server answers everyone else.
         with Prober(server) as probe:
             with server.client() as c:
                 assert c.get(SECRETS).status_code == 200
-
-            def probed() -> bool:
-                nonlocal peak
-                peak = max(peak, server.descriptors())
-                return len(probe.samples) >= 100 or bool(probe.failures)
-
-            wait_for(probed, 30, "100 healthz probes", interval=0.05)
-        print(f"open descriptors: at most {peak} with 2,000 half-open sockets "
-              f"(unauthenticated cap {MAX_UNAUTHENTICATED})")
-        assert peak < MAX_UNAUTHENTICATED + 64
-        assert_healthy(probe, at_least=100)
+            wait_for(lambda: descriptors() or len(probe.samples) >= 100 or probe.failures, 30,
+                     "100 healthz probes with the sockets open", interval=0.05)
     finally:
-        for s in sockets:
-            s.close()
+        attacker.stdin.close()  # type: ignore[union-attr]
+        attacker.wait(timeout=30)
+    print(f"open descriptors: at most {peak} with 2,000 half-open sockets "
+          f"(unauthenticated cap {MAX_UNAUTHENTICATED})")
+    assert peak < MAX_UNAUTHENTICATED + 64
+    assert_healthy(probe, at_least=100)
 
 
 def test_fifty_megabyte_header_gets_431_and_is_cut_off(server: Server, unchanged: None) -> None:
