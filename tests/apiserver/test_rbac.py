@@ -325,3 +325,20 @@ async def test_no_escalation_through_roles_and_bindings(api: Api) -> None:
                           json=binding("x", "view", ("User", "bob"))), 403)
     assert [b["metadata"]["name"] for b in code(await admin.get(f"{RBAC}/namespaces/a/rolebindings"), 200)[
         "items"]] == ["alice-admin", "bob-edit"]
+
+
+async def test_non_resource_urls(api: Api) -> None:
+    """Discovery and OpenAPI for every authenticated user (system:discovery); /metrics only by grant."""
+    bob = api("bob")
+    for path in ("/version", "/api", "/apis", f"{COMPUTE}", "/openapi/v3"):
+        code(await bob.get(path), 200)
+    refused = code(await bob.get("/metrics"), 403)["message"]
+    assert refused == 'forbidden: User "bob" cannot get path "/metrics"'
+    assert (await api("admin").get("/metrics")).status_code == 200
+    code(await api("admin").post(f"{RBAC}/clusterroles", json={
+        "metadata": {"name": "metrics-reader"},
+        "rules": [{"verbs": ["get"], "nonResourceURLs": ["/metrics"]}]}), 201)
+    code(await api("admin").post(f"{RBAC}/clusterrolebindings",
+                                 json=binding("bob-metrics", "metrics-reader", ("User", "bob"))), 201)
+    assert (await bob.get("/metrics")).status_code == 200
+    code(await httpx.AsyncClient(transport=api.transport, base_url="http://test").get("/apis"), 401)

@@ -49,7 +49,7 @@ from ironpool.apiserver.openapi import (
     openapi_v3_group_version,
 )
 from ironpool.apiserver.options import ServerOptions
-from ironpool.apiserver.rbac.authorizer import Authorization
+from ironpool.apiserver.rbac.authorizer import Authorization, authorize_url
 from ironpool.apiserver.rbac.review import SSAR_PATH, self_subject_access_review
 from ironpool.apiserver.registry import Registry
 from ironpool.apiserver.schemas import drop_unknown_fields, shape_of
@@ -457,34 +457,36 @@ class ApiServer:
     async def version(self, request: Request) -> Response:
         return json_response(server_version())
 
-    def _authenticated(self, request: Request) -> Response | None:
-        """None when the request authenticates, else the 401 to answer."""
+    async def _authenticated(self, request: Request) -> Response | None:
+        """None when the request authenticates and may get this non-resource URL, else the 401/403."""
         try:
-            self.authenticate(request)
+            user = self.authenticate(request)
+            await self.bootstrap.ensure()
+            authorize_url(self.authorize, user, "get", request.url.path)
         except errors.ApiError as exc:
             return error_response(exc)
         return None
 
     async def metrics_endpoint(self, request: Request) -> Response:
-        if not self.public_metrics and (refused := self._authenticated(request)) is not None:
+        if not self.public_metrics and (refused := await self._authenticated(request)) is not None:
             return refused
         body, content_type = await self.metrics.render()
         return Response(body, media_type=content_type)
 
     async def openapi(self, request: Request) -> Response:
-        if (refused := self._authenticated(request)) is not None:
+        if (refused := await self._authenticated(request)) is not None:
             return refused
         if self._openapi is None:
             self._openapi = orjson.dumps(openapi_document())
         return Response(self._openapi, media_type=JSON)
 
     async def openapi_v3(self, request: Request) -> Response:
-        if (refused := self._authenticated(request)) is not None:
+        if (refused := await self._authenticated(request)) is not None:
             return refused
         return Response(openapi_v3_discovery(), media_type=JSON)
 
     async def openapi_v3_group_version(self, request: Request) -> Response:
-        if (refused := self._authenticated(request)) is not None:
+        if (refused := await self._authenticated(request)) is not None:
             return refused
         body = openapi_v3_group_version(request.path_params["gv"])
         if body is None:
@@ -495,11 +497,8 @@ class ApiServer:
 
     def discovery(self, build: Callable[..., Any]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
-            try:
-                self.authenticate(request)
-                return json_response(build(**request.path_params))
-            except errors.ApiError as exc:
-                return error_response(exc)
+            refused = await self._authenticated(request)
+            return refused or json_response(build(**request.path_params))
 
         return endpoint
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ironpool.api import errors
 from ironpool.api.resources import RESOURCES, ResourceInfo
-from ironpool.apiserver.auth import ADMIN_GROUP, Conditions, User
+from ironpool.apiserver.auth import ADMIN_GROUP, Authorizer, Conditions, User
 from ironpool.apiserver.authz import authorize_pool, forbidden, pool_subject
 from ironpool.apiserver.rbac.escalation import BINDING_KINDS, ROLE_KINDS, check_escalation
 from ironpool.apiserver.rbac.graph import PoolGraph
@@ -115,3 +115,10 @@ class Authorization:
             return Decision(path in ("/version", "/api", "/apis") or path.startswith(("/api/", "/apis/",
                                                                                        "/openapi")))
         return Decision(self.rbac.allows_url(user, verb, path), "")
+
+
+def authorize_url(authorize: Authorizer, user: User, verb: str, path: str) -> None:
+    """Raise Forbidden unless ``user`` may ``verb`` the non-resource URL ``path`` (``/metrics``,
+    ``/openapi/v3``, discovery), in Kubernetes' words; another authorizer than ours allows it."""
+    if isinstance(authorize, Authorization) and not authorize.decide_url(user, verb, path).allowed:
+        raise errors.Forbidden(f'forbidden: User "{user.name}" cannot {verb} path "{path}"')
