@@ -113,11 +113,3 @@ def mark_evicted(info: ResourceInfo, obj: Document, pool: str) -> None:
                   f"Evicted from pool {pool}; waiting to be scheduled again")
     status = obj.get("status") or {}
     obj["status"] = {**{k: v for k, v in status.items() if k in _KEPT_STATUS}, "state": "Pending"}
-
-
-def success(info: ResourceInfo, obj: Document) -> Document:
-    """The Status an eviction answers with (Kubernetes answers 201 with a Success Status)."""
-    m = obj["metadata"]
-    return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201,
-            "metadata": {"resourceVersion": m.get("resourceVersion", "")},
-            "details": {"name": m.get("name"), "group": info.group, "kind": info.plural}}

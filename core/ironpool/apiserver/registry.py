@@ -48,7 +48,6 @@ from ironpool.apiserver.binding import bound, mark_scheduled, parse_binding, suc
 from ironpool.apiserver.bodies import check_object_size
 from ironpool.apiserver.eviction import SUBRESOURCE as EVICTION
 from ironpool.apiserver.eviction import evicted, mark_evicted, parse_eviction, pool_of, unbound
-from ironpool.apiserver.eviction import success as eviction_success
 from ironpool.apiserver.fieldmanager import (
     Entry,
     FieldSet,
@@ -463,7 +462,7 @@ class Registry:
         check: ObjectCheck | None = None,
     ) -> Document:
         """POST to the ``eviction`` subresource (:mod:`.eviction`): unbind the object from its pool;
-        the Status it answers with."""
+        the Status it answers with (201 Success, as Kubernetes answers an eviction)."""
         eviction = parse_eviction(name, body)
 
         def mark(old: Document, new: Document) -> None:
@@ -471,7 +470,7 @@ class Registry:
 
         obj = await self._update(info, namespace, name, lambda old: evicted(info, old, eviction),
                                  eviction.resource_version, EVICTION, dry_run, check, mark)
-        return eviction_success(info, obj)
+        return success(info, obj)  # the same Status a binding answers with
 
     async def apply(
         self,
