@@ -150,7 +150,7 @@ def authorize_pool(
     if base == "leases" and namespace == _LEASE_NAMESPACE[kind.name]:
         # Its heartbeat (NodeRestriction lets a kubelet write only its own node's Lease).
         if verb == "create" and not sub:
-            return Conditions(objects=_creates_own_lease(deny, pool))
+            return Conditions(objects=_creates_own(deny, pool, "Lease"))
         if (verb == "get" or verb in _WRITE) and name == pool and not sub:
             return None
         raise deny(f'a {kind.name} pool identity may only get, create, update and patch its own '
@@ -163,7 +163,7 @@ def authorize_pool(
                 return Conditions(selector=_require_selector(deny, "metadata.name", pool))
             raise deny(f'a {kind.name} pool identity may only read its own pool "{pool}"')
         if verb == "create" and not sub:
-            return Conditions(objects=_creates_own_pool(deny, pool))
+            return Conditions(objects=_creates_own(deny, pool, "pool"))
         if verb in _WRITE and name == pool:
             return None
         raise deny(f'a {kind.name} pool identity may only create, update and patch its own pool "{pool}"')
@@ -249,20 +249,13 @@ def _without(doc: Document, paths: tuple[tuple[str, ...], ...]) -> dict[str, Any
     return out
 
 
-def _creates_own_lease(deny: Deny, pool: str) -> ObjectCheck:
+def _creates_own(deny: Deny, pool: str, what: str) -> ObjectCheck:
+    """A create condition: the object (its pool, or its heartbeat Lease) is named after the pool."""
+
     async def check(old: Document | None, new: Document | None, store: Store) -> None:
         got = (new or {}).get("metadata", {}).get("name")
         if got != pool:
-            raise deny(f'a pool identity may only create its own Lease "{pool}", not "{got}"')
-
-    return check
-
-
-def _creates_own_pool(deny: Deny, pool: str) -> ObjectCheck:
-    async def check(old: Document | None, new: Document | None, store: Store) -> None:
-        got = (new or {}).get("metadata", {}).get("name")
-        if got != pool:
-            raise deny(f'a pool identity may only create its own pool "{pool}", not "{got}"')
+            raise deny(f'a pool identity may only create its own {what} "{pool}", not "{got}"')
 
     return check
 
