@@ -1,19 +1,21 @@
-"""The asyncio client's transport for unary requests: aiohttp's keep-alive connection pool.
+"""The asyncio client's HTTP transport: aiohttp's keep-alive connection pool, for unary requests and watches.
 
 A controller or the scheduler sends thousands of small requests a second, so what a request costs
 the client matters. Measured on the scheduler benchmark (``bench/scheduler.py --mode api``, 5,000
-pools, 2,000 Machines, SQLite; the scheduler's CPU ms per placement, four runs each, 2 shared cores):
+pools, 2,000 Machines, SQLite, watches still on httpx then; the scheduler's CPU ms per placement,
+four runs each, httpx one, on 2 shared cores) and on a micro benchmark (client CPU per GET):
 
 ==========================================  ============================  =====================
 transport                                   scheduler CPU ms / placement  client CPU µs per GET
 ==========================================  ============================  =====================
-httpx ``AsyncClient``                       2.41                          ~1,660
-httpcore ``AsyncConnectionPool`` directly   1.65 - 2.17 (mean 1.88)       ~1,250
-aiohttp ``ClientSession`` (this module)     1.10 - 1.33 (mean 1.19)       ~100
-a hand-written HTTP/1.1 pool (removed)      0.95 - 0.99 (mean 0.96)       ~75
+httpx ``AsyncClient``                       2.41                          1,495 - 1,810
+httpcore ``AsyncConnectionPool`` directly   1.65 - 2.17 (mean 1.88)       1,194 - 1,288
+aiohttp ``ClientSession`` (this module)     1.10 - 1.33 (mean 1.19)       94 - 110
+a hand-written HTTP/1.1 pool (removed)      0.95 - 0.99 (mean 0.96)       70 - 82
 ==========================================  ============================  =====================
 
-(The last column: 3,000 GETs of one small object, 16 in flight, against a local apiserver.)
+(The last column: 3,000 GETs of one small object, 16 in flight, against a local apiserver;
+three rounds.)
 The hand-written pool was about 20 % cheaper per placement than aiohttp: not enough to keep a
 protocol implementation of our own, so the well-kept library carries the requests, and the watch
 streams too (:meth:`Http1Pool.stream`: reading lines from aiohttp's stream costs far less per
