@@ -6,7 +6,8 @@ its own process, every Machine a real QEMU domain booting the tiny image.
   tainted unreachable after the grace period, its Machines are evicted and run on other hosts (same
   uid); when it resumes, the taint goes, the pool is Ready again and its stale domains are removed.
 - ``ironpool drain`` of a pool with 10 running Machines: cordoned, every Machine running on another
-  pool (same uid), the pool empty and its domains gone.
+  pool (same uid) with its guest booted there (init line on the serial console), the pool empty and
+  its domains gone.
 
 The figures (seconds from the stop to the last Machine running elsewhere, drain time) are printed.
 """
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -101,6 +103,13 @@ def domain_active(conn: libvirt.virConnect, name: str) -> bool:
         return False
 
 
+def booted(rig: Rig, m: dict[str, Any]) -> bool:
+    """Whether the tiny guest of ``m`` printed its init line on the serial console of its host."""
+    iri_id, _ = machine_domain(m["status"]["machineID"])
+    log = Path(rig.hosts[pool_of(m) or ""].data_dir) / "machine-runtime" / "machines" / iri_id / "console.log"
+    return log.exists() and "ironpool-tiny-image: init started" in log.read_text(errors="replace")
+
+
 def delete_all(c: httpx.Client, names: list[str]) -> None:
     for name in names:
         c.delete(machines_path(name))
@@ -137,6 +146,8 @@ def test_a_stopped_host_loses_its_machines_to_others_and_cleans_up_when_it_retur
             for n, m in after.items():
                 assert m["metadata"]["uid"] == uids[n]  # the same Machines, placed again
                 assert domain_active(conn, machine_domain(m["status"]["machineID"])[1])
+            wait_for(lambda: all(booted(rig, m) for m in after.values()), 120,
+                     "the moved guests booted on their new hosts")
             # host1 is stopped, not gone: its domains still run until it returns.
             assert all(domain_active(conn, d) for d in old_domains.values())
         finally:
@@ -173,16 +184,21 @@ def test_drain_moves_ten_running_machines_off_a_pool(rig: Rig) -> None:
         assert "machinepool/host2 cordoned" in drained.stderr
         for m in report["machines"]:
             assert m["result"] == "moved" and m["pool"] in ("host1", "host3") and m["state"] == "Running", m
+        moved = {name: get_machine(c, name) for name in names}
         for name, m in before.items():
-            now = get_machine(c, name)
+            now = moved[name]
             assert now["metadata"]["uid"] == m["metadata"]["uid"] and pool_of(now) != "host2"
             assert domain_active(conn, machine_domain(now["status"]["machineID"])[1])
+        wait_for(lambda: all(booted(rig, m) for m in moved.values()), 180,
+                 "the 10 moved guests booted on their new hosts")
+        booted_after = time.monotonic() - started
         left = c.get(machines_path(), params={"fieldSelector": "spec.machinePoolRef.name=host2"}).json()
         assert left["items"] == []
         pool = c.get(f"{COMPUTE}/machinepools/host2").json()
         assert "pool.ironpool.dev/unschedulable" in [t["key"] for t in pool["spec"]["taints"]]
         wait_for(lambda: not any(domain_active(conn, d) for d in old_domains), 60, "host2's domains removed")
-        print(f"\ndrain of 10 running machines: {seconds:.1f}s")
+        print(f"\ndrain of 10 running machines: {seconds:.1f}s (all guests booted elsewhere after "
+              f"{booted_after:.1f}s)")
         uncordoned = subprocess.run(
             [sys.executable, "-m", "ironpool.cli.main", "uncordon", "host2"], capture_output=True, text=True,
             timeout=60, check=False, env={**os.environ, "IRONPOOL_CONFIG": str(rig.admin_config)})
