@@ -364,8 +364,12 @@ async def test_real_machinepoollet_with_a_pool_identity_runs_a_machine(
             "access": {"driver": "ironpool-local", "handle": "h1", "volumeAttributes": {"path": "/h1"}}}}))
         vm1 = machine("vm1", "pool-a")
         vm1["spec"]["volumes"] = [{"name": "disk", "volumeRef": {"name": "d1"}}]
+        vm1["spec"]["ignitionRef"] = {"name": "ign"}  # read by name along the pool graph
         ok(admin.post(MACHINES, json=vm1), 201)
-    async with PoolletProcess(server, tmp_path, "pool-a", "machinepoollet", FakeMachineRuntime(),
+        ok(admin.post(SECRETS, json={"metadata": {"name": "ign"}, "type": "Opaque",
+                                     "stringData": {"ignition.yaml": "{ignition: {}}"}}), 201)
+    runtime = FakeMachineRuntime()
+    async with PoolletProcess(server, tmp_path, "pool-a", "machinepoollet", runtime,
                               "--capacity-cpu", "8", "--capacity-memory", "16Gi") as p:
 
         async def running() -> dict[str, Any] | None:
@@ -374,6 +378,8 @@ async def test_real_machinepoollet_with_a_pool_identity_runs_a_machine(
 
         vm = await p.until(running, "vm1 Running")
         assert vm["metadata"]["finalizers"] == [MACHINE_FINALIZER]
+        created = next(c.request for c in runtime.calls if c.method == "CreateMachine")
+        assert created.machine.spec.ignition_data == b"{ignition: {}}"
         claim = (await p.get(f"{VOLUMES}/d1"))["spec"].get("claimRef")
         assert claim == {"name": "vm1", "uid": vm["metadata"]["uid"]}
         await p.until(lambda: p.pool_ready(f"{COMPUTE}/machinepools"), "pool-a announced and Ready")

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ironpool.api.compute import Machine, MachineClass, MachinePool
-from ironpool.api.core import Secret
 from ironpool.api.errors import NotFound
 from ironpool.api.meta import object_key
 from ironpool.api.networking import Network, NetworkInterface
@@ -68,10 +67,6 @@ def _machine_indexers() -> dict[str, object]:
         ns = m.metadata.namespace or "default"
         return [f"{ns}/{n}" for n in (volume_object_name(m, v) for v in m.spec.volumes or []) if n]
 
-    def by_secret(m: Machine) -> list[str]:
-        ref = m.spec.ignition_ref
-        return [f"{m.metadata.namespace or 'default'}/{ref.name}"] if ref else []
-
     def by_class(m: Machine) -> list[str]:
         return [m.spec.machine_class_ref.name]
 
@@ -80,7 +75,7 @@ def _machine_indexers() -> dict[str, object]:
         names = (nic_object_name(m, nic) for nic in m.spec.network_interfaces or [])
         return [f"{ns}/{n}" for n in names if n]
 
-    return {"volume": by_volume, "secret": by_secret, "class": by_class, "nic": by_nic}
+    return {"volume": by_volume, "class": by_class, "nic": by_nic}
 
 
 def claim_uid_index(v: Volume) -> list[str]:
@@ -184,7 +179,7 @@ class MachinePoollet:
             on_delete=machine_deleted,
         )
 
-        def dependents(index: str, obj: Volume | Secret | NetworkInterface) -> None:
+        def dependents(index: str, obj: Volume | NetworkInterface) -> None:
             ref = f"{obj.metadata.namespace or 'default'}/{obj.metadata.name}"
             for m in self.machines.by_index(index, ref):
                 mc.enqueue(ObjectKey.of(m))
