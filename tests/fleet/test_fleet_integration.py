@@ -20,13 +20,15 @@ from typing import Any
 import httpx
 import pytest
 from ironpool.api import Event, Machine, MachineClass, MachinePool
-from ironpool.api.errors import Conflict, Forbidden
+from ironpool.api.errors import Conflict, Forbidden, NotFound
 from ironpool.api.fleet import MACHINE_POOL_LEASE_NAMESPACE, UNREACHABLE_TAINT_KEY
 from ironpool.api.resources import resolve
 from ironpool.client.config import ClientConfig
+from ironpool.client.leaderelection import LeaderElectionConfig
 from ironpool.client.rest import AsyncClient
 from ironpool.client.wire import resource_for_model
 from ironpool.fleet.lifecycle import LifecycleOptions, PoolLifecycleController
+from ironpool.fleet.manager import ELECTION_NAME, run_controller_manager
 from ironpool.poollet.heartbeat import LEASES, PoolHeartbeat
 from ironpool.scheduler.runner import SchedulerRunner
 
@@ -322,3 +324,37 @@ async def test_every_pool_silent_is_a_full_disruption_nothing_is_evicted(fleet: 
 
     await eventually(p1_tainted, 15, "p1 tainted once p2 is back")
     fleet.beat("p1")
+
+
+async def test_controller_managers_elect_one_leader_and_a_standby_takes_over(apiserver: Any) -> None:
+    options = LifecycleOptions(grace=30, monitor_period=0.2)
+    async with AsyncClient(ClientConfig(server=apiserver.url, token=apiserver.admin_token)) as c:
+        stops = {who: asyncio.Event() for who in ("cm-a", "cm-b")}
+        tasks = {who: asyncio.create_task(run_controller_manager(
+            c, options, stops[who], LeaderElectionConfig(ELECTION_NAME, identity=who, lease_duration=3,
+                                                         renew_deadline=2, retry_period=0.3)))
+            for who in stops}
+
+        async def holder() -> str | None:
+            try:
+                lease = await c.get_raw(LEASES, ELECTION_NAME, "kube-system")
+            except NotFound:
+                return None  # not taken yet
+            return lease["spec"].get("holderIdentity") or None
+
+        try:
+            first = await eventually(holder, 15, "a leading controller-manager")
+            assert first in stops
+            stops[first].set()
+            await asyncio.wait_for(tasks[first], 10)
+            other = next(w for w in stops if w != first)
+
+            async def taken_over() -> bool:
+                return await holder() == other
+
+            await eventually(taken_over, 15, f"{other} leading after {first} stopped")
+        finally:
+            for who, stop in stops.items():
+                stop.set()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(tasks[who], 10)
