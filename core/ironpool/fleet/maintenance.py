@@ -63,7 +63,7 @@ class DrainedMachine:
     namespace: str
     name: str
     uid: str
-    result: str = "pending"  # moved, deleted, gone, timeout, failed
+    result: str = "pending"  # evicting or deleting while under way; then moved, deleted, gone or timeout
     pool: str | None = None  # where it runs now
     state: str | None = None
     message: str = ""
