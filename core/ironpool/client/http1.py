@@ -18,8 +18,8 @@ a hand-written HTTP/1.1 pool (removed)      0.95 - 0.99 (mean 0.96)       70 - 8
 three rounds.)
 The hand-written pool was about 20 % cheaper per placement than aiohttp: not enough to keep a
 protocol implementation of our own, so the well-kept library carries the requests, and the watch
-streams too (:meth:`Http1Pool.stream`: reading lines from aiohttp's stream costs far less per
-event than httpx's ``aiter_lines``).
+streams too (:meth:`Http1Pool.stream`; one library for both, and a little cheaper per event than
+httpx's ``aiter_lines``: 14 against 16-17 µs of client CPU per event, its decoding included).
 
 Failures are raised as the httpx exceptions the failover logic (:mod:`.failover`) reads:
 ``ConnectError``/``ConnectTimeout`` (nothing was sent), ``RemoteProtocolError`` (the server closed
