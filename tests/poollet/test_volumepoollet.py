@@ -7,8 +7,10 @@ import sys
 from typing import Any
 
 from ironpool.api.compute import Machine, MachineClass, MachinePool
+from ironpool.api.coordination import Lease
 from ironpool.api.core import Namespace
 from ironpool.api.errors import NotFound
+from ironpool.api.fleet import MACHINE_POOL_LEASE_NAMESPACE, VOLUME_POOL_LEASE_NAMESPACE
 from ironpool.api.storage import Volume, VolumeClass, VolumePool
 from ironpool.client.rest import AsyncClient
 from ironpool.fleet.decisions import UNKNOWN_REASON
@@ -255,3 +257,33 @@ async def test_volumepoollet_command_announces_its_pool_and_stops_cleanly_on_sig
         proc.terminate()
         out, _ = await asyncio.wait_for(proc.communicate(), 15)
     assert proc.returncode == 0, out.decode()[-2000:]
+
+
+async def test_both_poollets_renew_their_pools_leases(client: AsyncClient, iri: Iri) -> None:
+    """Each poollet's heartbeat is a Lease named after its pool, in its kind's lease namespace, owned
+    by the pool, renewed every heartbeat interval."""
+    vp = await start_volumepoollet(client, iri, heartbeat_interval=0.2)
+    mp = await start_machinepoollet(client, iri, heartbeat_interval=0.2)
+    try:
+        for name, namespace, kind in ((VPOOL, VOLUME_POOL_LEASE_NAMESPACE, "VolumePool"),
+                                      ("pool-a", MACHINE_POOL_LEASE_NAMESPACE, "MachinePool")):
+            async def lease_of(name: str = name, namespace: str = namespace) -> Lease | None:
+                try:
+                    return await client.get(Lease, name, namespace)
+                except NotFound:
+                    return None
+
+            first = await eventually(lease_of, message=f"the Lease of {kind} {name}")
+
+            async def renewed(lease_of: Any = lease_of, first: Lease = first) -> Lease | None:
+                later = await lease_of()
+                return later if later is not None and later.spec != first.spec else None
+
+            lease = await eventually(renewed, message=f"the Lease of {kind} {name} renewed")
+            assert lease.spec is not None and lease.spec.holder_identity == name
+            assert lease.spec.lease_duration_seconds == 40
+            owners = lease.metadata.owner_references or []
+            assert [(o.kind, o.name) for o in owners] == [(kind, name)]
+    finally:
+        await mp.stop()
+        await vp.stop()
