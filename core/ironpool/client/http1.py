@@ -136,6 +136,7 @@ class Http1Pool:
         return httpx.ReadError(str(exc) or type(exc).__name__)
 
     async def aclose(self) -> None:
+        """Close every connection (a later request opens new ones)."""
         if self._session is not None:
             await self._session.close()
             self._session = None

@@ -286,7 +286,7 @@ class AsyncClient:
         self.config = config
         self.ops = Operations(config.namespace)
         self._typed = _Typed(self.ops)
-        options = _httpx_options(config, timeout, _STREAM_LIMITS)
+        options = _httpx_options(config, timeout)  # its headers and TLS check, for aiohttp (.http1)
         self._pools = {server: Http1Pool(server, options["headers"], options["verify"], timeout)
                        for server in config.servers}
         self.servers = ServerList(config.servers)
