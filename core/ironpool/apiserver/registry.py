@@ -4,7 +4,8 @@ The store keeps versioned JSON; the registry adds what the API promises: uid, cr
 generation (bumped only when the desired state changes), resourceVersion preconditions, finalizers
 and deletionTimestamp, the status subresource (spec and status are written separately),
 generateName, dry runs, field ownership (``managedFields``, server-side apply; :mod:`.fieldmanager`),
-merge and strategic merge patches, and Kubernetes ``Status`` errors for the store's. What differs per kind
+merge and strategic merge patches, and Kubernetes ``Status`` errors for the store's (the per-object
+rules of a write: :mod:`.objectmeta`). What differs per kind
 comes from its strategy (:mod:`ironpool.api.strategies`) through :mod:`ironpool.api.validation`;
 what may refuse a write besides validation is the admission chain (:mod:`.admission`).
 
@@ -29,10 +30,8 @@ in any case: the client's object did not change. Creates retry that way too.
 
 from __future__ import annotations
 
-import secrets
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import orjson
 
@@ -54,7 +53,6 @@ from ironpool.apiserver.fieldmanager import (
     field_set,
     store_entries,
     track_create,
-    track_update,
 )
 from ironpool.apiserver.fieldmanager import apply as apply_configuration
 from ironpool.apiserver.keylocks import KeyLocks
@@ -67,188 +65,29 @@ from ironpool.apiserver.listing import (
     revision_of,
 )
 from ironpool.apiserver.listing import watch as watch_store
+from ironpool.apiserver.objectmeta import (
+    already_exists,
+    carry_over,
+    conflict,
+    delete_preconditions,
+    new_name,
+    no_finalizers_added,
+    not_found,
+    request_object,
+    stamp_new,
+    tracker,
+)
 from ironpool.apiserver.schemas import shape_of
 from ironpool.apiserver.strategic_patch import apply_strategic_patch
 from ironpool.store.interface import Document, GuardConflict, KeyExists, KeyNotFound, RevisionConflict, Store
 
-# Metadata the server owns: a client's values for these are ignored on create and update.
-_SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation",
-                  "managedFields")
-_GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' generateName alphabet
 _CONFLICT_RETRIES = 16
-E = TypeVar("E", bound=errors.ApiError)
 
 
 class CommitObserver(Protocol):
     """Told of every committed write: ``doc`` as stored, or None when ``key`` was removed."""
 
     def committed(self, info: ResourceInfo, key: str, doc: Document | None) -> None: ...
-
-
-def _about(cls: type[E], info: ResourceInfo, name: str, message: str) -> E:
-    """An error about one object, with the details Kubernetes gives (``machines.compute... "x"``)."""
-    return cls(message, kind=info.plural, name=name, group=info.group)
-
-
-def _what(info: ResourceInfo, name: str) -> str:
-    return f'{info.plural}.{info.group or "core"} "{name}"'
-
-
-def _not_found(info: ResourceInfo, name: str) -> errors.NotFound:
-    return _about(errors.NotFound, info, name, f"{_what(info, name)} not found")
-
-
-def _already_exists(info: ResourceInfo, name: str) -> errors.AlreadyExists:
-    return _about(errors.AlreadyExists, info, name, f"{_what(info, name)} already exists")
-
-
-def _conflict(info: ResourceInfo, name: str) -> errors.Conflict:
-    return _about(
-        errors.Conflict, info, name,
-        f"Operation cannot be fulfilled on {_what(info, name)}: the object has been modified; please "
-        "apply your changes to the latest version and try again",
-    )
-
-
-def _body(info: ResourceInfo, body: Any, namespace: str | None, name: str | None) -> Document:
-    """The request body as an object of ``info``'s kind, in the path's namespace (and name), with a
-    ``metadata`` object."""
-    if not isinstance(body, dict):
-        raise errors.BadRequest(f"the request body must be a JSON object ({info.kind})")
-    api_version = body.setdefault("apiVersion", info.api_version)
-    kind = body.setdefault("kind", info.kind)
-    if api_version != info.api_version or kind != info.kind:
-        raise errors.BadRequest(
-            f"the body is {api_version}/{kind} but the path is for {info.api_version}/{info.kind}"
-        )
-    m = body.get("metadata")
-    if m is None:
-        m = body["metadata"] = {}
-    elif not isinstance(m, dict):
-        raise errors.Invalid(
-            "metadata must be an object",
-            causes=[
-                errors.Cause(
-                    "metadata", f"must be an object, not {type(m).__name__}", "FieldValueTypeInvalid"
-                )
-            ],
-        )
-    if info.namespaced:
-        body_ns = m.get("namespace")
-        if body_ns and namespace and body_ns != namespace:
-            raise errors.BadRequest(
-                f"the namespace of the object ({body_ns}) does not match the namespace of the request "
-                f"({namespace})"
-            )
-        m["namespace"] = body_ns or namespace
-    else:
-        m.pop("namespace", None)
-    if name is not None and m.setdefault("name", name) != name:
-        raise errors.BadRequest(
-            f"the name of the object ({m.get('name')}) does not match the name in the path ({name})"
-        )
-    return body
-
-
-def _named(info: ResourceInfo, obj: Document) -> str:
-    """The new object's name: as given, or made from ``generateName``."""
-    m = obj["metadata"]
-    if info.namespaced and not m.get("namespace"):
-        raise errors.Invalid(
-            f"{info.kind}: metadata.namespace is required",
-            kind=info.kind,
-            causes=[errors.Cause("metadata.namespace", "Required value", "FieldValueRequired")],
-        )
-    if not m.get("name"):
-        generate = m.get("generateName")
-        if not generate:
-            raise errors.Invalid(
-                f"{info.kind}: name or generateName is required",
-                kind=info.kind,
-                causes=[
-                    errors.Cause("metadata.name", "name or generateName is required", "FieldValueRequired")
-                ],
-            )
-        m["name"] = str(generate) + "".join(secrets.choice(_GENERATE_ALPHABET) for _ in range(5))
-    return str(m["name"])
-
-
-def _stamp_new(info: ResourceInfo, obj: Document) -> None:
-    """Server-owned fields of a new object, set once: a client's values are dropped, and status
-    is written through the status subresource only."""
-    m = obj["metadata"]
-    for field in _SERVER_FIELDS:
-        m.pop(field, None)
-    m["uid"] = str(uuid.uuid4())
-    m["creationTimestamp"] = now_rfc3339()
-    m["generation"] = 1
-    if info.has_status:
-        obj.pop("status", None)
-
-
-def _carry_over(info: ResourceInfo, old: Document, new: Document) -> Document:
-    """``new`` with ``old``'s server-owned fields (and status, which only the status subresource
-    writes): what a client sent for them is ignored, once, before validation."""
-    old_meta = old["metadata"]
-    new_meta = dict(new["metadata"])
-    for field in _SERVER_FIELDS:
-        if field in old_meta:
-            new_meta[field] = old_meta[field]
-        else:
-            new_meta.pop(field, None)
-    candidate = {**new, "metadata": new_meta}
-    if info.has_status:
-        if "status" in old:
-            candidate["status"] = old["status"]
-        else:
-            candidate.pop("status", None)
-    return candidate
-
-
-def _no_finalizers_added(info: ResourceInfo, old: Document, new: Document) -> None:
-    old_meta, new_meta = old["metadata"], new["metadata"]
-    if not old_meta.get("deletionTimestamp"):
-        return
-    added = set(new_meta.get("finalizers") or []) - set(old_meta.get("finalizers") or [])
-    if added:
-        raise errors.Invalid(
-            f"{info.kind} {old_meta['name']!r} is being deleted: no new finalizers may be added",
-            kind=info.kind,
-            name=old_meta["name"],
-            causes=[
-                errors.Cause(
-                    "metadata.finalizers",
-                    f"cannot add {sorted(added)} during deletion",
-                    "FieldValueForbidden",
-                )
-            ],
-        )
-
-
-def _delete_preconditions(options: Any) -> tuple[int | None, str | None]:
-    """``preconditions.resourceVersion`` and ``.uid`` of a DeleteOptions body."""
-    if options is None:
-        return None, None
-    if not isinstance(options, dict):
-        raise errors.BadRequest("the DELETE body must be a DeleteOptions object")
-    pre = options.get("preconditions") or {}
-    if not isinstance(pre, dict):
-        raise errors.BadRequest("preconditions: must be an object")
-    rv = parse_resource_version(pre.get("resourceVersion"), "preconditions.resourceVersion")
-    return rv, pre.get("uid") or None
-
-
-def _tracker(
-    info: ResourceInfo, manager: str | None, subresource: str | None
-) -> Callable[[Document, Document], None] | None:
-    """Records an ordinary write by ``manager`` in the object's managedFields."""
-    if manager is None:
-        return None
-
-    def track(old: Document, new: Document) -> None:
-        track_update(info, old, new, manager, subresource)
-
-    return track
 
 
 class Registry:
@@ -269,7 +108,7 @@ class Registry:
     async def _current(self, info: ResourceInfo, namespace: str | None, name: str) -> Document:
         obj = await self.store.get(info.key(namespace, name))
         if obj is None:
-            raise _not_found(info, name)
+            raise not_found(info, name)
         return obj
 
     async def _retrying(self, info: ResourceInfo, name: str, pinned: bool,
@@ -282,11 +121,11 @@ class Registry:
                 return await attempt()
             except RevisionConflict:
                 if pinned:
-                    raise _conflict(info, name) from None
+                    raise conflict(info, name) from None
             except GuardConflict:
                 pass  # the state admission decided on moved, not the object: decide again
             except KeyNotFound:
-                raise _not_found(info, name) from None
+                raise not_found(info, name) from None
         raise errors.Conflict(
             f"{info.plural} {name!r}: too many concurrent writers, try again",
             kind=info.plural,
@@ -323,11 +162,11 @@ class Registry:
     ) -> Document:
         """POST: a new object; ``manager`` owns its fields (``applied``: the fields of an apply
         configuration, owned as an Apply)."""
-        obj = _body(info, body, namespace, None)
-        name = _named(info, obj)
+        obj = request_object(info, body, namespace, None)
+        name = new_name(info, obj)
         ns = obj["metadata"].get("namespace")
         await self.admission.admit(Attributes("CREATE", info, ns, name, None, obj, dry_run=dry_run))
-        _stamp_new(info, obj)
+        stamp_new(info, obj)
         if check is not None:
             await check(None, obj, self.store)  # authorization answers before validation (Kubernetes)
         obj = validate_create(info, obj)
@@ -344,12 +183,12 @@ class Registry:
                 async with self.admission.guarded(attrs) as guarded:
                     if dry_run:
                         if await self.store.get(key) is not None:
-                            raise _already_exists(info, name)
+                            raise already_exists(info, name)
                         return obj
                     try:
                         created = await self.store.create(key, obj, guards=guarded.guards)
                     except KeyExists:
-                        raise _already_exists(info, name) from None
+                        raise already_exists(info, name) from None
                     guarded.revision = revision_of(created)
                 break
             except GuardConflict:
@@ -365,7 +204,7 @@ class Registry:
     async def get_raw(self, info: ResourceInfo, namespace: str | None, name: str) -> bytes:
         raw = await self.store.get_raw(info.key(namespace, name))
         if raw is None:
-            raise _not_found(info, name)
+            raise not_found(info, name)
         return raw
 
     async def list(self, info: ResourceInfo, namespace: str | None, options: ListOptions) -> bytes:
@@ -397,11 +236,11 @@ class Registry:
         manager: str | None = None,
     ) -> Document:
         """PUT: replace the object (or only its status, for ``subresource="status"``)."""
-        new = _body(info, body, namespace, name)
+        new = request_object(info, body, namespace, name)
         expected = parse_resource_version(new["metadata"].get("resourceVersion"))
         return await self._update(
             info, namespace, name, lambda old: new, expected, subresource, dry_run, check,
-            _tracker(info, manager, subresource),
+            tracker(info, manager, subresource),
         )
 
     async def patch(
@@ -427,11 +266,13 @@ class Registry:
 
         def patched(old: Document) -> Document:
             if strategic:
-                return _body(info, apply_strategic_patch(old, patch, shape_of(info)), namespace, name)
-            return _body(info, apply_merge_patch(orjson.loads(orjson.dumps(old)), patch), namespace, name)
+                return request_object(info, apply_strategic_patch(old, patch, shape_of(info)), namespace,
+                                      name)
+            return request_object(info, apply_merge_patch(orjson.loads(orjson.dumps(old)), patch), namespace,
+                                  name)
 
         return await self._update(info, namespace, name, patched, expected, subresource, dry_run, check,
-                                  _tracker(info, manager, subresource))
+                                  tracker(info, manager, subresource))
 
     async def bind(
         self,
@@ -491,7 +332,7 @@ class Registry:
         Forbidden, or returns its condition) allows it."""
         if not isinstance(config, dict):
             raise errors.BadRequest("an apply configuration must be an object")
-        config = _body(info, config, namespace, name)
+        config = request_object(info, config, namespace, name)
         if subresource is None and await self.store.get(info.key(namespace, name)) is None:
             create_check = may_create() if may_create is not None else check
             try:
@@ -504,7 +345,7 @@ class Registry:
         def merged(old: Document) -> Document:
             obj, entries = apply_configuration(info, old, config, manager, force, subresource)
             owners[id(old)] = entries
-            return _body(info, obj, namespace, name)
+            return request_object(info, obj, namespace, name)
 
         def owned(old: Document, new: Document) -> None:
             store_entries(new, owners.pop(id(old)))
@@ -531,7 +372,7 @@ class Registry:
             old = await self._current(info, namespace, name)
             old_rev = revision_of(old)
             if expected is not None and expected != old_rev:
-                raise _conflict(info, name)
+                raise conflict(info, name)
             new = mutate(old)
             await self.admission.admit(
                 Attributes("UPDATE", info, namespace, name, old, new, subresource, dry_run)
@@ -588,8 +429,8 @@ class Registry:
             else:
                 result.pop("status", None)
             return result
-        candidate = _carry_over(info, old, new)
-        _no_finalizers_added(info, old, candidate)
+        candidate = carry_over(info, old, new)
+        no_finalizers_added(info, old, candidate)
         # An eviction is the one write that may clear the set-once pool reference (see .eviction).
         validated = validate_update(info, unbound(info, old) if subresource == EVICTION else old, candidate)
         strategy = strategy_for(info)
@@ -611,7 +452,7 @@ class Registry:
     ) -> Document:
         """DELETE: remove the object, or with finalizers (or a finalizing controller) set its
         deletionTimestamp and return it."""
-        expected_rv, expected_uid = _delete_preconditions(options)
+        expected_rv, expected_uid = delete_preconditions(options)
         key = info.key(namespace, name)
         strategy = strategy_for(info)
         await self.admission.ready()
@@ -625,7 +466,7 @@ class Registry:
             if (expected_rv is not None and expected_rv != old_rev) or (
                 expected_uid is not None and expected_uid != m.get("uid")
             ):
-                raise _conflict(info, name)
+                raise conflict(info, name)
             if check is not None:
                 await check(old, None, self.store)
             self.admission.validate(Attributes("DELETE", info, namespace, name, old, None, dry_run=dry_run))
