@@ -91,6 +91,11 @@ def test_bad_bindings_name_the_field(apiserver: ApiServer) -> None:
         assert c.get(f"{MACHINES}/a/binding").status_code == 405
         assert c.patch(f"{MACHINES}/a/binding", json={}, headers=MERGE).status_code == 405
         assert c.post(f"{COMPUTE}/machineclasses/small/binding", json=binding("p1")).status_code == 404
+        # Only what the binding changes is validated, in the object's own terms.
+        r = c.post(f"{MACHINES}/a/binding", json=binding("No_Such"))
+        assert r.status_code == 422, r.text
+        assert r.json()["details"]["causes"][0]["field"] == "spec.machinePoolRef.name"
+        assert r.json()["message"].startswith('Machine.compute.ironcore.dev "a" is invalid')
         assert "machinePoolRef" not in c.get(f"{MACHINES}/a").json()["spec"]
 
 
@@ -118,5 +123,13 @@ def test_volumes_bind_and_pools_may_not(tmp_path: Path) -> None:
             assert r.status_code == 201, r.text
             volume = c.get(f"{STORAGE}/namespaces/default/volumes/v").json()
             assert volume["spec"]["volumePoolRef"] == {"name": "disk"}
+            # A Volume without a class takes no pool, bound or not.
+            r = c.post(f"{STORAGE}/namespaces/default/volumes", json={
+                "apiVersion": storage, "kind": "Volume", "metadata": {"name": "bare"}, "spec": {}})
+            assert r.status_code == 201, r.text
+            r = c.post(f"{STORAGE}/namespaces/default/volumes/bare/binding",
+                       json=binding("disk", kind="VolumePool"))
+            assert r.status_code == 422, r.text
+            assert r.json()["details"]["causes"][0]["field"] == "spec.volumePoolRef"
     finally:
         stop_apiserver(server)

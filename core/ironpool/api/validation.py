@@ -62,7 +62,7 @@ def validate_create(info: ResourceInfo, obj: Obj) -> Obj:
     out = _finish(strategy, model, errs)
     if out is not None:
         strategy.prepare_for_create(out)
-    _raise_if(info, data, errs)
+    raise_if_invalid(info, data, errs)
     assert out is not None
     return out
 
@@ -80,7 +80,7 @@ def validate_update(info: ResourceInfo, old: Obj, new: Obj) -> Obj:
     if out is not None:
         _check_meta_update(info, old, out, errs)
         strategy.validate_update(old, out, errs)
-    _raise_if(info, data, errs)
+    raise_if_invalid(info, data, errs)
     assert out is not None
     return out
 
@@ -111,7 +111,7 @@ def validate_status_update(info: ResourceInfo, old: Obj, new: Obj) -> Obj:
     errs = FieldErrors()
     data, model = _decode(strategy, merged, errs)
     out = _finish(strategy, model, errs)
-    _raise_if(info, data, errs)
+    raise_if_invalid(info, data, errs)
     assert out is not None
     return out
 
@@ -122,7 +122,8 @@ def validate_volume_resize(volume_class: Obj, old: Obj, new: Obj) -> None:
     With the class's ``resizePolicy`` ``Static`` the size is fixed; with ``ExpandOnly`` it may
     only grow. Raises :class:`~ironpool.api.errors.Invalid` naming ``spec.resources.storage``.
     """
-    _raise_if(by_kind("storage.ironcore.dev/v1alpha1", "Volume"), new, resize_errors(volume_class, old, new))
+    volume = by_kind("storage.ironcore.dev/v1alpha1", "Volume")
+    raise_if_invalid(volume, new, resize_errors(volume_class, old, new))
 
 
 def spec_of(info: ResourceInfo, obj: Obj) -> Obj:
@@ -230,7 +231,8 @@ def _without(obj: Any, loc: tuple[int | str, ...]) -> Any:
 
 
 
-def _raise_if(info: ResourceInfo, data: Obj, errs: FieldErrors) -> None:
+def raise_if_invalid(info: ResourceInfo, data: Obj, errs: FieldErrors) -> None:
+    """422 Invalid naming every problem in ``errs`` (nothing if there is none), about the object ``data``."""
     if not errs:
         return
     meta = data.get("metadata")
