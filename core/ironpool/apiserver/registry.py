@@ -43,7 +43,7 @@ from ironpool.api.resources import strategy_for
 from ironpool.api.validation import validate_create, validate_status_update, validate_update
 from ironpool.apiserver.admission import AdmissionChain, AdmissionPlugin, Attributes, default_chain
 from ironpool.apiserver.auth import ObjectCheck
-from ironpool.apiserver.binding import bound, mark_scheduled, parse_binding, success
+from ironpool.apiserver.binding import bound, parse_binding, prepare_bound, success
 from ironpool.apiserver.bodies import check_object_size
 from ironpool.apiserver.eviction import SUBRESOURCE as EVICTION
 from ironpool.apiserver.eviction import evicted, mark_evicted, parse_eviction, pool_of, unbound
@@ -289,7 +289,7 @@ class Registry:
         binding = parse_binding(info, name, body)
         obj = await self._update(info, namespace, name, lambda old: bound(info, old, binding),
                                  binding.resource_version, None, dry_run, check,
-                                 lambda old, new: mark_scheduled(new, binding.pool))
+                                 prepare=lambda old, new: prepare_bound(info, old, new))
         return success(info, obj)
 
     async def evict(
@@ -363,7 +363,11 @@ class Registry:
         dry_run: bool,
         check: ObjectCheck | None,
         ownership: Callable[[Document, Document], None] | None = None,
+        prepare: Callable[[Document, Document], Document] | None = None,
     ) -> Document:
+        """One read-modify-write: ``mutate`` the stored object, validate the result (``prepare``
+        instead of :meth:`_prepare_update` when a write validates only what it changes, as a binding
+        does), admit it and store it if it changed."""
         key = info.key(namespace, name)
         strategy = strategy_for(info)
         await self.admission.ready()
@@ -378,7 +382,10 @@ class Registry:
                 Attributes("UPDATE", info, namespace, name, old, new, subresource, dry_run)
             )
             try:
-                obj = self._prepare_update(info, old, new, subresource)
+                if prepare is None:
+                    obj = self._prepare_update(info, old, new, subresource)
+                else:
+                    obj = prepare(old, new)
             except errors.Invalid:
                 if check is not None:
                     # Authorization answers before validation (as in Kubernetes): judge the request
