@@ -98,7 +98,7 @@ class ApiServer:
         verb, resource = request.method, "unknown"
         try:
             user = self.authenticate(request)
-            request_info = cached_request_info(request.url.path)
+            request_info = cached_request_info(request.scope["path"])  # request.url is parsed anew each time
             resource = request_info.info.plural
             if not self._started:
                 await self._start()
