@@ -112,7 +112,7 @@ async def test_sqlite_log_is_bounded_in_bytes(tmp_path: Path) -> None:
             await store.update(P + "big", large("big", round_))
         (logged,) = store._db.execute(
             "SELECT SUM(length(value) + ifnull(length(prev), 0)) FROM events").fetchone()
-        assert logged <= 8 * 1024 * 1024 and store._history_held == logged
+        assert logged <= 8 * 1024 * 1024 and store._log.held == logged
         assert store.compacted_revision > base
         with pytest.raises(RevisionCompacted):
             await take(aiter(store.watch(P, base)), 1)

@@ -1,19 +1,7 @@
 """The embedded store: one SQLite file in WAL mode, an event log for watches, an in-memory ring.
 
-Layout:
-
-* ``objects(key, value, create_rev, mod_rev)`` holds the current documents; ``value`` is the JSON of
-  the document with ``metadata.resourceVersion`` already set to ``mod_rev``, so reads return it as is.
-* ``events(rev, type, key, value, prev)`` is the history: one row per write, ``value`` the new state
-  (for a DELETED event the last state carrying the deletion's revision) and ``prev`` the state just
-  before (NULL for ADDED). ``prev`` makes consistent reads at an older revision possible without
-  keeping every version: the state of a key at revision R is its current row if unchanged since R,
-  otherwise the ``prev`` of its first event after R. The log is compacted to the last
-  ``history`` revisions, and to half of ``history-bytes`` when it holds more than that (1 GiB by
-  default: a client rewriting a 1.5 MiB object cannot fill the disk with its versions); the highest
-  removed revision is kept in ``meta`` as ``compacted``.
-* ``guards(key, value, rev)`` holds the guard keys (:class:`~ironpool.store.interface.Guard`), each
-  with the revision of the object write that last set it; they have no history.
+Its tables are :mod:`.sqlite_schema`'s: the current objects, an event log of every write (kept to
+the last ``history`` revisions and at most ``history-bytes``, :mod:`.sqlite_log`) and the guard keys.
 
 Durability: ``journal_mode=WAL`` with ``synchronous=NORMAL`` commits each write to the WAL file
 without an fsync. A committed write survives the process being killed (``kill -9``), since the data
@@ -26,8 +14,8 @@ write commits in one transaction, each at its own revision in a savepoint of its
 leaves the others), and only then do their callers hear back. A commit costs several times a
 write's statements, so concurrent writers (an apiserver under load) share it. Watchers never slow
 writers down: writes append to an in-memory ring and wake watchers; a watcher that fell behind
-the ring reads from the ``events`` table instead, in batches of at most :data:`_HISTORY_BATCH` events
-and :data:`HISTORY_BATCH_BYTES` bytes, and a watcher behind the compacted log gets
+the ring reads from the ``events`` table instead, in batches (:meth:`.sqlite_log.EventLog.replay`),
+and a watcher behind the compacted log gets
 :class:`~ironpool.store.interface.RevisionCompacted` (410 Expired over HTTP).
 
 The ring is bounded twice: it holds at most ``2 * ring`` events and at most ``ring-bytes`` bytes of
@@ -40,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import fcntl
 import itertools
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -61,52 +48,16 @@ from ironpool.store.interface import (
     KeyExists,
     KeyNotFound,
     RawStorePage,
-    RevisionCompacted,
     RevisionConflict,
     Store,
     StoreError,
     StoreEvent,
     StorePage,
 )
+from ironpool.store.sqlite_log import DEFAULT_HISTORY, DEFAULT_HISTORY_BYTES, EventLog
+from ironpool.store.sqlite_schema import TYPE_CODE, connect, exclusive_lock, prefix_end
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS objects (
-    key TEXT PRIMARY KEY,
-    value BLOB NOT NULL,
-    create_rev INTEGER NOT NULL,
-    mod_rev INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS events (
-    rev INTEGER PRIMARY KEY,
-    type INTEGER NOT NULL,
-    key TEXT NOT NULL,
-    value BLOB NOT NULL,
-    prev BLOB
-);
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS guards (
-    key TEXT PRIMARY KEY,
-    value BLOB NOT NULL,
-    rev INTEGER NOT NULL
-) WITHOUT ROWID;
-"""
-
-_TYPES: tuple[EventType, EventType, EventType] = ("ADDED", "MODIFIED", "DELETED")
-_TYPE_CODE: dict[EventType, int] = {t: i for i, t in enumerate(_TYPES)}
-
-DEFAULT_HISTORY = 100_000
-DEFAULT_HISTORY_BYTES = 1024 * 1024 * 1024
 DEFAULT_RING = 4096
-HISTORY_BATCH_BYTES = 8 * 1024 * 1024
-_COMPACT_EVERY = 1000
-_HISTORY_BATCH = 256
-
-
-def prefix_end(prefix: str) -> str | None:
-    """The smallest key greater than every key starting with ``prefix`` (None: no upper bound)."""
-    if not prefix:
-        return None
-    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
 def _with_revision(obj: Document, rev: int) -> Document:
@@ -123,18 +74,6 @@ def _positive(options: dict[str, str], name: str, default: int) -> int:
     if not value.isdigit() or int(value) < 1:
         raise ValueError(f"--store: sqlite option {name}={value!r} must be a positive integer")
     return int(value)
-
-
-def _exclusive_lock(path: str) -> IO[bytes]:
-    """Hold ``PATH.lock`` so a second process cannot run the same store (the revision counter
-    lives in this process); the kernel drops the lock when the process dies, even on kill -9."""
-    lock = open(f"{path}.lock", "a+b")  # noqa: SIM115 - held for the store's lifetime
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.close()
-        raise StoreError(f"{path} is in use by another process (one apiserver per SQLite file)") from None
-    return lock
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,26 +113,17 @@ class SQLiteStore(Store):
         self._lock: IO[bytes] | None = None
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self._lock = _exclusive_lock(path)
+            self._lock = exclusive_lock(path)
         self.path = path
-        # Autocommit mode: transactions are opened explicitly with BEGIN IMMEDIATE.
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(_SCHEMA)
-        row = self._db.execute("SELECT value FROM meta WHERE name='compacted'").fetchone()
-        self._compacted = int(row[0]) if row else 0
-        (max_rev,) = self._db.execute("SELECT MAX(rev) FROM events").fetchone()
-        self._rev = max(int(max_rev or 0), self._compacted)
+        self._db = connect(path)
+        self._log = EventLog(self._db, self.history, self.history_bytes)
+        self._rev = self._log.last_revision
         # ring[i] has revision ring_base + i; revisions are contiguous because every write lands here.
         self._ring: list[StoreEvent] = []
         self._ring_base = self._rev + 1
         self._ring_held = 0  # the ring's StoreEvent.held_bytes, summed
         self._changed = asyncio.Event()
         self._closed = False
-        self._writes_since_compact = 0
-        self._history_held = self._log_bytes(self._compacted, None)
         self._queue: builtins.list[tuple[_Write, asyncio.Future[Document]]] = []
 
     # -- reads ---------------------------------------------------------------------------------
@@ -251,8 +181,7 @@ class SQLiteStore(Store):
         read_rev = self._rev if revision is None or revision == 0 else revision
         if read_rev > self._rev:
             raise StoreError(f"revision {read_rev} is in the future (current {self._rev})")
-        if read_rev < self._compacted:
-            raise RevisionCompacted(f"revision {read_rev} has been compacted (oldest kept {self._compacted})")
+        self._log.check_kept(read_rev)
         return read_rev
 
     def _rows(self, prefix: str, start_after: str | None, read_rev: int) -> Iterable[tuple[str, bytes]]:
@@ -300,7 +229,7 @@ class SQLiteStore(Store):
     @property
     def compacted_revision(self) -> int:
         """The highest revision whose event is no longer kept; watches must start at or after it."""
-        return self._compacted
+        return self._log.compacted
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -363,7 +292,7 @@ class SQLiteStore(Store):
                 if shared:
                     self._db.execute("RELEASE w")
             if self._db.in_transaction:
-                compacted = self._maybe_compact(rev, rev - self._rev, logged)
+                compacted = self._log.maybe_compact(rev, rev - self._rev, logged)
                 self._db.execute("COMMIT")
         except BaseException as exc:
             if self._db.in_transaction:  # a failed COMMIT (disk full) leaves it open too
@@ -377,7 +306,7 @@ class SQLiteStore(Store):
             return
         self._rev = rev
         if compacted is not None:
-            self._compacted = compacted
+            self._log.compacted = compacted
         for (_, future), outcome in zip(queue, outcomes, strict=True):
             if isinstance(outcome, StoreError):
                 if not future.done():
@@ -419,7 +348,7 @@ class SQLiteStore(Store):
             self._db.execute("DELETE FROM objects WHERE key=?", (key,))
         self._db.execute(
             "INSERT INTO events (rev, type, key, value, prev) VALUES (?, ?, ?, ?, ?)",
-            (rev, _TYPE_CODE[write.type], key, raw, prev),
+            (rev, TYPE_CODE[write.type], key, raw, prev),
         )
         return StoreEvent(type=write.type, key=key, object=doc, revision=rev, raw=raw), prev
 
@@ -469,69 +398,11 @@ class SQLiteStore(Store):
         self._check_open()
         return self._read_guards(keys)
 
-    def _maybe_compact(self, rev: int, writes: int, logged: int) -> int | None:
-        """Every :data:`_COMPACT_EVERY` writes, drop the history older than the window, and at once
-        when the log holds more than ``history_bytes``, down to half of that (inside the transaction
-        being committed); the new compaction point, if any."""
-        self._history_held += logged
-        self._writes_since_compact += writes
-        upto = self._compacted
-        if self._history_held > self.history_bytes:
-            upto = self._revision_keeping(self.history_bytes // 2, rev)
-        if self._writes_since_compact >= _COMPACT_EVERY:
-            self._writes_since_compact = 0
-            upto = max(upto, rev - self.history)
-        if upto <= self._compacted:
-            return None
-        self._drop_history(upto)
-        return upto
-
-    def _log_bytes(self, after: int, upto: int | None) -> int:
-        """The bytes of the logged events in (after, upto]."""
-        sql = "SELECT ifnull(SUM(length(value) + ifnull(length(prev), 0)), 0) FROM events WHERE rev > ?"
-        params = [after] if upto is None else [after, upto]
-        (total,) = self._db.execute(sql + ("" if upto is None else " AND rev <= ?"), params).fetchone()
-        return int(total)
-
-    def _revision_keeping(self, keep: int, rev: int) -> int:
-        """The revision up to which to drop the log so that it holds at most ``keep`` bytes (the
-        last write is always kept)."""
-        excess = self._history_held - keep
-        upto = self._compacted
-        rows = self._db.execute(
-            "SELECT rev, length(value) + ifnull(length(prev), 0) FROM events WHERE rev > ? AND rev < ? "
-            "ORDER BY rev", (self._compacted, rev))
-        for row_rev, size in rows:
-            upto = row_rev
-            excess -= size
-            if excess <= 0:
-                break
-        return int(upto)
-
-    def _drop_history(self, upto: int) -> None:
-        self._history_held -= self._log_bytes(self._compacted, upto)
-        self._db.execute("DELETE FROM events WHERE rev <= ?", (upto,))
-        self._db.execute(
-            "INSERT INTO meta (name, value) VALUES ('compacted', ?) "
-            "ON CONFLICT(name) DO UPDATE SET value=excluded.value",
-            (upto,),
-        )
-
     async def compact(self, revision: int) -> None:
         self._check_open()
         if revision > self._rev:
             raise StoreError(f"cannot compact to revision {revision}: current is {self._rev}")
-        if revision <= self._compacted:
-            return
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            self._drop_history(revision)
-            self._db.execute("COMMIT")
-        except BaseException:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise
-        self._compacted = revision
+        self._log.compact(revision)
 
     def _publish(self, event: StoreEvent) -> None:
         self._ring.append(event)
@@ -553,13 +424,12 @@ class SQLiteStore(Store):
 
     async def watch(self, prefix: str, revision: int) -> AsyncIterator[StoreEvent]:
         self._check_open()
-        if revision < self._compacted:
-            raise RevisionCompacted(f"revision {revision} has been compacted (oldest kept {self._compacted})")
+        self._log.check_kept(revision)
         cursor = revision
         while not self._closed:
             if cursor < self._ring_base - 1:
                 # Behind the ring: replay from the event log, a batch at a time.
-                batch, cursor = self._history(prefix, cursor, self._ring_base - 1)
+                batch, cursor = self._log.replay(prefix, cursor, self._ring_base - 1)
                 for event in batch:
                     yield event
             elif cursor < self._rev:
@@ -569,26 +439,6 @@ class SQLiteStore(Store):
                     yield event
             else:
                 await self._changed.wait()
-
-    def _history(self, prefix: str, after: int, upto: int) -> tuple[builtins.list[StoreEvent], int]:
-        """Logged events under ``prefix`` in (after, upto], at most a batch; and the revision covered."""
-        if after < self._compacted:
-            raise RevisionCompacted(f"revision {after} has been compacted (oldest kept {self._compacted})")
-        end = prefix_end(prefix)
-        sql = "SELECT rev, type, key, value FROM events WHERE rev > ? AND rev <= ? AND key >= ?"
-        params: list[Any] = [after, upto, prefix]
-        if end is not None:
-            sql += " AND key < ?"
-            params.append(end)
-        events: builtins.list[StoreEvent] = []
-        size = 0
-        for r, t, k, v in self._db.execute(sql + " ORDER BY rev LIMIT ?", [*params, _HISTORY_BATCH]):
-            events.append(StoreEvent.from_raw(_TYPES[t], k, bytes(v), r))
-            size += len(v)
-            if size >= HISTORY_BATCH_BYTES:
-                return events, r  # a full batch in bytes: the rest on the next call
-        covered = events[-1].revision if len(events) == _HISTORY_BATCH else upto
-        return events, covered
 
     # -- lifecycle -----------------------------------------------------------------------------
 

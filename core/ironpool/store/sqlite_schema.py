@@ -1,0 +1,77 @@
+"""The SQLite store's file: its tables, how it is opened, and the lock that keeps it to one process.
+
+* ``objects(key, value, create_rev, mod_rev)`` holds the current documents; ``value`` is the JSON of
+  the document with ``metadata.resourceVersion`` already set to ``mod_rev``, so reads return it as is.
+* ``events(rev, type, key, value, prev)`` is the history: one row per write, ``value`` the new state
+  (for a DELETED event the last state carrying the deletion's revision) and ``prev`` the state just
+  before (NULL for ADDED). ``prev`` makes consistent reads at an older revision possible without
+  keeping every version: the state of a key at revision R is its current row if unchanged since R,
+  otherwise the ``prev`` of its first event after R. The log is compacted (:mod:`.sqlite_log`); the
+  highest removed revision is kept in ``meta`` as ``compacted``.
+* ``guards(key, value, rev)`` holds the guard keys (:class:`~ironpool.store.interface.Guard`), each
+  with the revision of the object write that last set it; they have no history.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import sqlite3
+from typing import IO
+
+from ironpool.store.interface import EventType, StoreError
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS objects (
+    key TEXT PRIMARY KEY,
+    value BLOB NOT NULL,
+    create_rev INTEGER NOT NULL,
+    mod_rev INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (
+    rev INTEGER PRIMARY KEY,
+    type INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    value BLOB NOT NULL,
+    prev BLOB
+);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS guards (
+    key TEXT PRIMARY KEY,
+    value BLOB NOT NULL,
+    rev INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
+# ``events.type`` holds the index of the event's type here.
+EVENT_TYPES: tuple[EventType, EventType, EventType] = ("ADDED", "MODIFIED", "DELETED")
+TYPE_CODE: dict[EventType, int] = {t: i for i, t in enumerate(EVENT_TYPES)}
+
+
+def connect(path: str) -> sqlite3.Connection:
+    """The file at ``path`` in WAL mode with ``synchronous=NORMAL``, its tables created."""
+    # Autocommit mode: transactions are opened explicitly with BEGIN IMMEDIATE.
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("PRAGMA busy_timeout=5000")
+    db.executescript(_SCHEMA)
+    return db
+
+
+def exclusive_lock(path: str) -> IO[bytes]:
+    """Hold ``PATH.lock`` so a second process cannot run the same store (the revision counter
+    lives in this process); the kernel drops the lock when the process dies, even on kill -9."""
+    lock = open(f"{path}.lock", "a+b")  # noqa: SIM115 - held for the store's lifetime
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise StoreError(f"{path} is in use by another process (one apiserver per SQLite file)") from None
+    return lock
+
+
+def prefix_end(prefix: str) -> str | None:
+    """The smallest key greater than every key starting with ``prefix`` (None: no upper bound)."""
+    if not prefix:
+        return None
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
