@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from ironpool.store import etcd_codec as codec
+from ironpool.store import etcd_txn as txn
 from ironpool.store.etcd_client import CALL_TIMEOUT, EtcdConnection, EtcdTls, parse_endpoints, rpc
 from ironpool.store.etcd_watch import Feed, watch_batches
 from ironpool.store.interface import (
@@ -36,13 +37,9 @@ from ironpool.store.interface import (
     Document,
     EventType,
     Guard,
-    GuardConflict,
     GuardValue,
-    KeyExists,
-    KeyNotFound,
     RawStorePage,
     RevisionCompacted,
-    RevisionConflict,
     Store,
     StoreError,
     StoreEvent,
@@ -272,41 +269,15 @@ class EtcdStore(Store):
         m = rpc()
         ops = [m.RequestOp(request_range=m.RangeRequest(key=self._guard_key(k))) for k in keys]
         resp = await self._kv("read guards", "Txn", m.TxnRequest(success=ops))
-        return [self._guard_value(k, r.response_range) for k, r in zip(keys, resp.responses, strict=True)]
-
-    @staticmethod
-    def _guard_value(key: str, response: Any) -> GuardValue:
-        if not response.kvs:
-            return GuardValue(key, None, 0)
-        kv = response.kvs[0]
-        return GuardValue(key, codec.guard_decode(kv.value), int(kv.mod_revision))
+        return [txn.guard_value(k, r.response_range) for k, r in zip(keys, resp.responses, strict=True)]
 
     # -- writes --------------------------------------------------------------------------------
 
-    def _guard_parts(self, guards: Sequence[Guard]) -> tuple[builtins.list[Any], builtins.list[Any]]:
-        m = rpc()
-        compares, ops = [], []
-        for g in guards:
-            gk = self._guard_key(g.key)
-            compares.append(
-                m.Compare(key=gk, target=m.Compare.MOD, result=m.Compare.EQUAL, mod_revision=g.revision))
-            if g.check_only:
-                continue
-            if g.value is None:
-                ops.append(m.RequestOp(request_delete_range=m.DeleteRangeRequest(key=gk)))
-            else:
-                ops.append(m.RequestOp(request_put=m.PutRequest(key=gk, value=codec.guard_encode(g.value))))
-        return compares, ops
-
     async def _txn(self, what: str, key: bytes, compare: Any, op: Any, guards: Sequence[Guard],
-                   resolve: Callable[[Any, bool], Any]) -> Any:
-        """Run one object write with its guards; ``resolve(failure responses, retried)`` turns a failed
-        compare into the store's error, or into success when a retry finds its own earlier write."""
-        m = rpc()
-        guard_compares, guard_ops = self._guard_parts(guards)
-        failure = [m.RequestOp(request_range=m.RangeRequest(key=key))]
-        failure += [m.RequestOp(request_range=m.RangeRequest(key=self._guard_key(g.key))) for g in guards]
-        request = m.TxnRequest(compare=[compare, *guard_compares], success=[op, *guard_ops], failure=failure)
+                   resolve: txn.Resolve) -> Any:
+        """Run one object write with its guards (:mod:`.etcd_txn`); ``resolve`` turns a failed compare
+        into the store's error, or into success when a retry finds its own earlier write."""
+        request = txn.write_request(key, compare, op, guards, self._guard_key)
         self._start()
         tries = 0
 
@@ -315,32 +286,15 @@ class EtcdStore(Store):
             tries += 1
             return await kv.Txn(request, timeout=CALL_TIMEOUT)
 
-        resp = await self.conn.call(what, attempt)
-        if resp.succeeded:
-            return resp
-        resolved = resolve(resp.responses[0].response_range, tries > 1)
-        if resolved is not None:
-            return resolved
-        current = [self._guard_value(g.key, r.response_range)
-                   for g, r in zip(guards, resp.responses[1:], strict=True)]
-        raise GuardConflict([c for g, c in zip(guards, current, strict=True) if c.revision != g.revision])
+        return txn.outcome(await self.conn.call(what, attempt), guards, resolve, tries > 1)
 
     async def create(self, key: str, obj: Document, *, guards: Sequence[Guard] = ()) -> Document:
         m = rpc()
         ek = self._key(key)
         value = codec.encode(obj)
-        compare = m.Compare(key=ek, target=m.Compare.CREATE, result=m.Compare.EQUAL, create_revision=0)
         op = m.RequestOp(request_put=m.PutRequest(key=ek, value=value))
-
-        def resolve(current: Any, retried: bool) -> Any:
-            if current.kvs:
-                if retried and current.kvs[0].value == value:
-                    return current.kvs[0]  # our own first attempt committed before its answer was lost
-                raise KeyExists(key)
-            return None
-
-        resp = await self._txn("create", ek, compare, op, guards, resolve)
-        return codec.doc_at(value, _revision(resp))
+        resp = await self._txn("create", ek, txn.absent(ek), op, guards, txn.create_resolver(key, value))
+        return codec.doc_at(value, txn.committed_revision(resp))
 
     async def update(
         self, key: str, obj: Document, *, expected_revision: int | None = None, guards: Sequence[Guard] = ()
@@ -349,9 +303,9 @@ class EtcdStore(Store):
         ek = self._key(key)
         value = codec.encode(obj)
         op = m.RequestOp(request_put=m.PutRequest(key=ek, value=value))
-        resp = await self._txn("update", ek, self._expect(ek, expected_revision), op, guards,
-                               self._resolver(key, expected_revision, value))
-        return codec.doc_at(value, _revision(resp))
+        resp = await self._txn("update", ek, txn.expect(ek, expected_revision), op, guards,
+                               txn.resolver(key, expected_revision, value))
+        return codec.doc_at(value, txn.committed_revision(resp))
 
     async def delete(
         self, key: str, *, expected_revision: int | None = None, guards: Sequence[Guard] = ()
@@ -359,31 +313,10 @@ class EtcdStore(Store):
         m = rpc()
         ek = self._key(key)
         op = m.RequestOp(request_delete_range=m.DeleteRangeRequest(key=ek, prev_kv=True))
-        resp = await self._txn("delete", ek, self._expect(ek, expected_revision), op, guards,
-                               self._resolver(key, expected_revision, None))
+        resp = await self._txn("delete", ek, txn.expect(ek, expected_revision), op, guards,
+                               txn.resolver(key, expected_revision, None))
         prev = resp.responses[0].response_delete_range.prev_kvs[0]
         return codec.doc_at(prev.value, resp.header.revision)
-
-    @staticmethod
-    def _expect(ek: bytes, expected_revision: int | None) -> Any:
-        m = rpc()
-        if expected_revision is None:
-            return m.Compare(key=ek, target=m.Compare.VERSION, result=m.Compare.GREATER, version=0)
-        return m.Compare(key=ek, target=m.Compare.MOD, result=m.Compare.EQUAL, mod_revision=expected_revision)
-
-    @staticmethod
-    def _resolver(key: str, expected: int | None, value: bytes | None) -> Callable[[Any, bool], Any]:
-        def resolve(current: Any, retried: bool) -> Any:
-            if not current.kvs:
-                raise KeyNotFound(key)
-            kv = current.kvs[0]
-            if retried and value is not None and kv.value == value:
-                return kv  # our own first attempt committed before its answer was lost
-            if expected is not None and kv.mod_revision != expected:
-                raise RevisionConflict(f"{key}: revision is {kv.mod_revision}, expected {expected}")
-            return None
-
-        return resolve
 
     # -- compaction ----------------------------------------------------------------------------
 
@@ -492,14 +425,6 @@ class EtcdStore(Store):
             feed.wake()
             await feed.stop()
         await self.conn.close()
-
-
-def _revision(resp: Any) -> int:
-    """The revision a write committed at: the transaction's, or (a retried write that found its own
-    earlier attempt) that key's."""
-    if hasattr(resp, "header"):
-        return int(resp.header.revision)
-    return int(resp.mod_revision)
 
 
 __all__ = ["EtcdStore", "EtcdTls"]
