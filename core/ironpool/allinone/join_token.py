@@ -30,6 +30,7 @@ from ironpool.apiserver.authz import (
     VOLUME_POOLS_GROUP,
 )
 from ironpool.apiserver.certs import write_private
+from ironpool.apiserver.tokenfile import append_lines, token_line
 
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]{16,}$")
 
@@ -63,23 +64,25 @@ class JoinToken:
 
 
 def identity_lines(pool: str, token: JoinToken) -> list[str]:
-    """The static-token lines (``token,user,uid,"group"``) of ``pool``'s identities."""
+    """The static-token lines of ``pool``'s identities."""
     return [
-        f'{token.machine},{MACHINE_POOL_USER_PREFIX}{pool},machinepool-{pool},"{MACHINE_POOLS_GROUP}"',
-        f'{token.volume},{VOLUME_POOL_USER_PREFIX}{pool},volumepool-{pool},"{VOLUME_POOLS_GROUP}"',
+        token_line(token.machine, f"{MACHINE_POOL_USER_PREFIX}{pool}", f"machinepool-{pool}",
+                   [MACHINE_POOLS_GROUP]),
+        token_line(token.volume, f"{VOLUME_POOL_USER_PREFIX}{pool}", f"volumepool-{pool}",
+                   [VOLUME_POOLS_GROUP]),
     ]
 
 
 def add_identities(token_file: Path, pool: str) -> JoinToken:
-    """A new join token for ``pool``, appended to ``token_file`` (rewritten atomically, mode 0600).
+    """A new join token for ``pool``, appended to ``token_file`` (:mod:`ironpool.apiserver.tokenfile`).
 
     Earlier tokens of the pool stay valid (:func:`remove_identities` revokes them all).
     """
-    text = _read(token_file)
     token = JoinToken.generate()
-    if text and not text.endswith("\n"):
-        text += "\n"
-    write_private(token_file, (text + "\n".join(identity_lines(pool, token)) + "\n").encode())
+    try:
+        append_lines(token_file, identity_lines(pool, token))
+    except OSError as exc:
+        raise JoinTokenError(f"{token_file}: cannot update the token file: {exc.strerror}") from None
     return token
 
 

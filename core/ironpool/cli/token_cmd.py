@@ -8,7 +8,6 @@ e.g. ``edit`` in a namespace with a RoleBinding.
 
 from __future__ import annotations
 
-import os
 import secrets
 import uuid
 from pathlib import Path
@@ -27,25 +26,15 @@ def _field(value: str, what: str) -> str:
 
 
 def append_identity(token_file: Path, user: str, groups: list[str]) -> str:
-    """Append ``token,user,uid[,"groups"]`` to ``token_file`` (rewritten atomically, mode 0600, created
-    if missing) and return the new token."""
-    try:
-        text = token_file.read_text()
-    except FileNotFoundError:
-        text = ""
-    except OSError as exc:
-        raise click.ClickException(f"{token_file}: cannot read the token file: {exc.strerror}") from None
+    """Append a new user line to ``token_file`` (:mod:`ironpool.apiserver.tokenfile`; created if
+    missing) and return the new token."""
+    from ironpool.apiserver.tokenfile import append_lines, token_line
+
     token = secrets.token_urlsafe(32)
-    line = f"{token},{user},{uuid.uuid4()}"
-    if groups:
-        line += ',"' + ",".join(groups) + '"'
-    if text and not text.endswith("\n"):
-        text += "\n"
-    tmp = token_file.with_name(token_file.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text + line + "\n")
-    os.replace(tmp, token_file)
+    try:
+        append_lines(token_file, [token_line(token, user, str(uuid.uuid4()), groups)], create=True)
+    except OSError as exc:
+        raise click.ClickException(f"{token_file}: cannot update the token file: {exc.strerror}") from None
     return token
 
 
