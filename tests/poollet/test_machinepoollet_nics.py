@@ -144,7 +144,12 @@ async def test_referenced_nic_is_claimed_hot_plugged_unplugged_and_released(
     created = await eventually(lambda: only_iri(iri, m3.metadata.uid or ""), 10, "m3's IRI machine")
     assert [n.name for n in created.spec.network_interfaces] == ["eth0"]
     nic = await eventually(lambda: _claimed_by(client, "shared", m3.metadata.uid or ""), 10, "m3's claim")
-    assert keys.SSH_ENDPOINT_ANNOTATION not in ((await get_machine(client, "m2")).metadata.annotations or {})
+
+    async def m2_endpoint_gone() -> bool:
+        annotations = (await get_machine(client, "m2")).metadata.annotations or {}
+        return keys.SSH_ENDPOINT_ANNOTATION not in annotations
+
+    await eventually(m2_endpoint_gone, 10, "m2's SSH endpoint annotation removed with its last NIC")
 
     # -- a deleted machine gives its referenced NIC back ---------------------------------------------
     await client.delete(Machine, "m3", namespace="default")
