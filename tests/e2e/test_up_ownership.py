@@ -15,6 +15,7 @@ from pathlib import Path
 
 import libvirt
 import pytest
+from ironpool.api.fleet import MACHINE_POOL_LEASE_NAMESPACE
 from ironpool.api.resources import resolve
 from up_harness import UpInstance, wait_for
 
@@ -23,7 +24,7 @@ from tests.helpers.runtimes import LIBVIRT_URI
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 
 MACHINES, VOLUMES = resolve("machines"), resolve("volumes")
-MACHINE_POOLS, VOLUME_POOLS = resolve("machinepools"), resolve("volumepools")
+MACHINE_POOLS, VOLUME_POOLS, LEASES = resolve("machinepools"), resolve("volumepools"), resolve("leases")
 
 
 def manifest(name: str) -> str:
@@ -75,12 +76,12 @@ def wait_gc_message(up: UpInstance, pools: object, text: str) -> dict[str, str]:
 
 def relists(up: UpInstance, n: int) -> None:
     """Let the poollets relist their runtimes ``n`` more times (``--relist-period`` is 2 s in ``up``):
-    observed through the pool heartbeats, which come at least as often."""
+    observed through the pool's heartbeat Lease, renewed as often (``--heartbeat-interval`` 2 s)."""
     client = up.client()
 
     def beat() -> str:
-        pool = client.get_raw(MACHINE_POOLS, up.pool)
-        return next(c["lastUpdateTime"] for c in pool["status"]["conditions"] if c["type"] == "Ready")
+        lease = client.get_raw(LEASES, up.pool, MACHINE_POOL_LEASE_NAMESPACE)
+        return str(lease["spec"]["renewTime"])
 
     for _ in range(n):
         last = beat()
