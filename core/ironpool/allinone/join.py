@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,8 @@ from ironpool.allinone.join_token import JoinToken
 from ironpool.apiserver.certs import write_private
 
 log = logging.getLogger(__name__)
+
+TOKEN_PROPAGATION_SECONDS = 5.0  # an apiserver reads its token file again within a second of a change
 
 
 @dataclass
@@ -80,8 +83,18 @@ class Join(HostProcess):
 
         plural = "machinepools" if identity == "machinepool" else "volumepools"
         servers = ", ".join(self.options.servers)
+        # A token issued a moment ago is known to an apiserver once it has read its token file again
+        # (it looks once a second): a refusal is final only after that.
+        deadline = time.monotonic() + TOKEN_PROPAGATION_SECONDS
         try:
-            await client.get_raw(resolve(plural), self.options.pool)
+            while True:
+                try:
+                    await client.get_raw(resolve(plural), self.options.pool)
+                    return
+                except errors.Unauthorized:
+                    if time.monotonic() >= deadline:
+                        raise
+                    await asyncio.sleep(0.25)
         except errors.NotFound:
             return  # authenticated and allowed: the pool is announced next
         except errors.Unauthorized:
