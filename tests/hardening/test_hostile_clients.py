@@ -150,6 +150,7 @@ def test_client_disconnecting_mid_body_is_not_an_error(server: Server, unchanged
     assert "ERROR" not in log and "Traceback" not in log, log[-3000:]
 
 
+@pytest.mark.latency
 def test_three_megabyte_yaml_body_does_not_stall_healthz(server: Server, unchanged: None) -> None:
     # 95,000 small entries: the most work per byte for a YAML parser.
     entries = "".join(f"  k{i:06d}: v{i:020d}\n" for i in range(95_000))
@@ -225,6 +226,7 @@ sys.stdin.read()  # hold them until told
 """
 
 
+@pytest.mark.latency
 def test_two_thousand_half_open_sockets_without_token(server: Server, unchanged: None) -> None:
     """While 2,000 sockets hang with half a request line and no token, ``/healthz`` answers within
     100 ms (p99) and the server's descriptors stay under its unauthenticated cap. The burst that
