@@ -19,9 +19,9 @@ import httpx
 from pydantic import BaseModel
 
 from ironpool.api.resources import ResourceInfo
+from ironpool.client.aio_transport import ServerPool
 from ironpool.client.config import ClientConfig, ConfigError
 from ironpool.client.failover import ServerList
-from ironpool.client.http1 import Http1Pool
 from ironpool.client.wire import (
     ListResult,
     Obj,
@@ -286,8 +286,8 @@ class AsyncClient:
         self.config = config
         self.ops = Operations(config.namespace)
         self._typed = _Typed(self.ops)
-        options = _httpx_options(config, timeout)  # its headers and TLS check, for aiohttp (.http1)
-        self._pools = {server: Http1Pool(server, options["headers"], options["verify"], timeout)
+        options = _httpx_options(config, timeout)  # its headers and TLS check, for aiohttp (.aio_transport)
+        self._pools = {server: ServerPool(server, options["headers"], options["verify"], timeout)
                        for server in config.servers}
         self.servers = ServerList(config.servers)
 

@@ -1,4 +1,4 @@
-"""The asyncio client's unary transport (aiohttp's pool, :mod:`ironpool.client.http1`) against small
+"""The asyncio client's unary transport (aiohttp's pool, :mod:`ironpool.client.aio_transport`) against small
 servers that answer in the ways HTTP/1.1 allows: Content-Length, chunked, close after the answer,
 close while idle, TLS; and its failures as the exceptions the failover logic reads."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from ironpool.client.http1 import Http1Pool
+from ironpool.client.aio_transport import ServerPool
 
 from tests.helpers.wait import eventually
 
@@ -50,7 +50,7 @@ def ok(body: bytes, extra: bytes = b"") -> Answer:
     return lambda head: b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n%s" % (len(body), extra, body)
 
 
-def idle_connected(pool: Http1Pool) -> int:
+def idle_connected(pool: ServerPool) -> int:
     """Idle connections in the pool whose socket is still open (aiohttp keeps no public count)."""
     connector = pool._session.connector if pool._session is not None else None
     conns = getattr(connector, "_conns", {})
@@ -68,7 +68,7 @@ async def closing() -> AsyncIterator[list[asyncio.Server]]:
 async def test_keep_alive_content_length_params_and_headers(closing: list[asyncio.Server]) -> None:
     server, port, seen = await serve(ok(b'{"a":1}'))
     closing.append(server)
-    pool = Http1Pool(f"http://127.0.0.1:{port}", {"Authorization": "Bearer t"}, True, 5)
+    pool = ServerPool(f"http://127.0.0.1:{port}", {"Authorization": "Bearer t"}, True, 5)
     for _ in range(3):
         assert await pool.request("POST", "/x", {"watch": "true", "q": "a b"}, b'{"k":2}',
                                   {"Content-Type": "application/json"}) == (200, b'{"a":1}')
@@ -85,7 +85,7 @@ async def test_chunked_answers_and_connection_close(closing: list[asyncio.Server
               b"4\r\n{\"a\"\r\n3;x=y\r\n:1}\r\n0\r\nTrailer: z\r\n\r\n"
     server, port, seen = await serve(lambda head: chunked, close_after=True)
     closing.append(server)
-    pool = Http1Pool(f"http://127.0.0.1:{port}", {}, True, 5)
+    pool = ServerPool(f"http://127.0.0.1:{port}", {}, True, 5)
     assert await pool.request("GET", "/", {}, None, {}) == (404, b'{"a":1}')
     assert await pool.request("GET", "/", {}, None, {}) == (404, b'{"a":1}')
     assert seen.count(b"CONNECT") == 2  # "Connection: close": not kept
@@ -95,7 +95,7 @@ async def test_chunked_answers_and_connection_close(closing: list[asyncio.Server
 async def test_a_connection_the_server_closed_while_idle_is_not_reused(closing: list[asyncio.Server]) -> None:
     server, port, seen = await serve(ok(b"{}"), close_after=True)  # closes without saying so
     closing.append(server)
-    pool = Http1Pool(f"http://127.0.0.1:{port}", {}, True, 5)
+    pool = ServerPool(f"http://127.0.0.1:{port}", {}, True, 5)
     assert await pool.request("POST", "/a", {}, b"{}", {}) == (200, b"{}")
     # The close arrives while the connection idles in the pool: the handler has ended.
     await eventually(lambda: not idle_connected(pool), 5, "the server's close")
@@ -109,11 +109,11 @@ async def test_failures_are_the_exceptions_failover_reads(closing: list[asyncio.
     server.close()
     await server.wait_closed()
     with pytest.raises(httpx.ConnectError):
-        await Http1Pool(f"http://127.0.0.1:{port}", {}, True, 5).request("GET", "/", {}, None, {})
+        await ServerPool(f"http://127.0.0.1:{port}", {}, True, 5).request("GET", "/", {}, None, {})
     silent, port, _ = await serve(lambda head: b"")  # reads the request, never answers
     closing.append(silent)
     with pytest.raises(httpx.ReadTimeout):
-        await Http1Pool(f"http://127.0.0.1:{port}", {}, True, 0.2).request("POST", "/", {}, b"", {})
+        await ServerPool(f"http://127.0.0.1:{port}", {}, True, 0.2).request("POST", "/", {}, b"", {})
 
 
 async def test_tls_with_the_clients_context(closing: list[asyncio.Server], tmp_path: Path) -> None:
@@ -127,11 +127,11 @@ async def test_tls_with_the_clients_context(closing: list[asyncio.Server], tmp_p
     server, port, _ = await serve(ok(b'{"tls":true}'), tls=serving)
     closing.append(server)
     trusting = ssl.create_default_context(cafile=str(ca.paths.cert))
-    pool = Http1Pool(f"https://127.0.0.1:{port}", {}, trusting, 5)
+    pool = ServerPool(f"https://127.0.0.1:{port}", {}, trusting, 5)
     assert await pool.request("GET", "/", {}, None, {}) == (200, b'{"tls":true}')
     await pool.aclose()
     with pytest.raises(httpx.ConnectError):  # the system's CAs do not know this one
-        await Http1Pool(f"https://127.0.0.1:{port}", {}, True, 5).request("GET", "/", {}, None, {})
+        await ServerPool(f"https://127.0.0.1:{port}", {}, True, 5).request("GET", "/", {}, None, {})
 
 
 
@@ -142,7 +142,7 @@ async def test_a_stream_yields_lines_as_they_come_and_a_cut_just_ends_it(
            + b"%x\r\n%s\r\n" % (len(big), big) + b"6\r\n{\"a\":\r\n")  # the second line never ends
     server, port, _ = await serve(lambda head: cut, close_after=True)
     closing.append(server)
-    pool = Http1Pool(f"http://127.0.0.1:{port}", {}, True, 5)
+    pool = ServerPool(f"http://127.0.0.1:{port}", {}, True, 5)
     async with pool.stream("GET", "/w", {"watch": "true"}, 5) as stream:
         assert stream.status == 200
         lines = [line async for line in stream.lines()]
@@ -154,7 +154,7 @@ async def test_a_stream_that_stalls_past_its_read_timeout_fails_as_read_timeout(
         closing: list[asyncio.Server]) -> None:
     server, port, _ = await serve(lambda head: b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
     closing.append(server)
-    pool = Http1Pool(f"http://127.0.0.1:{port}", {}, True, 5)
+    pool = ServerPool(f"http://127.0.0.1:{port}", {}, True, 5)
     with pytest.raises(httpx.ReadTimeout):
         async with pool.stream("GET", "/w", {}, 0.3) as stream:
             async for _ in stream.lines():
@@ -165,7 +165,7 @@ async def test_a_stream_that_stalls_past_its_read_timeout_fails_as_read_timeout(
 async def test_a_write_whose_connection_broke_is_not_sent_again(closing: list[asyncio.Server]) -> None:
     server, port, seen = await serve(lambda head: b"", close_after=True)  # reads it, answers nothing
     closing.append(server)
-    pool = Http1Pool(f"http://127.0.0.1:{port}", {}, True, 5)
+    pool = ServerPool(f"http://127.0.0.1:{port}", {}, True, 5)
     for method in ("PUT", "DELETE"):
         with pytest.raises(httpx.TransportError):
             await pool.request(method, "/x", {}, b"{}", {})

@@ -18,7 +18,7 @@ a hand-written HTTP/1.1 pool (removed)      0.95 - 0.99 (mean 0.96)       70 - 8
 three rounds.)
 The hand-written pool was about 20 % cheaper per placement than aiohttp: not enough to keep a
 protocol implementation of our own, so the well-kept library carries the requests, and the watch
-streams too (:meth:`Http1Pool.stream`; one library for both, and a little cheaper per event than
+streams too (:meth:`ServerPool.stream`; one library for both, and a little cheaper per event than
 httpx's ``aiter_lines``: 14 against 16-17 µs of client CPU per event, its decoding included).
 
 Failures are raised as the httpx exceptions the failover logic (:mod:`.failover`) reads:
@@ -47,7 +47,7 @@ _STREAM_CUT = (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aioh
 
 
 class Stream:
-    """The answer of :meth:`Http1Pool.stream`."""
+    """The answer of :meth:`ServerPool.stream`."""
 
     def __init__(self, response: aiohttp.ClientResponse) -> None:
         self.response = response
@@ -67,7 +67,7 @@ class Stream:
             return
 
 
-class Http1Pool:
+class ServerPool:
     """Keep-alive HTTP/1.1 connections to one server (``http://`` or ``https://`` URL).
 
     The aiohttp session is made on the first request, inside the event loop that uses it.
