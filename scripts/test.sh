@@ -11,12 +11,12 @@ echo "==> mypy (core/)"
 "$VENV/bin/mypy"
 
 echo "==> pytest"
-# Two workers: modules that boot guests one after another on one, every other module on whichever
-# is free (see tests/conftest.py). PYTEST_WORKERS=0 runs everything in this process. Tests that
-# assert response times (marker `latency`) run afterwards on their own, with nothing else loading
-# the cores; pytest's exit 5 there only means the arguments selected none of them.
+# Two workers, each module whole on one of them (its module fixtures, such as one `ironpool up`, serve
+# all its tests). PYTEST_WORKERS=0 runs everything in this process. Tests that assert response times
+# (marker `latency`) run afterwards on their own, with nothing else loading the cores; pytest's exit
+# 5 there only means the arguments selected none of them.
 set +e
-"$VENV/bin/pytest" -ra --durations=15 -n "${PYTEST_WORKERS:-2}" --dist loadgroup -m "not latency" "$@"
+"$VENV/bin/pytest" -ra --durations=15 -n "${PYTEST_WORKERS:-2}" --dist loadfile -m "not latency" "$@"
 rc=$?
 if [ "$rc" -eq 0 ]; then
   echo "==> pytest (latency, alone)"

@@ -71,24 +71,6 @@ def start_apiserver(tmp: Path, db_path: Path | None = None, port: int | None = N
     return ApiServer(url, admin, user, db, token_file, proc, log_path)
 
 
-# Modules whose tests boot QEMU guests (they take the ``tiny_images`` fixture) run one after another on one
-# xdist worker: emulated guests need a core each to boot within their deadlines, and two at once on a
-# 2-core machine starve everything else. Every other module runs whole on whichever worker is free
-# (``pytest -n 2 --dist loadgroup``, as scripts/test.sh runs it), sharing its module fixtures.
-GUESTS_GROUP = "guests"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # A module stays whole (its module fixtures, e.g. one `ironpool up`, serve all its tests): if
-    # any of its tests boots guests, all of them go to the guests' worker.
-    def module(item: pytest.Item) -> str:
-        return item.nodeid.split("::")[0]
-
-    booting = {module(item) for item in items if "tiny_images" in getattr(item, "fixturenames", ())}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(GUESTS_GROUP if module(item) in booting else module(item)))
-
-
 def stop_apiserver(server: ApiServer) -> None:
     stop_process(server.process, timeout=10)
 
