@@ -43,6 +43,7 @@ GRACE = 2.0
 class Fleet:
     client: AsyncClient
     beats: dict[str, tuple[asyncio.Event, asyncio.Task[None]]]
+    controller: PoolLifecycleController
 
     def beat(self, pool: str) -> None:
         stop = asyncio.Event()
@@ -87,13 +88,13 @@ async def fleet(apiserver: Any) -> AsyncIterator[Fleet]:
         status = doc.pop("status")
         await client.create_raw(MP, doc)
         await client.patch_raw(MP, name, {"status": status}, subresource="status")
-    f = Fleet(client, {})
+    controller = PoolLifecycleController(client, LifecycleOptions(grace=GRACE, monitor_period=0.2,
+                                                                  eviction_rate=10, eviction_burst=5))
+    f = Fleet(client, {}, controller)
     f.beat("p1")
     f.beat("p2")
     stop = asyncio.Event()
     scheduler = SchedulerRunner(client)
-    controller = PoolLifecycleController(client, LifecycleOptions(grace=GRACE, monitor_period=0.2,
-                                                                  eviction_rate=10, eviction_burst=5))
     tasks = [asyncio.create_task(scheduler.run(stop)), asyncio.create_task(controller.run(stop))]
     try:
         await asyncio.wait_for(scheduler.ready.wait(), 20)
@@ -312,7 +313,9 @@ async def test_every_pool_silent_is_a_full_disruption_nothing_is_evicted(fleet: 
         return all([_ready(await c.get_raw(MP, p)) == "Unknown" for p in ("p1", "p2")])
 
     await eventually(both_unknown, 15, "both pools Ready=Unknown")
-    await asyncio.sleep(1.0)  # several monitor passes (0.2 s): none may taint or evict
+    passes = fleet.controller.passes
+    await eventually(lambda: fleet.controller.passes >= passes + 5, 10, "five more monitor passes")
+    # none of them may taint or evict
     for p in ("p1", "p2"):
         assert not _taints(await c.get_raw(MP, p))
     assert _pool_of(await fleet.machine("stay")) == "p1"

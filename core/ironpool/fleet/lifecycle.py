@@ -116,6 +116,7 @@ class PoolLifecycleController:
         self._buckets = {kind: TokenBucket(self.options.eviction_rate, self.options.eviction_burst, now)
                          for kind in POOL_MODELS}
         self.events = EventRecorder(client, "pool-lifecycle-controller", dedupe_seconds=self.options.grace)
+        self.passes = 0  # monitor passes completed (what a test that expects nothing to happen waits for)
 
     def informers(self) -> list[Informer[Any]]:
         return [*self.pools.values(), *self.leases.values(), self.machines]
@@ -129,6 +130,7 @@ class PoolLifecycleController:
         for kind in POOL_MODELS:
             await self._monitor_kind(kind, now, report)
         await self._evict(report)
+        self.passes += 1
         return report
 
     async def _monitor_kind(self, kind: str, now: float, report: PassReport) -> None:
