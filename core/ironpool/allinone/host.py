@@ -8,6 +8,7 @@ the log file, the start and stop order of these parts, and what ``ironpool down`
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import logging
@@ -86,7 +87,7 @@ class _Task:
     task: asyncio.Task[None]
 
 
-class HostProcess:
+class HostProcess(abc.ABC):
     """The runtimes and poollets of one host; subclasses say what else runs and in which order."""
 
     label = "ironpool"  # how logs and errors name the process
@@ -106,10 +107,11 @@ class HostProcess:
 
     # -- to be given by subclasses -----------------------------------------------------------
 
+    @abc.abstractmethod
     async def start(self, stop: asyncio.Event) -> None:
-        raise NotImplementedError
+        """Start this host's parts (and, for ``ironpool up``, the control plane) until ``stop``."""
 
-    async def stop_control_plane(self) -> None:
+    async def stop_control_plane(self) -> None:  # noqa: B027 - optional: a joined host has none
         """Whatever the subclass runs after the runtimes have stopped (an apiserver)."""
 
     # -- logging -----------------------------------------------------------------------------
