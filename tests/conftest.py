@@ -6,6 +6,7 @@ import os
 import secrets
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,14 @@ from tests.helpers.wait import wait_until
 
 # Re-exported: test packages import these from here.
 __all__ = ["ApiServer", "free_port", "start_apiserver", "stop_apiserver", "wait_until"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Tests never read the developer's own client configuration (~/.config/ironpool/config.yaml, as
+    # `make demo` leaves it, or $IRONPOOL_*): each names its server and token, or writes its own file.
+    os.environ["IRONPOOL_CONFIG"] = str(Path(tempfile.mkdtemp(prefix="ironpool-tests-")) / "config.yaml")
+    for name in ("IRONPOOL_SERVER", "IRONPOOL_TOKEN", "IRONPOOL_NAMESPACE"):
+        os.environ.pop(name, None)
 
 
 @dataclass(frozen=True)
