@@ -69,9 +69,12 @@ class StoreMirror:
         for info, docs in listed:
             for doc in docs:
                 self._offer(info, _key(info, doc), doc, _revision(doc))
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._follow(info), name=f"ironpool-mirror-{info.plural}")
-                       for info in self.infos]
+        self._tasks = self._followers(asyncio.get_running_loop())
+
+    def _followers(self, loop: asyncio.AbstractEventLoop) -> list[asyncio.Task[None]]:
+        """The tasks that follow the changes after the lists: one watch per kind."""
+        return [loop.create_task(self._follow(info), name=f"ironpool-mirror-{info.plural}")
+                for info in self.infos]
 
     async def stop(self) -> None:
         for task in self._tasks:

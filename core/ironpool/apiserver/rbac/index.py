@@ -56,20 +56,8 @@ class GroupMirror(StoreMirror):
     """A :class:`StoreMirror` of kinds of one API group that follows them with a single watch of the
     group's key prefix."""
 
-    async def start(self) -> None:
-        listed: list[tuple[ResourceInfo, list[Document]]] = []
-        revision: int | None = None
-        for info in self.infos:
-            page = await self.store.list(info.prefix(None), revision=revision)
-            revision = page.revision
-            listed.append((info, page.items))
-        self.revision = revision or 0
-        for info, docs in listed:
-            for doc in docs:
-                key = info.key((doc.get("metadata") or {}).get("namespace"), str(doc["metadata"]["name"]))
-                self._offer(info, key, doc, int(doc["metadata"].get("resourceVersion") or 0))
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._follow_group(), name="ironpool-mirror-rbac")]
+    def _followers(self, loop: asyncio.AbstractEventLoop) -> list[asyncio.Task[None]]:
+        return [loop.create_task(self._follow_group(), name="ironpool-mirror-rbac")]
 
     async def _follow_group(self) -> None:
         prefix = f"/registry/{self.infos[0].group}/"
