@@ -163,11 +163,13 @@ def test_two_installations_on_one_libvirtd_keep_to_their_own(make_up: Callable[.
     assert f"storage pool {b.storage_pool}" in proc.stdout and "purged." in proc.stdout
     assert b.process is not None and b.process.wait(5) == 0
     assert b.domains() == {} and not storage_pool_exists(b.storage_pool) and not b.data_dir.exists()
+    assert f"removed client config {b.config_path}" in proc.stdout and not b.config_path.exists()
     # a is untouched, and stops cleanly without purging.
     assert a.process.poll() is None and storage_pool_exists(a.storage_pool)
     proc = down(a)
     assert proc.returncode == 0 and "stopped ironpool up" in proc.stdout, proc.stdout + proc.stderr
     assert a.process.wait(5) == 0 and storage_pool_exists(a.storage_pool) and a.data_dir.exists()
+    assert a.config_path.exists()
 
 
 def test_storage_pool_of_another_installation_is_refused(make_up: Callable[..., UpInstance],

@@ -84,6 +84,7 @@ class PurgePlan:
     storage_pool: str | None = None
     volumes: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what is left alone, and why
+    client_config: Path | None = None  # the user's client config, when it points at this installation
 
     def lines(self) -> list[str]:
         out = [f"domain {d} ({self.libvirt_uri})" for d in self.domains]
@@ -93,7 +94,28 @@ class PurgePlan:
             out += [f"volume {v} (storage pool {self.storage_pool})" for v in self.volumes]
             out.append(f"storage pool {self.storage_pool}")
         out.append(f"data dir {self.data_dir} (database, token, images, logs)")
+        if self.client_config is not None:
+            out.append(f"client config {self.client_config} (its token and CA are this installation's)")
         return out
+
+
+def own_client_config(dirs: DataDir) -> Path | None:
+    """The client config (``$IRONPOOL_CONFIG`` or the default path) if it holds a token of this
+    installation's token file: what ``ironpool up`` wrote for it, useless once the data dir is gone.
+    A config for anything else is never touched."""
+    import yaml
+
+    from ironpool.apiserver.auth import parse_token_file
+    from ironpool.client.config import default_config_path
+
+    path = default_config_path()
+    try:
+        config = yaml.safe_load(path.read_text())
+        tokens = parse_token_file(dirs.tokens.read_text(), str(dirs.tokens))
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    token = config.get("token") if isinstance(config, dict) else None
+    return path if isinstance(token, str) and token in tokens else None
 
 
 def plan_purge(dirs: DataDir, libvirt_uri: str | None = None) -> PurgePlan:
@@ -149,6 +171,7 @@ def plan_purge(dirs: DataDir, libvirt_uri: str | None = None) -> PurgePlan:
     plan.domains.sort()
     plan.networks.sort()
     plan.dhcp_bridges = BridgeDhcp(dirs.machine_state).bridges()
+    plan.client_config = own_client_config(dirs)
     return plan
 
 
@@ -211,6 +234,12 @@ def purge(plan: PurgePlan, say: Callable[[str], None]) -> list[str]:
         say(f"removed data dir {plan.data_dir}")
     except OSError as exc:
         problems.append(f"data dir {plan.data_dir}: {exc.strerror}")
+    if plan.client_config is not None:
+        try:
+            plan.client_config.unlink(missing_ok=True)
+            say(f"removed client config {plan.client_config}")
+        except OSError as exc:
+            problems.append(f"client config {plan.client_config}: {exc.strerror}")
     return problems
 
 
