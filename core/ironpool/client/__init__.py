@@ -4,13 +4,29 @@
   :class:`ClientConfig` (``config``);
 * :class:`Informer` / :class:`SharedInformerFactory` - list-watch caches (``informer``);
 * :class:`WorkQueue` - the rate-limited work queue (``workqueue``).
+
+The names are imported on first use: an Ansible module or a CLI command that needs only
+:class:`Client` does not pay for the informers and the asyncio transport at every start.
 """
 
-from ironpool.client.config import ClientConfig, ConfigError
-from ironpool.client.informer import Informer, SharedInformerFactory
-from ironpool.client.rest import AsyncClient, Client
-from ironpool.client.wire import ListResult, ServerUnreachable, WatchEvent
-from ironpool.client.workqueue import QueueShutDown, WorkQueue, default_rate_limiter
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ironpool.client.config import ClientConfig, ConfigError
+    from ironpool.client.informer import Informer, SharedInformerFactory
+    from ironpool.client.rest import AsyncClient, Client
+    from ironpool.client.wire import ListResult, ServerUnreachable, WatchEvent
+    from ironpool.client.workqueue import QueueShutDown, WorkQueue, default_rate_limiter
+
+_MODULES = {
+    "AsyncClient": "rest", "Client": "rest", "ClientConfig": "config", "ConfigError": "config",
+    "Informer": "informer", "SharedInformerFactory": "informer", "ListResult": "wire",
+    "ServerUnreachable": "wire", "WatchEvent": "wire", "QueueShutDown": "workqueue",
+    "WorkQueue": "workqueue", "default_rate_limiter": "workqueue",
+}
 
 __all__ = [
     "AsyncClient",
@@ -26,3 +42,12 @@ __all__ = [
     "WorkQueue",
     "default_rate_limiter",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

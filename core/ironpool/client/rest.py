@@ -19,7 +19,6 @@ import httpx
 from pydantic import BaseModel
 
 from ironpool.api.resources import ResourceInfo
-from ironpool.client.aio_transport import ServerPool
 from ironpool.client.config import ClientConfig, ConfigError
 from ironpool.client.failover import ServerList
 from ironpool.client.wire import (
@@ -286,6 +285,8 @@ class AsyncClient:
         self.config = config
         self.ops = Operations(config.namespace)
         self._typed = _Typed(self.ops)
+        from ironpool.client.aio_transport import ServerPool  # aiohttp only where asyncio is used
+
         options = _httpx_options(config, timeout)  # its headers and TLS check, for aiohttp (.aio_transport)
         self._pools = {server: ServerPool(server, options["headers"], options["verify"], timeout)
                        for server in config.servers}
