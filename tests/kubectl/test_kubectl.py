@@ -97,9 +97,11 @@ def test_no_ca_wrong_token_or_foreign_client_certificate_is_refused(up: UpInstan
 
     stranger = CertificateAuthority.ensure(tmp_path / "other-ca")
     proc = kubectl(up, "get", "machines", check=False, kubeconfig=with_client_cert(stranger, "mallory"))
-    # The server ends the TLS handshake (under TLS 1.3 the client sees it as a reset or EOF).
+    # The server ends the TLS handshake. Under TLS 1.3 the client learns of it only on its first read,
+    # so Go reports a reset, an EOF or "server closed idle connection", depending on timing.
     assert proc.returncode != 0 and not proc.stdout, proc.stderr
-    assert any(s in proc.stderr.lower() for s in ("tls", "reset", "eof")), proc.stderr
+    assert any(s in proc.stderr.lower() for s in ("tls", "reset", "eof", "closed")), proc.stderr
+    assert "forbidden" not in proc.stderr.lower() and "logged in" not in proc.stderr.lower(), proc.stderr
     # The same certificate signed by up's own CA is an identity: CN user, O groups.
     ours = CertificateAuthority.ensure(up.data_dir / "pki")
     proc = kubectl(up, "get", "machineclasses", "-o", "name", kubeconfig=with_client_cert(ours, "carol"))
