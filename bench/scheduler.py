@@ -29,6 +29,7 @@ import contextlib
 import gc
 import importlib.util
 import json
+import os
 import shutil
 import signal
 import sys
@@ -286,7 +287,8 @@ async def run_api(wl: ModuleType, workload: dict[str, Any], args: argparse.Names
             [sys.executable, *profile, "-m", "ironpool.cli.main", "scheduler", "--server", url,
              "--token-file", str(token_file), "--config", str(strategy_cfg), "--log-level", "WARNING",
              *(["--bind-concurrency", str(args.bind_concurrency)] if args.bind_concurrency else [])],
-            stdout=open(tmp / "scheduler.log", "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
+            stdout=open(tmp / "scheduler.log", "wb"), stderr=subprocess.STDOUT,  # noqa: SIM115
+            env={**os.environ, "IRONPOOL_CONFIG": str(tmp / "client.yaml")})  # not the user's config
         created = dict.fromkeys(created, start)
         api_cpu = _cpu_seconds(proc.pid)
         etcd_cpu = sum(_cpu_seconds(pid) for pid in etcd_pids)

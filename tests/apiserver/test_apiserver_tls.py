@@ -167,3 +167,6 @@ def test_ironpool_client_verifies_with_ca_file(server: Server, tmp_path: Path) -
     assert names == ["kube-system"]
     with pytest.raises(ConfigError, match=r"ca_file .*missing\.pem: cannot load it"):
         Client(ClientConfig(server=server.url, token="admintok", ca_file=str(tmp_path / "missing.pem")))
+    # A stale ca_file (another installation's) is not loaded for a plain-http server it cannot apply to.
+    plain = ClientConfig(server="http://127.0.0.1:1", token="t", ca_file=str(tmp_path / "missing.pem"))
+    Client(plain).close()

@@ -63,7 +63,9 @@ def _verify(config: ClientConfig) -> ssl.SSLContext | bool:
     else the system's CAs, or not at all with ``insecure``."""
     if config.insecure:
         return False
-    if config.ca_file:
+    # A CA is of no use to plain-http servers: a stale ca_file in the config file (left by another
+    # installation) must not stop `--server http://...` from working.
+    if config.ca_file and any(s.startswith("https://") for s in config.servers):
         try:
             return ssl.create_default_context(cafile=config.ca_file)
         except (OSError, ssl.SSLError) as exc:
