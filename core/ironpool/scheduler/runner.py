@@ -10,6 +10,7 @@ cycle) and :mod:`~ironpool.scheduler.reporting` (conditions and Events).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 from typing import Any
@@ -46,6 +47,8 @@ class SchedulerRunner:
         self.stats = RunnerStats()
         self.ready = asyncio.Event()
         self._wakeup = asyncio.Event()
+        self._sync: asyncio.Future[None] | None = None
+        self._closed = False
         self.binder = Binder(client, self.core, self.queue, self._current, self.reporter, self.stats,
                              bind_concurrency, self._wakeup.set)
         self.handlers = EventHandlers(self.core, self.queue, self.binder, self.reporter, self.config,
@@ -58,8 +61,15 @@ class SchedulerRunner:
         return self.handlers.current(kind, key)
 
     # ---- the loop --------------------------------------------------------------------------------
-    async def run(self, stop_event: asyncio.Event) -> None:
-        self.handlers.register(self.factory)
+    def start(self) -> None:
+        """Register the handlers and start listing and watching (idempotent): a replica campaigning
+        for the Lease syncs its cache meanwhile, as kube-scheduler does, so it decides at once when it
+        leads. Nothing is decided or written before :meth:`run`."""
+        if self._sync is None:
+            self.handlers.register(self.factory)
+            self._sync = asyncio.ensure_future(self._synced())
+
+    async def _synced(self) -> None:
         # The initial lists allocate millions of objects (every pool and pending object, decoded)
         # and free almost none: collections during them would only walk what stays. Afterwards the
         # synced cache is long-lived: frozen, it is kept out of every later collection. (No full
@@ -69,13 +79,20 @@ class SchedulerRunner:
         gc.disable()
         self.factory.start()
         try:
-            try:
-                await self._wait_synced(stop_event)
-            finally:
-                if resume is not None:
-                    resume.cancel()
-                    gc.enable()
-            gc.freeze()
+            await self.factory.wait_for_sync()
+        finally:
+            if resume is not None:
+                resume.cancel()
+                gc.enable()
+        gc.freeze()
+
+    async def run(self, stop_event: asyncio.Event) -> None:
+        """Decide and bind until ``stop_event`` is set (starts the informers if :meth:`start` did not)."""
+        self.start()
+        try:
+            await self._wait_synced(stop_event)
+            if stop_event.is_set():
+                return
             self.ready.set()
             log.info("scheduler ready: %d machine pools, %d volume pools, %d pending",
                      self.core.cache.pool_count("machine"), self.core.cache.pool_count("volume"),
@@ -93,19 +110,31 @@ class SchedulerRunner:
                 if handled % 32 == 0:
                     await asyncio.sleep(0)  # let the informers and binds run
         finally:
-            await self.binder.stop()
-            if self.reporter is not None:
-                await self.reporter.stop()
-            await self.factory.stop()
-            self.core.close()
+            await self.close()
+
+    async def close(self) -> None:
+        """Stop binding, reporting and watching (a runner that never ran, too; once)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._sync is not None:
+            self._sync.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._sync
+        await self.binder.stop()
+        if self.reporter is not None:
+            await self.reporter.stop()
+        await self.factory.stop()
+        self.core.close()
 
     async def _wait_synced(self, stop_event: asyncio.Event) -> None:
-        sync = asyncio.ensure_future(self.factory.wait_for_sync())
-        stop = asyncio.ensure_future(stop_event.wait())
-        await asyncio.wait({sync, stop}, return_when=asyncio.FIRST_COMPLETED)
+        assert self._sync is not None
+        stop: asyncio.Future[Any] = asyncio.ensure_future(stop_event.wait())
+        waiters: set[asyncio.Future[Any]] = {self._sync, stop}
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         stop.cancel()
-        if not sync.done():
-            sync.cancel()
+        if self._sync.done():
+            self._sync.result()  # a failed sync is raised here
 
     async def _sleep(self, stop_event: asyncio.Event, timeout: float) -> None:
         self._wakeup.clear()
