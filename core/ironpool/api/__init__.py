@@ -1,39 +1,65 @@
 """ironpool.api: IronCore's API types (pydantic models), one strategy per kind (its identity,
 rules and table columns, :mod:`ironpool.api.strategies`), the resource table, validation,
-quantities, selectors and JSON merge patch."""
+quantities, selectors and JSON merge patch.
 
-from ironpool.api.compute import Machine, MachineClass, MachinePool, MachineSpec, MachineStatus
-from ironpool.api.core import Event, Namespace, Secret
-from ironpool.api.merge_patch import apply_merge_patch
-from ironpool.api.meta import (
-    Condition,
-    LocalObjectReference,
-    LocalUIDReference,
-    ObjectMeta,
-    ObjectReference,
-    OwnerReference,
-    SecretKeySelector,
-    Taint,
-    Toleration,
-    tolerates_taints,
-)
-from ironpool.api.quantity import Quantity, ResourceList, parse_quantity
-from ironpool.api.resources import RESOURCES, ResourceInfo, by_kind, by_path, resolve
-from ironpool.api.selectors import (
-    FieldSelector,
-    LabelSelector,
-    parse_field_selector,
-    parse_label_selector,
-    selector_from_set,
-)
-from ironpool.api.storage import Volume, VolumeClass, VolumePool, VolumeSpec, VolumeStatus
-from ironpool.api.validation import (
-    spec_of,
-    validate_create,
-    validate_status_update,
-    validate_update,
-    validate_volume_resize,
-)
+The names are imported on first use (``from ironpool.api import Machine`` works as before): a client
+that needs only the errors or the quantities does not pay for every pydantic model at start-up.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ironpool.api.compute import Machine, MachineClass, MachinePool, MachineSpec, MachineStatus
+    from ironpool.api.core import Event, Namespace, Secret
+    from ironpool.api.merge_patch import apply_merge_patch
+    from ironpool.api.meta import (
+        Condition,
+        LocalObjectReference,
+        LocalUIDReference,
+        ObjectMeta,
+        ObjectReference,
+        OwnerReference,
+        SecretKeySelector,
+        Taint,
+        Toleration,
+        tolerates_taints,
+    )
+    from ironpool.api.quantity import Quantity, ResourceList, parse_quantity
+    from ironpool.api.resources import RESOURCES, ResourceInfo, by_kind, by_path, resolve
+    from ironpool.api.selectors import (
+        FieldSelector,
+        LabelSelector,
+        parse_field_selector,
+        parse_label_selector,
+        selector_from_set,
+    )
+    from ironpool.api.storage import Volume, VolumeClass, VolumePool, VolumeSpec, VolumeStatus
+    from ironpool.api.validation import (
+        spec_of,
+        validate_create,
+        validate_status_update,
+        validate_update,
+        validate_volume_resize,
+    )
+
+_MODULES = {
+    "apply_merge_patch": "merge_patch", "by_kind": "resources", "by_path": "resources",
+    "Condition": "meta", "Event": "core", "FieldSelector": "selectors", "LabelSelector": "selectors",
+    "LocalObjectReference": "meta", "LocalUIDReference": "meta", "Machine": "compute",
+    "MachineClass": "compute", "MachinePool": "compute", "MachineSpec": "compute",
+    "MachineStatus": "compute", "Namespace": "core", "ObjectMeta": "meta", "ObjectReference": "meta",
+    "OwnerReference": "meta", "parse_field_selector": "selectors", "parse_label_selector": "selectors",
+    "parse_quantity": "quantity", "Quantity": "quantity", "resolve": "resources",
+    "ResourceInfo": "resources", "ResourceList": "quantity", "RESOURCES": "resources", "Secret": "core",
+    "SecretKeySelector": "meta", "selector_from_set": "selectors", "spec_of": "validation",
+    "Taint": "meta", "tolerates_taints": "meta", "Toleration": "meta", "validate_create": "validation",
+    "validate_status_update": "validation", "validate_update": "validation",
+    "validate_volume_resize": "validation", "Volume": "storage", "VolumeClass": "storage",
+    "VolumePool": "storage", "VolumeSpec": "storage", "VolumeStatus": "storage",
+}
 
 __all__ = [
     "RESOURCES",
@@ -79,3 +105,12 @@ __all__ = [
     "validate_update",
     "validate_volume_resize",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

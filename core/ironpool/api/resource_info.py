@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
+if TYPE_CHECKING:  # the client's raw calls use a ResourceInfo without loading pydantic
+    from pydantic import BaseModel
 
 
 @dataclass(frozen=True)

@@ -10,16 +10,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
 
 import orjson
-from pydantic import BaseModel
 
 from ironpool.api.errors import ApiError, from_status
-from ironpool.api.resources import RESOURCES, ResourceInfo
+
+if TYPE_CHECKING:  # the raw calls never need the models: an Ansible module or a CLI command starts faster
+    from pydantic import BaseModel
+
+    from ironpool.api.resource_info import ResourceInfo
 
 T = TypeVar("T")
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound="BaseModel")
 U = TypeVar("U")
 
 Obj = dict[str, Any]
@@ -82,16 +85,18 @@ class WatchEvent(Generic[T]):
 @cache
 def resource_for_model(model: type[BaseModel]) -> ResourceInfo:
     """The ResourceInfo whose pydantic model is ``model``."""
+    from ironpool.api.resources import RESOURCES
+
     infos: Any = RESOURCES.values() if isinstance(RESOURCES, Mapping) else RESOURCES
     for info in infos:
         if info.model is model:
-            return cast(ResourceInfo, info)
+            return cast("ResourceInfo", info)
     raise TypeError(f"{model.__name__} is not a registered ironpool resource")
 
 
 def to_json(obj: BaseModel | Obj) -> Obj:
     """The wire form of a model (aliases, no None fields) or a dict as-is."""
-    if isinstance(obj, BaseModel):
+    if not isinstance(obj, dict):  # a pydantic model
         return cast(Obj, obj.model_dump(mode="json", by_alias=True, exclude_none=True))
     return obj
 
