@@ -9,8 +9,8 @@ import ssl
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-import httpx
 import pytest
+from ironpool.client import transport_errors as te
 from ironpool.client.aio_transport import ServerPool
 
 from tests.helpers.wait import eventually
@@ -108,11 +108,11 @@ async def test_failures_are_the_exceptions_failover_reads(closing: list[asyncio.
     server, port, _ = await serve(ok(b"{}"))
     server.close()
     await server.wait_closed()
-    with pytest.raises(httpx.ConnectError):
+    with pytest.raises(te.ConnectError):
         await ServerPool(f"http://127.0.0.1:{port}", {}, True, 5).request("GET", "/", {}, None, {})
     silent, port, _ = await serve(lambda head: b"")  # reads the request, never answers
     closing.append(silent)
-    with pytest.raises(httpx.ReadTimeout):
+    with pytest.raises(te.ReadTimeout):
         await ServerPool(f"http://127.0.0.1:{port}", {}, True, 0.2).request("POST", "/", {}, b"", {})
 
 
@@ -130,7 +130,7 @@ async def test_tls_with_the_clients_context(closing: list[asyncio.Server], tmp_p
     pool = ServerPool(f"https://127.0.0.1:{port}", {}, trusting, 5)
     assert await pool.request("GET", "/", {}, None, {}) == (200, b'{"tls":true}')
     await pool.aclose()
-    with pytest.raises(httpx.ConnectError):  # the system's CAs do not know this one
+    with pytest.raises(te.ConnectError):  # the system's CAs do not know this one
         await ServerPool(f"https://127.0.0.1:{port}", {}, True, 5).request("GET", "/", {}, None, {})
 
 
@@ -155,7 +155,7 @@ async def test_a_stream_that_stalls_past_its_read_timeout_fails_as_read_timeout(
     server, port, _ = await serve(lambda head: b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
     closing.append(server)
     pool = ServerPool(f"http://127.0.0.1:{port}", {}, True, 5)
-    with pytest.raises(httpx.ReadTimeout):
+    with pytest.raises(te.ReadTimeout):
         async with pool.stream("GET", "/w", {}, 0.3) as stream:
             async for _ in stream.lines():
                 pass
@@ -167,7 +167,7 @@ async def test_a_write_whose_connection_broke_is_not_sent_again(closing: list[as
     closing.append(server)
     pool = ServerPool(f"http://127.0.0.1:{port}", {}, True, 5)
     for method in ("PUT", "DELETE"):
-        with pytest.raises(httpx.TransportError):
+        with pytest.raises(te.TransportError):
             await pool.request(method, "/x", {}, b"{}", {})
     # once each: failover, not the library, decides whether a write whose answer was lost goes again
     assert [h.split(b" ", 1)[0] for h in seen if h != b"CONNECT"] == [b"PUT", b"DELETE"]

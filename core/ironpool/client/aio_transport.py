@@ -21,7 +21,7 @@ protocol implementation of our own, so the well-kept library carries the request
 streams too (:meth:`ServerPool.stream`; one library for both, and a little cheaper per event than
 httpx's ``aiter_lines``: 14 against 16-17 µs of client CPU per event, its decoding included).
 
-Failures are raised as the httpx exceptions the failover logic (:mod:`.failover`) reads:
+Failures are raised as the exceptions (:mod:`.transport_errors`) the failover logic (:mod:`.failover`) reads:
 ``ConnectError``/``ConnectTimeout`` (nothing was sent), ``RemoteProtocolError`` (the server closed
 the connection without an answer, as a reused keep-alive connection it had closed does),
 ``ReadError``/``ReadTimeout`` (the answer was lost: a write may have been applied).
@@ -34,7 +34,8 @@ import ssl
 from collections.abc import AsyncIterator
 
 import aiohttp
-import httpx
+
+from ironpool.client import transport_errors as te
 
 # uvicorn closes a keep-alive connection after 5 s without a request; reusing one that old races it.
 _IDLE_REUSE = 4.0
@@ -123,17 +124,17 @@ class ServerPool:
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise self._failure(exc) from exc
 
-    def _failure(self, exc: BaseException) -> httpx.TransportError:
-        """The httpx exception :mod:`.failover` reads for an aiohttp failure."""
+    def _failure(self, exc: BaseException) -> te.TransportError:
+        """The exception :mod:`.failover` reads for an aiohttp failure."""
         if isinstance(exc, aiohttp.ClientConnectorError):
-            return httpx.ConnectError(str(exc) or type(exc).__name__)
+            return te.ConnectError(str(exc) or type(exc).__name__)
         if isinstance(exc, aiohttp.ConnectionTimeoutError):
-            return httpx.ConnectTimeout(f"connecting to {self.server} timed out")
+            return te.ConnectTimeout(f"connecting to {self.server} timed out")
         if isinstance(exc, TimeoutError):  # aiohttp's ServerTimeoutError is one too
-            return httpx.ReadTimeout(f"no answer from {self.server} in time")
+            return te.ReadTimeout(f"no answer from {self.server} in time")
         if isinstance(exc, aiohttp.ServerDisconnectedError):
-            return httpx.RemoteProtocolError(str(exc) or "the server closed the connection")
-        return httpx.ReadError(str(exc) or type(exc).__name__)
+            return te.RemoteProtocolError(str(exc) or "the server closed the connection")
+        return te.ReadError(str(exc) or type(exc).__name__)
 
     async def aclose(self) -> None:
         """Close every connection (a later request opens new ones)."""

@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-import httpx
+from ironpool.client.transport_errors import ConnectError, RemoteProtocolError, TransportError
 
 log = logging.getLogger("ironpool.client")
 
 _SAFE = frozenset({"GET", "HEAD"})
-_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout)
+_NOT_SENT = ConnectError  # ConnectTimeout is one
 
 
 class ServerList:
@@ -38,7 +38,7 @@ class ServerList:
     def url(self, path: str) -> str:
         return self.current + path
 
-    def again(self, method: str, exc: httpx.TransportError, attempt: int, used: str) -> bool:
+    def again(self, method: str, exc: TransportError, attempt: int, used: str) -> bool:
         """Whether to send a request once more after ``exc`` on attempt ``attempt`` (0-based) at
         ``used``; moves to the next server first when ``used`` looks gone."""
         several = len(self.servers) > 1
@@ -53,7 +53,7 @@ class ServerList:
             return False
         # A pooled keep-alive connection the server closed (a restart, an idle timeout) fails before
         # any answer: send once more, on a fresh connection, to the same server first.
-        if attempt > 0 or not isinstance(exc, httpx.RemoteProtocolError):
+        if attempt > 0 or not isinstance(exc, RemoteProtocolError):
             self._move_from(used, exc)
         return True
 

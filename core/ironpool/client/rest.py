@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import AsyncIterator, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import httpx
-from pydantic import BaseModel
-
-from ironpool.api.resources import ResourceInfo
 from ironpool.client.config import ClientConfig, ConfigError
 from ironpool.client.failover import ServerList
+from ironpool.client.http_transport import ServerConnections
+from ironpool.client.transport_errors import TransportError
 from ironpool.client.wire import (
     ListResult,
     Obj,
@@ -38,24 +36,22 @@ from ironpool.client.wire import (
     typed_list,
 )
 
-M = TypeVar("M", bound=BaseModel)
+if TYPE_CHECKING:  # the raw calls need neither pydantic nor the resource table
+    from pydantic import BaseModel
+
+    from ironpool.api.resource_info import ResourceInfo
+
+M = TypeVar("M", bound="BaseModel")
 T = TypeVar("T")
 
-# Errors after the watch response started: the stream was cut (server restart, timeout close).
-_STREAM_CUT = (httpx.RemoteProtocolError, httpx.ReadError)
-# httpx looks at every pooled connection on every request: a pool that keeps what it opened (no
-# close-and-reopen churn) and holds no watch streams (they get a pool of their own) stays cheap.
-_LIMITS = httpx.Limits(max_connections=64, max_keepalive_connections=64, keepalive_expiry=30)
-_STREAM_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=0)
 
-
-def _httpx_options(config: ClientConfig, timeout: float, limits: httpx.Limits = _LIMITS) -> dict[str, Any]:
+def _transport_options(config: ClientConfig) -> dict[str, Any]:
+    """The headers and TLS check every request of a client carries."""
     config.require_server()
     headers = {"Accept": "application/json", "User-Agent": "ironpool-client"}
     if config.token:
         headers["Authorization"] = f"Bearer {config.token}"
-    return {"headers": headers, "verify": _verify(config), "timeout": httpx.Timeout(timeout),
-            "limits": limits}
+    return {"headers": headers, "verify": _verify(config)}
 
 
 def _verify(config: ClientConfig) -> ssl.SSLContext | bool:
@@ -73,10 +69,10 @@ def _verify(config: ClientConfig) -> ssl.SSLContext | bool:
     return True
 
 
-def _watch_timeout(timeout_seconds: int | None) -> httpx.Timeout:
-    # The server closes the stream after timeoutSeconds; give it slack before declaring it dead.
-    read = None if not timeout_seconds else timeout_seconds + 30.0
-    return httpx.Timeout(10.0, read=read)
+def _watch_timeout(timeout_seconds: int | None) -> float | None:
+    """How long a watch read may wait: the server closes the stream after ``timeoutSeconds``; give
+    it slack before declaring the stream dead."""
+    return None if not timeout_seconds else timeout_seconds + 30.0
 
 
 def _unreachable(server: str, exc: Exception) -> ServerUnreachable:
@@ -126,8 +122,9 @@ class Client:
         self.config = config
         self.ops = Operations(config.namespace)
         self._typed = _Typed(self.ops)
-        self._http = httpx.Client(**_httpx_options(config, timeout))
-        self._streams = httpx.Client(**_httpx_options(config, timeout, _STREAM_LIMITS))
+        options = _transport_options(config)
+        self._pools = {server: ServerConnections(server, options["headers"], options["verify"], timeout)
+                       for server in config.servers}
         self.servers = ServerList(config.servers)
 
     def __enter__(self) -> Client:
@@ -137,8 +134,8 @@ class Client:
         self.close()
 
     def close(self) -> None:
-        self._http.close()
-        self._streams.close()
+        for pool in self._pools.values():
+            pool.close()
 
     def call(self, op: Op[T]) -> T:
         """Send one Op and decode its answer (raising ApiError / ServerUnreachable)."""
@@ -147,14 +144,14 @@ class Client:
         while True:
             server = self.servers.current
             try:
-                resp = self._http.request(req.method, server + req.path, params=req.params,
-                                          content=req.content(), headers=req.headers())
+                status, content = self._pools[server].request(req.method, req.path, req.params,
+                                                              req.content(), req.headers())
                 break
-            except httpx.TransportError as exc:
+            except TransportError as exc:
                 if not self.servers.again(req.method, exc, attempt, server):
                     raise _unreachable(server, exc) from exc
                 attempt += 1
-        return op.decode(decode_body(resp.status_code, resp.content))
+        return op.decode(decode_body(status, content))
 
     # -- typed -----------------------------------------------------------------------------
 
@@ -264,18 +261,15 @@ class Client:
     def _stream(self, req: Request, timeout_seconds: int | None) -> Iterator[WatchEvent[Obj]]:
         server = self.servers.current
         try:
-            with self._streams.stream(req.method, server + req.path, params=req.params,
-                                      timeout=_watch_timeout(timeout_seconds)) as resp:
-                if resp.status_code != 200:
-                    decode_body(resp.status_code, resp.read())
-                try:
-                    for line in resp.iter_lines():
-                        event = parse_watch_line(line)
-                        if event is not None:
-                            yield event
-                except _STREAM_CUT:
-                    return  # a watch cut mid-stream just ends; the caller resumes from its last RV
-        except httpx.TransportError as exc:
+            with self._pools[server].stream(req.method, req.path, req.params,
+                                            _watch_timeout(timeout_seconds)) as stream:
+                if stream.status != 200:
+                    decode_body(stream.status, stream.read())
+                for line in stream.lines():  # a watch cut mid-stream just ends; the caller resumes
+                    event = parse_watch_line(line)
+                    if event is not None:
+                        yield event
+        except TransportError as exc:
             self.servers.again(req.method, exc, 0, server)  # the next watch goes elsewhere if need be
             raise _unreachable(server, exc) from exc
 
@@ -289,7 +283,7 @@ class AsyncClient:
         self._typed = _Typed(self.ops)
         from ironpool.client.aio_transport import ServerPool  # aiohttp only where asyncio is used
 
-        options = _httpx_options(config, timeout)  # its headers and TLS check, for aiohttp (.aio_transport)
+        options = _transport_options(config)  # its headers and TLS check, for aiohttp (.aio_transport)
         self._pools = {server: ServerPool(server, options["headers"], options["verify"], timeout)
                        for server in config.servers}
         self.servers = ServerList(config.servers)
@@ -313,7 +307,7 @@ class AsyncClient:
                 status, content = await self._pools[server].request(req.method, req.path, req.params,
                                                                      req.content(), req.headers())
                 break
-            except httpx.TransportError as exc:
+            except TransportError as exc:
                 if not self.servers.again(req.method, exc, attempt, server):
                     raise _unreachable(server, exc) from exc
                 attempt += 1
@@ -424,13 +418,13 @@ class AsyncClient:
         server = self.servers.current
         try:
             async with self._pools[server].stream(req.method, req.path, req.params,
-                                                  _watch_timeout(timeout_seconds).read) as stream:
+                                                  _watch_timeout(timeout_seconds)) as stream:
                 if stream.status != 200:
                     decode_body(stream.status, await stream.read())
                 async for line in stream.lines():
                     event = parse_watch_line(line)
                     if event is not None:
                         yield event
-        except httpx.TransportError as exc:
+        except TransportError as exc:
             self.servers.again(req.method, exc, 0, server)  # the next watch goes elsewhere if need be
             raise _unreachable(server, exc) from exc
