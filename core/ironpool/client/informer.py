@@ -28,12 +28,15 @@ from pydantic import BaseModel
 from ironpool.api.errors import ApiError, Expired
 from ironpool.api.meta import object_key
 from ironpool.client.rest import AsyncClient
-from ironpool.client.wire import Obj, ServerUnreachable, meta, resource_for_model
+from ironpool.client.wire import ListResult, Obj, ServerUnreachable, meta, resource_for_model
 
 M = TypeVar("M", bound=BaseModel)
 #: what an informer's cache holds: a typed model, or the JSON document itself
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+
+#: objects of a first list handed on between two chances for the next page's request to go out
+_PAGE_SLICE = 100
 
 IndexFunc = Callable[[T], list[str]]
 AddHandler = Callable[[T], Awaitable[None] | None]
@@ -204,22 +207,41 @@ class _ListWatch(Generic[T]):
         return delay * random.uniform(0.8, 1.2)
 
     async def _relist(self) -> None:
+        # A first list (nothing cached to compare with) hands each page on as it arrives, while the
+        # server renders the next one; a relist compares the whole list with the cache at the end.
+        first = not self._cache
         items: dict[str, tuple[str, T]] = {}
-        token: str | None = None
         rv = ""
+        page = await self._list_page(None)
         while True:
-            page = await self.client.list_raw(self.info, self.namespace, self.label_selector,
-                                              self.field_selector, self.page_size, token)
-            for raw in page.items:
-                items[object_key(raw)] = (str(meta(raw).get("resourceVersion", "")), self._decode(raw))
+            following = asyncio.ensure_future(self._list_page(page.continue_)) if page.continue_ else None
+            try:
+                for i, raw in enumerate(page.items):
+                    key, obj = object_key(raw), self._decode(raw)
+                    obj_rv = str(meta(raw).get("resourceVersion", ""))
+                    items[key] = (obj_rv, obj)
+                    if first:
+                        self._store(key, obj, obj_rv)
+                        await self._emit_add(obj)
+                        if following is not None and i % _PAGE_SLICE == 0:
+                            await asyncio.sleep(0)  # the next page's request goes out meanwhile
+            except BaseException:
+                if following is not None:
+                    following.cancel()
+                raise
             rv = page.resource_version or rv
-            token = page.continue_
-            if not token:
+            if following is None:
                 break
+            page = await following
         self.list_count += 1
-        await self._replace(items)
+        if not first:
+            await self._replace(items)
         self.resource_version = rv
         self._synced.set()
+
+    async def _list_page(self, token: str | None) -> ListResult[Obj]:
+        return await self.client.list_raw(self.info, self.namespace, self.label_selector, self.field_selector,
+                                          self.page_size, token)
 
     async def _replace(self, items: dict[str, tuple[str, T]]) -> None:
         old = self._cache
