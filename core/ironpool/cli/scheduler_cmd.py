@@ -69,10 +69,8 @@ def scheduler(server: str | None, token_file: Path | None, config_path: Path | N
     ``--server URL1,URL2``): they elect one leader through a Lease, and a standby takes over when it
     stops renewing it.
     """
-    from ironpool.cli.apiserver_cmd import parse_listen
     from ironpool.client.rest import AsyncClient
     from ironpool.scheduler.leading import run_elected
-    from ironpool.scheduler.metrics import SchedulerMetrics
     from ironpool.scheduler.runner import run_scheduler
 
     setup_logging(log_level)
@@ -80,9 +78,15 @@ def scheduler(server: str | None, token_file: Path | None, config_path: Path | N
     cfg = client_config(server, None, token_file)
     election = _election(leader_elect_resource_name, leader_elect_resource_namespace,
                          leader_elect_lease_duration, leader_elect_renew_deadline, leader_elect_retry_period)
-    listen = None if metrics_listen is None else parse_listen(metrics_listen, "--metrics-listen")
-    metrics = SchedulerMetrics(election.name, election.identity if leader_elect else "")
-    http = None if listen is None else metrics.serve(*listen)
+    # Only a scheduler that serves /metrics pays for the exporter and its parsing at start-up.
+    metrics = http = None
+    if metrics_listen is not None:
+        from ironpool.cli.apiserver_cmd import parse_listen
+        from ironpool.scheduler.metrics import SchedulerMetrics
+
+        listen = parse_listen(metrics_listen, "--metrics-listen")
+        metrics = SchedulerMetrics(election.name, election.identity if leader_elect else "")
+        http = metrics.serve(*listen)
 
     async def main(stop: asyncio.Event) -> None:
         async with AsyncClient(cfg) as client:

@@ -1,20 +1,23 @@
 """Running the scheduler as one of several replicas: only the holder of the scheduler Lease places
 objects (:mod:`ironpool.client.leaderelection`). Each term has a fresh
 :class:`~ironpool.scheduler.runner.SchedulerRunner`, which lists everything from the apiserver and
-watches on while the replica campaigns, so a new leader resumes exactly where the store is. Binds carry the resourceVersion they were decided on and a pool
-reference is set once, so a bind the old leader left in flight can never be repeated on top.
+watches on while the replica campaigns, so a new leader resumes exactly where the store is. Binds
+carry the resourceVersion they were decided on and a pool reference is set once, so a bind the old
+leader left in flight can never be repeated on top.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ironpool.client.leaderelection import LeaderElectionConfig, LeaderElector
 from ironpool.client.rest import AsyncClient
 from ironpool.scheduler.config import SchedulerConfig
-from ironpool.scheduler.metrics import SchedulerMetrics
 from ironpool.scheduler.runner import SchedulerRunner
+
+if TYPE_CHECKING:  # the exporter is loaded only by a scheduler that serves /metrics
+    from ironpool.scheduler.metrics import SchedulerMetrics
 
 
 async def run_elected(client: AsyncClient, config: SchedulerConfig | None, stop: asyncio.Event,

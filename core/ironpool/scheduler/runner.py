@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import time
 from typing import Any
 
 from ironpool.client.informer import SharedInformerFactory
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 __all__ = ["RunnerStats", "SchedulerRunner", "run_scheduler"]
 
 _GC_PAUSE_MAX = 30.0  # seconds the initial sync may run with the cyclic collector off
+_DECIDE_SLICE = 0.005  # seconds of decisions after which the loop lets binds and watches run
 
 
 class SchedulerRunner:
@@ -98,6 +100,8 @@ class SchedulerRunner:
                      self.core.cache.pool_count("machine"), self.core.cache.pool_count("volume"),
                      len(self.queue))
             handled = 0
+            clock = time.perf_counter
+            yielded = clock()
             while not stop_event.is_set():
                 item = self.queue.pop()
                 if item is None:
@@ -107,8 +111,11 @@ class SchedulerRunner:
                     continue
                 await self._schedule_one(item)
                 handled += 1
-                if handled % 32 == 0:
-                    await asyncio.sleep(0)  # let the informers and binds run
+                if handled % 32 == 0 or clock() - yielded > _DECIDE_SLICE:
+                    # Let the informers and binds run: after a few decisions, or after a slow one (the
+                    # first decision of a class builds its index), so its bind is sent at once.
+                    await asyncio.sleep(0)
+                    yielded = clock()
         finally:
             await self.close()
 

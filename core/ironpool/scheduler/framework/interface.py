@@ -109,6 +109,9 @@ class FilterPlugin(Plugin):
     index_covered: ClassVar[bool] = False
     #: True when the verdict depends on what is placed on the pool (not only its spec and status)
     reads_usage: ClassVar[bool] = False
+    #: False when :meth:`class_filter` looks at the pool alone (not the class): the index then asks
+    #: it once per pool for all classes
+    reads_class: ClassVar[bool] = True
 
     def filter(self, state: CycleState, req: SchedulingRequest, pool: PoolInfo) -> Status:
         raise NotImplementedError

@@ -28,6 +28,7 @@ _NOT_READY = unschedulable(NAME, "not ready", _BECOMES_READY)
 class PoolReady(FilterPlugin):
     name = NAME
     index_covered: ClassVar[bool] = True
+    reads_class: ClassVar[bool] = False
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return (_BECOMES_READY,)

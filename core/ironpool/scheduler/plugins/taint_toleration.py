@@ -30,6 +30,7 @@ class TaintToleration(FilterPlugin):
     name = NAME
     # The class index holds untainted pools only; tainted pools are filtered one by one.
     index_covered: ClassVar[bool] = True
+    reads_class: ClassVar[bool] = False
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return (_TOLERATED,)
