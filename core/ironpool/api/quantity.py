@@ -13,11 +13,12 @@ import re
 from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
-from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import core_schema
+if TYPE_CHECKING:  # pydantic is needed only when a model is built: a client parses quantities without it
+    from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+    from pydantic.json_schema import JsonSchemaValue
+    from pydantic_core import core_schema
 
 Format = Literal["DecimalSI", "BinarySI", "DecimalExponent"]
 
@@ -190,6 +191,8 @@ class Quantity:
     def __get_pydantic_core_schema__(
         cls, source: Any, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
+        from pydantic_core import core_schema
+
         return core_schema.no_info_plain_validator_function(
             _validate_for_pydantic,
             serialization=core_schema.plain_serializer_function_ser_schema(
