@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.ironpool.iaas.plugins.module_utils.errors import OptionError
+from ansible_collections.ironpool.iaas.plugins.module_utils.kinds import resource
 
 try:
     from ironpool.api.errors import NotFound
     from ironpool.api.quantity import parse_quantity
-    from ironpool.api.resources import by_kind
 except ImportError:  # reported by IronpoolModule.execute
     pass
 
@@ -35,7 +35,7 @@ def check_quantity(option: str, value: Any) -> str:
 
 def require_class(client: Any, kind: str, name: str, option: str) -> dict[str, Any]:
     """The MachineClass/VolumeClass ``name``, or an error naming ``option`` and the classes there are."""
-    info = by_kind(_CLASS_KINDS[kind], kind)
+    info = resource(_CLASS_KINDS[kind], kind)
     try:
         return dict(client.get_raw(info, name))
     except NotFound:

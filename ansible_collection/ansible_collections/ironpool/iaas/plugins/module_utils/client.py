@@ -5,21 +5,13 @@
 
 from __future__ import annotations
 
-import sys
 import traceback
-import types
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
-
-if "httpx" not in sys.modules:
-    # httpx loads its command-line tool (click, rich, pygments) whenever those happen to be
-    # installed, which doubles its import time on every task; without it httpx takes its own
-    # "CLI dependencies missing" path. Modules never use the CLI.
-    sys.modules.setdefault("httpx._main", types.ModuleType("httpx._main"))
 
 try:
     from ironpool.client import Client, ClientConfig, ConfigError

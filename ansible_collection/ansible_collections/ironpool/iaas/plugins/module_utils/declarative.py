@@ -4,14 +4,11 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from ansible_collections.ironpool.iaas.plugins.module_utils.base import IronpoolModule
+from ansible_collections.ironpool.iaas.plugins.module_utils.kinds import resource
 from ansible_collections.ironpool.iaas.plugins.module_utils.resource import Declarer, Outcome
-
-with contextlib.suppress(ImportError):  # reported by IronpoolModule.execute
-    from ironpool.api.resources import by_kind
 
 Obj = dict[str, Any]
 
@@ -37,7 +34,7 @@ class DeclarativeModule(IronpoolModule):
 
     def run(self) -> None:
         p = self.params
-        info = by_kind(self.api_version, self.kind)
+        info = resource(self.api_version, self.kind)
         declarer = Declarer(self.client, info, self.namespace, self.check_mode, self.fields,
                             immutable=self.immutable)
         current = declarer.get(p["name"])

@@ -5,18 +5,17 @@ namespace, optionally waiting until they meet a condition (like ``kubernetes.cor
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.ironpool.iaas.plugins.module_utils.base import IronpoolModule
 from ansible_collections.ironpool.iaas.plugins.module_utils.client import list_all_raw
+from ansible_collections.ironpool.iaas.plugins.module_utils.kinds import resource
 from ansible_collections.ironpool.iaas.plugins.module_utils.wait import Done, object_id, wait_for_objects
 
-try:
+with contextlib.suppress(ImportError):  # reported by IronpoolModule.execute
     from ironpool.api.errors import NotFound
-    from ironpool.api.resources import by_kind
-except ImportError:  # reported by IronpoolModule.execute
-    pass
 
 Obj = dict[str, Any]
 
@@ -78,7 +77,7 @@ class InfoModule(IronpoolModule):
 
     def run(self) -> None:
         p = self.params
-        info = by_kind(self.api_version, self.kind)
+        info = resource(self.api_version, self.kind)
         across = info.namespaced and bool(p.get("all_namespaces"))
         namespace = None if across or not info.namespaced else self.namespace
         items = self.list_objects(info, namespace)

@@ -11,6 +11,7 @@ fields the task leaves out are kept.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,11 +28,8 @@ from ansible_collections.ironpool.iaas.plugins.module_utils.errors import (
 from ansible_collections.ironpool.iaas.plugins.module_utils.views import dig
 from ansible_collections.ironpool.iaas.plugins.module_utils.wait import gone, wait_for_object
 
-try:
+with contextlib.suppress(ImportError):  # the modules report the missing library before anything is declared
     from ironpool.api.errors import Invalid, NotFound
-    from ironpool.api.validation import validate_create
-except ImportError:  # the modules report the missing library before anything is declared
-    pass
 
 Obj = dict[str, Any]
 
@@ -42,6 +40,8 @@ SERVER_METADATA = frozenset({
 })
 IDENTITY_KEYS = ("apiVersion", "kind", "metadata", "status")
 PATCHABLE_METADATA = ("labels", "annotations")
+# The label keys a module set on an object, comma-separated (see with_owned_labels).
+MANAGED_LABELS = "iaas.ironpool.dev/managed-labels"
 
 
 def declared_view(obj: Obj) -> Obj:
@@ -58,6 +58,25 @@ def declared_metadata(params: Mapping[str, Any]) -> Obj:
         if params.get(key) is not None:
             meta[key] = params[key]
     return meta
+
+
+def with_owned_labels(meta: Obj, current: Obj | None) -> Obj:
+    """``meta`` (see :func:`declared_metadata`) such that the labels end up as declared, without
+    touching labels others set: a label this module set in an earlier run (recorded in the
+    :data:`MANAGED_LABELS` annotation, as ``kubectl apply`` records what it applied) that the task no
+    longer lists is removed (null in the merge patch), and the annotation records the keys listed
+    now. Without ``labels`` nothing changes; a label set before the module recorded it is kept."""
+    labels = meta.get("labels")
+    if labels is None:
+        return meta
+    have = (current or {}).get("metadata") or {}
+    recorded = ((have.get("annotations") or {}).get(MANAGED_LABELS) or "").split(",")
+    dropped = sorted(k for k in recorded if k and k not in labels and k in (have.get("labels") or {}))
+    out = dict(meta)
+    out["labels"] = {**dict.fromkeys(dropped), **labels}
+    # No keys to record: no annotation (null removes an earlier one; a new object gets none).
+    out["annotations"] = {**(meta.get("annotations") or {}), MANAGED_LABELS: ",".join(sorted(labels)) or None}
+    return out
 
 
 def merge_patch(desired: Obj) -> Obj:
@@ -150,8 +169,13 @@ class Declarer:
     def validate_new(self, desired: Obj) -> Obj:
         """The canonical form of a new object, checked by the API's own validation without a round
         trip; an invalid field fails naming its option."""
+        # Only a create needs the API's models (~0.1 s to load): an unchanged object never does.
+        from ironpool.api.resources import by_kind
+        from ironpool.api.validation import validate_create
+
+        info = by_kind(self.info.api_version, self.info.kind)
         try:
-            return dict(validate_create(self.info, without_nulls(self.with_identity(desired))))
+            return dict(validate_create(info, without_nulls(self.with_identity(desired))))
         except Invalid as exc:
             raise OptionError("; ".join(cause_text(c.field, c.message, self.fields) for c in exc.causes)
                               or str(exc)) from exc

@@ -18,7 +18,11 @@ description:
     O(machine_class), the boot disk's O(image), and O(pool) once the Machine is scheduled cannot
     change; such a change fails naming the option unless O(force=true), which deletes the Machine
     and creates it again.
-  - Labels and annotations are merged into the ones the Machine has; keys not given are kept.
+  - Labels and annotations are merged into the ones the Machine has; keys not given are kept,
+    except a label this module set in an earlier run that O(labels) no longer lists, which is
+    removed. The module records the label keys it manages in the annotation
+    C(iaas.ironpool.dev/managed-labels) (as C(kubectl apply) records what it applied), so labels set
+    by others, or set before the module recorded them, are never removed.
   - In check mode nothing is written. A new Machine reports the pool the scheduler would pick now
     (RV(pool)), computed by the scheduler's placement preview.
 author:
@@ -108,7 +112,10 @@ options:
     description: Use the C(ignition.yaml) key of this existing Secret instead of O(ignition).
     type: str
   labels:
-    description: Labels to set on the Machine.
+    description:
+      - Labels to set on the Machine.
+      - A label listed in an earlier run of this module and left out now is removed; V({}) removes
+        all of them. Without this option the labels are left as they are.
     type: dict
   annotations:
     description: Annotations to set on the Machine.
@@ -254,100 +261,40 @@ action:
   sample: created
 """
 
-import base64
-import contextlib
 from typing import Any
 
 from ansible_collections.ironpool.iaas.plugins.module_utils.base import IronpoolModule
-from ansible_collections.ironpool.iaas.plugins.module_utils.checks import check_quantity, require_class
-from ansible_collections.ironpool.iaas.plugins.module_utils.client import wait_argument_spec
-from ansible_collections.ironpool.iaas.plugins.module_utils.placement import pool_of
+from ansible_collections.ironpool.iaas.plugins.module_utils.checks import require_class
+from ansible_collections.ironpool.iaas.plugins.module_utils.kinds import COMPUTE, resource
+from ansible_collections.ironpool.iaas.plugins.module_utils.machine_spec import (
+    ARGUMENT_SPEC,
+    BOOT_DISK,
+    FIELDS,
+    IGNITION_OF_LABEL,
+    describe_progress,
+    ignition_secret,
+    ignition_secret_name,
+    machine_spec,
+)
 from ansible_collections.ironpool.iaas.plugins.module_utils.resource import (
     Declarer,
     Outcome,
     declared_metadata,
+    with_owned_labels,
 )
 from ansible_collections.ironpool.iaas.plugins.module_utils.views import machine_summary, secret_diff
-from ansible_collections.ironpool.iaas.plugins.module_utils.wait import (
-    MACHINE_CONDITIONS,
-    wait_for_object,
-)
-
-with contextlib.suppress(ImportError):  # reported by IronpoolModule.execute
-    from ironpool.api.resources import by_kind
-
-IGNITION_KEY = "ignition.yaml"
-IGNITION_OF_LABEL = "iaas.ironpool.dev/ignition-of"
-BOOT_DISK = "root"
-
-TOLERATION_SPEC = {
-    "key": {"type": "str", "no_log": False},
-    "operator": {"type": "str", "choices": ["Equal", "Exists"]},
-    "value": {"type": "str"},
-    "effect": {"type": "str", "choices": ["NoSchedule", "NoExecute"]},
-}
+from ansible_collections.ironpool.iaas.plugins.module_utils.wait import MACHINE_CONDITIONS, wait_for_object
 
 
 class MachineModule(IronpoolModule):
     """Declares one Machine and, with ``ignition``, the Secret holding its boot configuration."""
 
-    argument_spec = {
-        "name": {"type": "str", "required": True},
-        "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-        "machine_class": {"type": "str"},
-        "pool": {"type": "str"},
-        "pool_selector": {"type": "dict"},
-        "power": {"type": "str", "choices": ["on", "off"]},
-        "image": {"type": "str"},
-        "disk_size": {"type": "str"},
-        "volumes": {
-            "type": "list", "elements": "dict",
-            "options": {
-                "name": {"type": "str", "required": True},
-                "volume": {"type": "str"},
-                "size": {"type": "str"},
-                "device": {"type": "str"},
-            },
-            "mutually_exclusive": [["volume", "size"]],
-            "required_one_of": [["volume", "size"]],
-        },
-        "network_interfaces": {
-            "type": "list", "elements": "dict",
-            "options": {
-                "name": {"type": "str", "required": True},
-                "network_interface": {"type": "str"},
-                "ephemeral": {"type": "dict"},
-            },
-            "mutually_exclusive": [["network_interface", "ephemeral"]],
-            "required_one_of": [["network_interface", "ephemeral"]],
-        },
-        "ignition": {"type": "str", "no_log": True},
-        "ignition_secret": {"type": "str", "no_log": False},
-        "labels": {"type": "dict"},
-        "annotations": {"type": "dict"},
-        "tolerations": {"type": "list", "elements": "dict", "options": TOLERATION_SPEC},
-        "wait_for": {"type": "str", "choices": ["scheduled", "running"], "default": "running"},
-        "force": {"type": "bool", "default": False},
-        **wait_argument_spec(),
-    }
+    argument_spec = ARGUMENT_SPEC
     module_kwargs = {
         "mutually_exclusive": [["ignition", "ignition_secret"]],
         "required_by": {"disk_size": "image"},
     }
-    fields = {
-        "metadata.name": "name",
-        "metadata.namespace": "namespace",
-        "metadata.labels": "labels",
-        "metadata.annotations": "annotations",
-        "spec.machineClassRef": "machine_class",
-        "spec.machinePoolRef": "pool",
-        "spec.machinePoolSelector": "pool_selector",
-        "spec.power": "power",
-        "spec.volumes": "volumes",
-        "spec.networkInterfaces": "network_interfaces",
-        "spec.ignitionRef": "ignition_secret",
-        "spec.tolerations": "tolerations",
-    }
+    fields = FIELDS
 
     def run(self) -> None:
         p = self.params
@@ -357,9 +304,8 @@ class MachineModule(IronpoolModule):
             self.fields.update({"spec.volumes[0]": "image", f"spec.volumes[{BOOT_DISK}]": "image"})
         if p["ignition"] is not None:
             self.fields["spec.ignitionRef"] = "ignition"
-        info = by_kind("compute.ironcore.dev/v1alpha1", "Machine")
-        machines = Declarer(self.client, info, self.namespace, self.check_mode, self.fields,
-                            gone_timeout=p["wait_timeout"])
+        machines = Declarer(self.client, resource(COMPUTE, "Machine"), self.namespace, self.check_mode,
+                            self.fields, gone_timeout=p["wait_timeout"])
         current = machines.get(p["name"])
         if p["state"] == "absent":
             self.delete_and_wait(machines, current, "machine", "its poollet removes the domain first",
@@ -368,64 +314,9 @@ class MachineModule(IronpoolModule):
 
     # -- present -----------------------------------------------------------------------------
 
-    def desired(self) -> dict[str, Any]:
-        p = self.params
-        meta = declared_metadata(p)
-        spec: dict[str, Any] = {}
-        if p["machine_class"]:
-            spec["machineClassRef"] = {"name": p["machine_class"]}
-        if p["pool"]:
-            spec["machinePoolRef"] = {"name": p["pool"]}
-        if p["pool_selector"] is not None:
-            spec["machinePoolSelector"] = p["pool_selector"]
-        if p["power"]:
-            spec["power"] = "On" if p["power"] == "on" else "Off"
-        volumes = self.volumes()
-        if volumes is not None:
-            spec["volumes"] = volumes
-        if p["network_interfaces"] is not None:
-            spec["networkInterfaces"] = [self.nic(n) for n in p["network_interfaces"]]
-        if p["ignition"] is not None:
-            spec["ignitionRef"] = {"name": self.ignition_secret_name(), "key": IGNITION_KEY}
-        elif p["ignition_secret"]:
-            spec["ignitionRef"] = {"name": p["ignition_secret"], "key": IGNITION_KEY}
-        if p["tolerations"] is not None:
-            spec["tolerations"] = [{k: v for k, v in t.items() if v is not None} for t in p["tolerations"]]
-        return {"metadata": meta, "spec": spec}
-
-    def volumes(self) -> list[dict[str, Any]] | None:
-        p = self.params
-        if not p["image"] and p["volumes"] is None:
-            return None
-        out: list[dict[str, Any]] = []
-        if p["image"]:
-            disk: dict[str, Any] = {"image": p["image"]}
-            if p["disk_size"]:
-                disk["sizeLimit"] = check_quantity("disk_size", p["disk_size"])
-            out.append({"name": BOOT_DISK, "localDisk": disk})
-        for i, v in enumerate(p["volumes"] or ()):
-            vol: dict[str, Any] = {"name": v["name"]}
-            if v["device"]:
-                vol["device"] = v["device"]
-            if v["volume"]:
-                vol["volumeRef"] = {"name": v["volume"]}
-            else:
-                vol["emptyDisk"] = {"sizeLimit": check_quantity(f"volumes[{i}].size", v["size"])}
-            out.append(vol)
-        return out
-
-    @staticmethod
-    def nic(n: dict[str, Any]) -> dict[str, Any]:
-        if n["network_interface"]:
-            return {"name": n["name"], "networkInterfaceRef": {"name": n["network_interface"]}}
-        return {"name": n["name"], "ephemeral": {"networkInterfaceTemplate": {"spec": n["ephemeral"]}}}
-
-    def ignition_secret_name(self) -> str:
-        return f"{self.params['name']}-ignition"
-
     def declare(self, machines: Declarer, current: dict[str, Any] | None) -> None:
         p = self.params
-        desired = self.desired()
+        desired = {"metadata": with_owned_labels(declared_metadata(p), current), "spec": machine_spec(p)}
         if current is None and not p["machine_class"]:
             self.fail("machine_class: required to create Machine "
                       f"{self.namespace}/{p['name']} (it does not exist yet)")
@@ -450,18 +341,12 @@ class MachineModule(IronpoolModule):
         self.exit(**result)
 
     def declare_ignition(self) -> Outcome | None:
-        ignition = self.params["ignition"]
-        if ignition is None:
+        if self.params["ignition"] is None:
             return None
-        info = by_kind("v1", "Secret")
-        secrets = Declarer(self.client, info, self.namespace, self.check_mode, {"data": "ignition"})
-        name = self.ignition_secret_name()
-        desired = {
-            "metadata": {"name": name, "labels": {IGNITION_OF_LABEL: self.params["name"]}},
-            "type": "Opaque",
-            "data": {IGNITION_KEY: base64.b64encode(ignition.encode()).decode()},
-        }
-        return secrets.present(desired, secrets.get(name))
+        secrets = Declarer(self.client, resource("v1", "Secret"), self.namespace, self.check_mode,
+                           {"data": "ignition"})
+        desired = ignition_secret(self.params)
+        return secrets.present(desired, secrets.get(desired["metadata"]["name"]))
 
     def result(self, outcome: Outcome, secret: Outcome | None) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -480,26 +365,13 @@ class MachineModule(IronpoolModule):
 
     def remove_ignition(self) -> bool:
         """Delete the Secret this module made for the Machine's ``ignition`` (never a user's own)."""
-        info = by_kind("v1", "Secret")
-        secrets = Declarer(self.client, info, self.namespace, self.check_mode, {})
-        name = self.ignition_secret_name()
+        secrets = Declarer(self.client, resource("v1", "Secret"), self.namespace, self.check_mode, {})
+        name = ignition_secret_name(self.params)
         current = secrets.get(name)
         labels = ((current or {}).get("metadata") or {}).get("labels") or {}
         if current is None or labels.get(IGNITION_OF_LABEL) != self.params["name"]:
             return False
         return secrets.absent(name, current).changed
-
-
-def describe_progress(obj: dict[str, Any] | None) -> str:
-    """``state Pending, Ready=False (waiting for ...)``: what a timed-out wait last saw."""
-    if obj is None:
-        return "the Machine does not exist"
-    status = obj.get("status") or {}
-    parts = [f"pool {pool_of(obj) or '(not scheduled)'}", f"state {status.get('state') or '(none yet)'}"]
-    for cond in status.get("conditions") or ():
-        if cond.get("type") == "Ready":
-            parts.append(f"Ready={cond.get('status')} ({cond.get('message') or cond.get('reason') or ''})")
-    return ", ".join(parts)
 
 
 def main() -> None:

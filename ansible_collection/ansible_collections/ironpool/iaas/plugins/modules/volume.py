@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 DOCUMENTATION = r"""
 module: volume
 short_description: Declare an ironpool Volume
@@ -147,6 +149,7 @@ from ansible_collections.ironpool.iaas.plugins.module_utils.base import Ironpool
 from ansible_collections.ironpool.iaas.plugins.module_utils.checks import check_quantity, require_class
 from ansible_collections.ironpool.iaas.plugins.module_utils.client import wait_argument_spec
 from ansible_collections.ironpool.iaas.plugins.module_utils.errors import OptionError, cause_text
+from ansible_collections.ironpool.iaas.plugins.module_utils.kinds import resource
 from ansible_collections.ironpool.iaas.plugins.module_utils.placement import pool_of
 from ansible_collections.ironpool.iaas.plugins.module_utils.resource import Declarer, declared_metadata
 from ansible_collections.ironpool.iaas.plugins.module_utils.views import volume_summary
@@ -155,12 +158,8 @@ from ansible_collections.ironpool.iaas.plugins.module_utils.wait import (
     wait_for_object,
 )
 
-try:
+with contextlib.suppress(ImportError):  # reported by IronpoolModule.execute
     from ironpool.api.errors import Invalid
-    from ironpool.api.resources import by_kind
-    from ironpool.api.validation import validate_volume_resize
-except ImportError:  # reported by IronpoolModule.execute
-    pass
 
 
 class VolumeModule(IronpoolModule):
@@ -194,7 +193,7 @@ class VolumeModule(IronpoolModule):
 
     def run(self) -> None:
         p = self.params
-        info = by_kind("storage.ironcore.dev/v1alpha1", "Volume")
+        info = resource("storage.ironcore.dev/v1alpha1", "Volume")
         volumes = Declarer(self.client, info, self.namespace, self.check_mode, self.fields,
                            gone_timeout=p["wait_timeout"], immutable=(("spec", "dataSource"),))
         current = volumes.get(p["name"])
@@ -267,6 +266,8 @@ class VolumeModule(IronpoolModule):
         volume_class = {}
         if class_name:
             volume_class = require_class(self.client, "VolumeClass", class_name, "volume_class")
+        from ironpool.api.validation import validate_volume_resize  # the API's models: only on a resize
+
         try:
             validate_volume_resize(volume_class, current, desired)
         except Invalid as exc:

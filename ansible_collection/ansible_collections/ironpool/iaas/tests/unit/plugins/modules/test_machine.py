@@ -64,6 +64,31 @@ def test_power_change_is_an_update_with_a_diff(run_module: Any, client: Any) -> 
     assert done.result["action"] == "updated" and client.stored("Machine", "web")["spec"]["power"] == "Off"
 
 
+def test_a_label_the_module_set_and_the_task_dropped_goes_but_others_labels_stay(run_module: Any,
+                                                                                  client: Any) -> None:
+    run_module(machine.main, {**WEB, "labels": {"app": "web", "tier": "front"}})
+    stored = client.stored("Machine", "web")
+    assert stored["metadata"]["annotations"]["iaas.ironpool.dev/managed-labels"] == "app,tier"
+    client.patch_raw(machine.resource("compute.ironcore.dev/v1alpha1", "Machine"), "web",
+                     {"metadata": {"labels": {"owner": "ops"}}}, "default")  # set by someone else
+    only_app = {"name": "web", "labels": {"app": "web"}}
+    predicted = run_module(machine.main, only_app, check_mode=True, diff=True)
+    assert predicted.result["changed"]
+    assert predicted.result["diff"]["after"]["metadata"]["labels"] == {"app": "web", "owner": "ops"}
+    assert "tier" in client.stored("Machine", "web")["metadata"]["labels"]  # check mode wrote nothing
+    out = run_module(machine.main, only_app)
+    assert out.result["changed"] and out.result["action"] == "updated"
+    stored = client.stored("Machine", "web")
+    assert stored["metadata"]["labels"] == {"app": "web", "owner": "ops"}
+    assert stored["metadata"]["annotations"]["iaas.ironpool.dev/managed-labels"] == "app"
+    assert not run_module(machine.main, only_app).result["changed"]
+    assert not run_module(machine.main, {"name": "web", "power": "on"}).result["changed"]  # no labels: kept
+    run_module(machine.main, {"name": "web", "labels": {}})
+    stored = client.stored("Machine", "web")
+    assert stored["metadata"]["labels"] == {"owner": "ops"}
+    assert "iaas.ironpool.dev/managed-labels" not in (stored["metadata"].get("annotations") or {})
+
+
 def test_immutable_class_fails_naming_the_option_unless_forced(run_module: Any, client: Any) -> None:
     client.seed({"apiVersion": "compute.ironcore.dev/v1alpha1", "kind": "MachineClass",
                  "metadata": {"name": "small"}, "capabilities": {"cpu": "2", "memory": "1Gi"}})
