@@ -5,6 +5,8 @@
   ``ansible.builtin.ping`` tasks, divided by N (Ansible's own start-up and per-task cost cancel out),
   for ``machine`` (an existing Machine, unchanged: GET and a server-side dry-run PATCH),
   ``machine_class`` (unchanged) and ``machine_info`` (one list). Target: at most 0.3 s.
+  ``module_cpu_s``: the same difference in CPU seconds of the playbook's processes (Ansible's and
+  the modules', not the apiserver's): steadier than wall time on a busy machine.
 * ``manifest_50``: one ``ironpool.iaas.manifest`` task creating 50 Machines and waiting until the
   scheduler bound them all (``wait_for: scheduled``): the playbook's wall time, and that minus a
   one-ping playbook (``task_s``, target: at most 5 s); then the same with ``state: absent``.
@@ -24,12 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # for tests.*
@@ -45,6 +48,13 @@ MISSING_IGNITION = "bench-missing-ignition"
 PLAY = "- hosts: localhost\n  connection: local\n  gather_facts: false\n  tasks:\n"
 
 
+class Timing(NamedTuple):
+    """One run: wall seconds, and CPU seconds (user + system) of the command and its children."""
+
+    wall: float
+    cpu: float
+
+
 class Runner:
     """Runs ``ansible-playbook`` / ``ansible-inventory`` configured for one ``ironpool up``."""
 
@@ -54,26 +64,31 @@ class Runner:
         self.env.update(ANSIBLE_COLLECTIONS_PATH=str(ROOT / "ansible_collection"),
                         ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
 
-    def play(self, name: str, tasks: str) -> float:
+    def play(self, name: str, tasks: str) -> Timing:
         path = self.workdir / f"{name}.yml"
         path.write_text(PLAY + tasks)
         return self._timed([str(BIN / "ansible-playbook"), str(path)])
 
-    def inventory(self, source: str) -> float:
+    def inventory(self, source: str) -> Timing:
         return self._timed([str(BIN / "ansible-inventory"), "-i", source, "--list"])
 
-    def _timed(self, cmd: list[str]) -> float:
+    def _timed(self, cmd: list[str]) -> Timing:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         proc = subprocess.run(cmd, env=self.env, capture_output=True, text=True, check=False, timeout=600)
         elapsed = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if proc.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
-        return elapsed
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return Timing(elapsed, cpu)
 
 
-def best(runner: Runner, name: str, tasks: str, repeat: int) -> float:
-    """The fastest of ``repeat`` runs: the least disturbed by whatever else the machine does."""
-    return min(runner.play(name, tasks) for _ in range(repeat))
+def best(runner: Runner, name: str, tasks: str, repeat: int) -> Timing:
+    """The fastest of ``repeat`` runs (wall and CPU each): the least disturbed by whatever else the
+    machine does."""
+    runs = [runner.play(name, tasks) for _ in range(repeat)]
+    return Timing(min(r.wall for r in runs), min(r.cpu for r in runs))
 
 
 def module_overhead(runner: Runner, n: int, repeat: int) -> dict[str, Any]:
@@ -94,15 +109,17 @@ def module_overhead(runner: Runner, n: int, repeat: int) -> dict[str, Any]:
         "machine_class": "    - ironpool.iaas.machine_class: {name: x-small, cpu: 1, memory: 256Mi}\n",
         "machine_info": "    - ironpool.iaas.machine_info: {name: bench-one}\n",
     }
-    out: dict[str, Any] = {"tasks": n, "ping_playbook_s": round(ping, 2)}
+    out: dict[str, Any] = {"tasks": n, "ping_playbook_s": round(ping.wall, 2)}
+    cpu: dict[str, Any] = {"ping_playbook_s": round(ping.cpu, 2)}
     for module, task in tasks.items():
         total = best(runner, module, task * n, repeat)
-        out[module] = round((total - ping) / n, 3)
-    return out
+        out[module] = round((total.wall - ping.wall) / n, 3)
+        cpu[module] = round((total.cpu - ping.cpu) / n, 3)
+    return {"module_overhead_s": out, "module_cpu_s": cpu}
 
 
 def manifest_fleet(runner: Runner, up: UpInstance, machines: int) -> dict[str, Any]:
-    one_ping = min(runner.play("one-ping", "    - ansible.builtin.ping:\n") for _ in range(3))
+    one_ping = min(runner.play("one-ping", "    - ansible.builtin.ping:\n").wall for _ in range(3))
     definition = "\n".join(
         f"""          - apiVersion: compute.ironcore.dev/v1alpha1
             kind: Machine
@@ -117,7 +134,7 @@ def manifest_fleet(runner: Runner, up: UpInstance, machines: int) -> dict[str, A
         wait_for: scheduled
         definition:
 {definition}
-""")
+""").wall
     with up.client() as client:
         bound = [m for m in client.list_raw(MACHINES, "default").items
                  if m["metadata"]["name"].startswith("fleet-") and (m["spec"].get("machinePoolRef") or {})]
@@ -126,7 +143,7 @@ def manifest_fleet(runner: Runner, up: UpInstance, machines: int) -> dict[str, A
         wait: true
         definition:
 {definition}
-""")
+""").wall
     return {"machines": machines, "bound": len(bound), "playbook_s": round(apply, 2),
             "task_s": round(apply - one_ping, 2), "absent_playbook_s": round(delete, 2),
             "absent_task_s": round(delete - one_ping, 2)}
@@ -153,8 +170,8 @@ keyed_groups:
 groups:
   powered_off: ironpool_power == 'Off'
 """)
-    empty = min(runner.inventory("localhost,") for _ in range(repeat))
-    total = min(runner.inventory(str(source)) for _ in range(repeat))
+    empty = min(runner.inventory("localhost,").wall for _ in range(repeat))
+    total = min(runner.inventory(str(source)).wall for _ in range(repeat))
     return {"machines": count, "wall_s": round(total, 2), "empty_inventory_s": round(empty, 2),
             "plugin_s": round(total - empty, 2)}
 
@@ -177,7 +194,7 @@ def main() -> None:
             result = {
                 "bench": "ansible",
                 "cpus": os.cpu_count(),
-                "module_overhead_s": module_overhead(runner, args.tasks, args.repeat),
+                **module_overhead(runner, args.tasks, args.repeat),
                 "manifest_50": manifest_fleet(runner, up, args.machines),
                 "inventory_1000": inventory(runner, up, args.inventory, args.repeat),
             }
