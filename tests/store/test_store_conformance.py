@@ -426,3 +426,21 @@ async def test_concurrent_guarded_writers_never_overcommit(store: Store) -> None
     [usage] = await store.read_guards([U])
     assert usage.value is not None and len(usage.value["charges"]) == room
     assert len((await store.list(P)).items) == room
+
+
+async def test_get_recent_may_lag_but_a_write_from_it_never_commits_over_a_newer_one(
+        open_store: StoreFactory) -> None:
+    first = await open_store()
+    # Two apiservers on one store where the backend allows it (one SQLite file has one writer).
+    second = await open_store() if first.recent_may_be_stale else first
+    created = await first.create(P + "default/a", doc("a", x=1))
+    assert await first.get_recent(P + "default/a") == created
+    assert await first.get_recent(P + "default/missing") is None
+    moved = await second.update(P + "default/a", doc("a", x=2), expected_revision=rv(created))
+    seen = await first.get_recent(P + "default/a")
+    assert seen in (created, moved)  # stale at most, never a value the store did not hold
+    if seen == created:
+        with pytest.raises(RevisionConflict):
+            await first.update(P + "default/a", doc("a", x=3), expected_revision=rv(seen))
+        assert await first.get_recent(P + "default/a") == moved  # after a conflict it reads afresh
+    assert (await first.get(P + "default/a"))["spec"] == {"x": 2}

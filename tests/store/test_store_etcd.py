@@ -185,3 +185,37 @@ async def test_a_write_whose_answer_was_lost_is_acknowledged_once(etcd_cluster: 
         assert (await store.get(P + "a")) == updated and updated["spec"] == {"x": 2}
     finally:
         await store.close()
+
+
+async def test_get_recent_needs_no_round_trip_and_the_feed_moves_it_on(etcd_cluster: EtcdCluster) -> None:
+    prefix = root()
+    mine, other = (EtcdStore(etcd_cluster.endpoints + prefix, compaction_interval=0) for _ in range(2))
+    try:
+        created = await mine.create(P + "a", doc("a", x=1))
+        ranges = 0
+        real_kv = mine.conn.kv
+
+        class Counting:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(real_kv()[1], name)
+
+            async def Range(self, request: Any, timeout: float | None = None) -> Any:
+                nonlocal ranges
+                ranges += 1
+                return await real_kv()[1].Range(request, timeout=timeout)
+
+        mine.conn.kv = lambda: (real_kv()[0], Counting())  # type: ignore[method-assign]
+        assert await mine.get_recent(P + "a") == created
+        assert ranges == 0  # its own write's answer
+        watch = aiter(mine.watch(P, int(created["metadata"]["resourceVersion"])))  # starts the feed
+        moved = await other.update(P + "a", doc("a", x=2))
+        assert (await asyncio.wait_for(anext(watch), 5)).revision == int(moved["metadata"]["resourceVersion"])
+        ranges = 0
+        assert await mine.get_recent(P + "a") == moved  # the feed's event, no read
+        assert ranges == 0
+        await other.delete(P + "a")
+        await asyncio.wait_for(anext(watch), 5)
+        assert await mine.get_recent(P + "a") is None and ranges == 1  # gone from the cache: read
+    finally:
+        await mine.close()
+        await other.close()

@@ -20,7 +20,7 @@ One write, in order (Kubernetes' ``BeforeCreate``/``GuaranteedUpdate``):
    that must hold across apiservers (capacity) attach guard keys the write commits with;
 7. the observers (admission plugins, the namespace controller) are told what was committed.
 
-Updates and deletes run steps 2-6 in one read-modify-write loop (:meth:`Registry._retrying`),
+Updates and deletes run steps 2-6 in one read-modify-write loop (:mod:`.read_modify_write`),
 written once: a concurrent writer's newer revision makes the loop read again and retry, unless the
 client pinned a resourceVersion, which makes it a 409 as in Kubernetes (within one apiserver the
 read-modify-writes of one object queue on a lock, :mod:`.keylocks`, so they rarely lose). A guard
@@ -30,7 +30,7 @@ in any case: the client's object did not change. Creates retry that way too.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 import orjson
@@ -77,11 +77,15 @@ from ironpool.apiserver.objectmeta import (
     stamp_new,
     tracker,
 )
+from ironpool.apiserver.read_modify_write import (
+    CONFLICT_RETRIES,
+    Unconfirmed,
+    read_modify_write,
+    too_many_writers,
+)
 from ironpool.apiserver.schemas import shape_of
 from ironpool.apiserver.strategic_patch import apply_strategic_patch
-from ironpool.store.interface import Document, GuardConflict, KeyExists, KeyNotFound, RevisionConflict, Store
-
-_CONFLICT_RETRIES = 16
+from ironpool.store.interface import Document, GuardConflict, KeyExists, Store
 
 
 class CommitObserver(Protocol):
@@ -105,33 +109,14 @@ class Registry:
         for observer in self.observers:
             observer.committed(info, key, doc)
 
-    async def _current(self, info: ResourceInfo, namespace: str | None, name: str) -> Document:
-        obj = await self.store.get(info.key(namespace, name))
+    async def _current(self, info: ResourceInfo, namespace: str | None, name: str,
+                       fresh: bool = True) -> Document:
+        """The stored object (``fresh``: read now; else maybe stale, see :mod:`.read_modify_write`)."""
+        key = info.key(namespace, name)
+        obj = await (self.store.get(key) if fresh else self.store.get_recent(key))
         if obj is None:
             raise not_found(info, name)
         return obj
-
-    async def _retrying(self, info: ResourceInfo, name: str, pinned: bool,
-                        attempt: Callable[[], Awaitable[Document]]) -> Document:
-        """Run one read-modify-write ``attempt`` until it commits. Each attempt reads the object and
-        writes with that revision as precondition; losing to a concurrent writer means reading again,
-        unless the client ``pinned`` a version (then 409)."""
-        for _ in range(_CONFLICT_RETRIES):
-            try:
-                return await attempt()
-            except RevisionConflict:
-                if pinned:
-                    raise conflict(info, name) from None
-            except GuardConflict:
-                pass  # the state admission decided on moved, not the object: decide again
-            except KeyNotFound:
-                raise not_found(info, name) from None
-        raise errors.Conflict(
-            f"{info.plural} {name!r}: too many concurrent writers, try again",
-            kind=info.plural,
-            name=name,
-            retry_after_seconds=1,
-        )
 
     async def remove(self, info: ResourceInfo, namespace: str | None, name: str, revision: int,
                      old: Document | None = None) -> Document:
@@ -176,7 +161,7 @@ class Registry:
         key = info.key(ns, name)
         await self.admission.ready()
         attrs = Attributes("CREATE", info, ns, name, None, obj, dry_run=dry_run)
-        for _ in range(_CONFLICT_RETRIES):
+        for _ in range(CONFLICT_RETRIES):
             # Admission's check, then the write with no suspension in between (see .admission).
             self.admission.validate(attrs)
             try:
@@ -194,8 +179,7 @@ class Registry:
             except GuardConflict:
                 continue  # the state admission decided on moved: decide again
         else:
-            raise errors.Conflict(f"{info.plural} {name!r}: too many concurrent writers, try again",
-                                  kind=info.plural, name=name, retry_after_seconds=1)
+            raise too_many_writers(info, name)
         self._committed(info, key, created)
         return created
 
@@ -372,8 +356,8 @@ class Registry:
         strategy = strategy_for(info)
         await self.admission.ready()
 
-        async def attempt() -> Document:
-            old = await self._current(info, namespace, name)
+        async def attempt(fresh: bool) -> Document:
+            old = await self._current(info, namespace, name, fresh)
             old_rev = revision_of(old)
             if expected is not None and expected != old_rev:
                 raise conflict(info, name)
@@ -397,6 +381,8 @@ class Registry:
             if ownership is not None:
                 ownership(old, obj)
             if obj == old:
+                if not fresh:
+                    raise Unconfirmed  # the stored object may differ from this read
                 return old  # nothing changed: no write, no new resourceVersion (as Kubernetes)
             m = obj["metadata"]
             if (
@@ -419,7 +405,8 @@ class Registry:
             return updated
 
         async with self._key_locks.hold(key):
-            return await self._retrying(info, name, expected is not None, attempt)
+            return await read_modify_write(info, name, expected is not None, attempt,
+                                         fresh=dry_run or not self.store.recent_may_be_stale)
 
     @staticmethod
     def _prepare_update(
@@ -466,8 +453,8 @@ class Registry:
         # As in Kubernetes, a delete is admitted before the object is read and validated with it.
         await self.admission.admit(Attributes("DELETE", info, namespace, name, None, None, dry_run=dry_run))
 
-        async def attempt() -> Document:
-            old = await self._current(info, namespace, name)
+        async def attempt(fresh: bool) -> Document:
+            old = await self._current(info, namespace, name, fresh)
             old_rev = revision_of(old)
             m = old["metadata"]
             if (expected_rv is not None and expected_rv != old_rev) or (
@@ -494,4 +481,5 @@ class Registry:
             return marked
 
         async with self._key_locks.hold(key):
-            return await self._retrying(info, name, expected_rv is not None, attempt)
+            # Always a fresh read: a delete may answer without a write (deletionTimestamp set already).
+            return await read_modify_write(info, name, expected_rv is not None, attempt, fresh=True)

@@ -28,6 +28,8 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qs
 
+import orjson
+
 from ironpool.store import etcd_codec as codec
 from ironpool.store import etcd_txn as txn
 from ironpool.store.etcd_client import CALL_TIMEOUT, EtcdConnection, EtcdTls, parse_endpoints, rpc
@@ -38,13 +40,16 @@ from ironpool.store.interface import (
     EventType,
     Guard,
     GuardValue,
+    KeyNotFound,
     RawStorePage,
     RevisionCompacted,
+    RevisionConflict,
     Store,
     StoreError,
     StoreEvent,
     StorePage,
 )
+from ironpool.store.recent import RecentObjects
 
 log = logging.getLogger("ironpool.store.etcd")
 
@@ -92,6 +97,8 @@ class EtcdStore(Store):
     Use one instance per event loop; its connections are made on first use inside that loop.
     """
 
+    recent_may_be_stale = True
+
     def __init__(self, url: str, *, tls: EtcdTls | None = None, ring: int | None = None,
                  ring_bytes: int | None = None, compaction_interval: float | None = None) -> None:
         endpoints, prefix, options = parse_url(url)
@@ -116,6 +123,9 @@ class EtcdStore(Store):
         self._guard_root = self._root + _GUARDS
         self.conn = EtcdConnection(endpoints, tls)
         self._feed: Feed | None = None
+        # What this instance wrote or read lately, moved on by the feed: updates start from it
+        # instead of a read round trip (get_recent; the write's compare on mod_revision keeps it exact).
+        self._recent = RecentObjects()
         self._feed_lock = asyncio.Lock()
         self._compacted = 0
         self._compactor: asyncio.Task[None] | None = None
@@ -184,18 +194,23 @@ class EtcdStore(Store):
     # -- reads ---------------------------------------------------------------------------------
 
     async def get(self, key: str) -> Document | None:
-        resp = await self._read(self._key(key), None, 0, 0)
-        if not resp.kvs:
-            return None
-        kv = resp.kvs[0]
-        return codec.doc_at(kv.value, kv.mod_revision)
+        raw = await self.get_raw(key)
+        return None if raw is None else orjson.loads(raw)
 
     async def get_raw(self, key: str) -> bytes | None:
         resp = await self._read(self._key(key), None, 0, 0)
         if not resp.kvs:
             return None
         kv = resp.kvs[0]
-        return codec.raw_at(kv.value, kv.mod_revision)
+        raw = codec.raw_at(kv.value, kv.mod_revision)
+        self._recent.saw(key, kv.mod_revision, raw)
+        return raw
+
+    async def get_recent(self, key: str) -> Document | None:
+        item = self._recent.get(key)
+        if item is None:
+            return await self.get(key)
+        return orjson.loads(item[1])
 
     async def _chunks(self, prefix: str, start_after: str | None, revision: int | None,
                       chunk: int) -> AsyncGenerator[tuple[int, Sequence[Any]], None]:
@@ -294,7 +309,7 @@ class EtcdStore(Store):
         value = codec.encode(obj)
         op = m.RequestOp(request_put=m.PutRequest(key=ek, value=value))
         resp = await self._txn("create", ek, txn.absent(ek), op, guards, txn.create_resolver(key, value))
-        return codec.doc_at(value, txn.committed_revision(resp))
+        return self._written(key, value, txn.committed_revision(resp))
 
     async def update(
         self, key: str, obj: Document, *, expected_revision: int | None = None, guards: Sequence[Guard] = ()
@@ -303,9 +318,18 @@ class EtcdStore(Store):
         ek = self._key(key)
         value = codec.encode(obj)
         op = m.RequestOp(request_put=m.PutRequest(key=ek, value=value))
-        resp = await self._txn("update", ek, txn.expect(ek, expected_revision), op, guards,
-                               txn.resolver(key, expected_revision, value))
-        return codec.doc_at(value, txn.committed_revision(resp))
+        try:
+            resp = await self._txn("update", ek, txn.expect(ek, expected_revision), op, guards,
+                                   txn.resolver(key, expected_revision, value))
+        except (RevisionConflict, KeyNotFound):
+            self._recent.forget(key)  # what get_recent answered may be stale: read afresh next time
+            raise
+        return self._written(key, value, txn.committed_revision(resp))
+
+    def _written(self, key: str, value: bytes, revision: int) -> Document:
+        raw = codec.raw_at(value, revision)
+        self._recent.saw(key, revision, raw)
+        return orjson.loads(raw)
 
     async def delete(
         self, key: str, *, expected_revision: int | None = None, guards: Sequence[Guard] = ()
@@ -316,6 +340,7 @@ class EtcdStore(Store):
         resp = await self._txn("delete", ek, txn.expect(ek, expected_revision), op, guards,
                                txn.resolver(key, expected_revision, None))
         prev = resp.responses[0].response_delete_range.prev_kvs[0]
+        self._recent.gone(key, int(resp.header.revision))
         return codec.doc_at(prev.value, resp.header.revision)
 
     # -- compaction ----------------------------------------------------------------------------
@@ -370,7 +395,7 @@ class EtcdStore(Store):
                 after = revision if current - revision <= self.ring_size else current
                 start, end = self._range("")
                 feed = self._feed = Feed(self.conn, start, end, after, self._event, self.ring_size,
-                                             self.ring_bytes)
+                                         self.ring_bytes, self._recent.observe)
             return feed
 
     async def watch(self, prefix: str, revision: int) -> AsyncIterator[StoreEvent]:

@@ -95,7 +95,8 @@ class Feed:
     """
 
     def __init__(self, conn: EtcdConnection, start: bytes, end: bytes, after: int, convert: Convert,
-                 size: int, max_bytes: int = DEFAULT_RING_BYTES) -> None:
+                 size: int, max_bytes: int = DEFAULT_RING_BYTES,
+                 listener: Callable[[list[StoreEvent]], None] | None = None) -> None:
         self.ring: list[StoreEvent] = []
         self.revisions: list[int] = []
         self.ring_from = after
@@ -103,6 +104,7 @@ class Feed:
         self.max_bytes = max_bytes
         self.held = 0  # the ring's StoreEvent.held_bytes, summed
         self.failed: BaseException | None = None
+        self._listener = listener  # told of every batch before the watchers (the store's recent objects)
         self._changed = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(
             self._run(conn, start, end, after, convert), name="ironpool-etcd-feed")
@@ -115,6 +117,8 @@ class Feed:
                    convert: Convert) -> None:
         try:
             async for batch in watch_batches(conn, start, end, after, convert):
+                if self._listener is not None:
+                    self._listener(batch)
                 self.ring.extend(batch)
                 self.revisions.extend(e.revision for e in batch)
                 self.held += sum(e.held_bytes for e in batch)

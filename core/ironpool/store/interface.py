@@ -23,7 +23,7 @@ import builtins
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import orjson
 
@@ -185,6 +185,9 @@ class StoreEvent:
 class Store(ABC):
     """Interface every backend implements; tests in ``tests/store`` run against each one."""
 
+    #: whether :meth:`get_recent` may answer what is no longer current (else it is :meth:`get`)
+    recent_may_be_stale: ClassVar[bool] = False
+
     @abstractmethod
     async def get(self, key: str) -> Document | None:
         """The current document, or None."""
@@ -193,6 +196,15 @@ class Store(ABC):
         """The current document as JSON bytes, or None (backends override it to skip a decode)."""
         doc = await self.get(key)
         return None if doc is None else orjson.dumps(doc)
+
+    async def get_recent(self, key: str) -> Document | None:
+        """The document as this store instance last wrote, read or saw it change, else :meth:`get`.
+
+        It may be stale (another writer moved it on): only for a read-modify-write that sends its
+        revision as ``expected_revision`` (the write then fails with RevisionConflict, and the
+        caller reads afresh with :meth:`get`). None is always current: the key does not exist.
+        """
+        return await self.get(key)
 
     @abstractmethod
     async def list(
