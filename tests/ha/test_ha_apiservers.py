@@ -13,6 +13,7 @@ import httpx
 import orjson
 import pytest
 from ironpool.api import MachineClass
+from ironpool.client import transport_errors as te
 from ironpool.client.config import ClientConfig, ConfigError
 from ironpool.client.failover import ServerList
 from ironpool.client.rest import AsyncClient, Client
@@ -63,14 +64,14 @@ def test_server_lists_in_config_and_flags(tmp_path: Path) -> None:
 
 def test_which_requests_go_to_the_next_server() -> None:
     servers = ServerList(["http://a", "http://b"])
-    refused = httpx.ConnectError("refused")
+    refused = te.ConnectError("refused")
     assert servers.again("POST", refused, 0, "http://a") and servers.current == "http://b"
     # A write whose answer was lost may have been applied: never sent again.
-    assert not servers.again("POST", httpx.ReadError("reset"), 0, "http://b")
+    assert not servers.again("POST", te.ReadError("reset"), 0, "http://b")
     # A read is: first on a fresh connection to the same server, then on the next one.
-    assert servers.again("GET", httpx.RemoteProtocolError("closed"), 0, "http://b")
+    assert servers.again("GET", te.RemoteProtocolError("closed"), 0, "http://b")
     assert servers.current == "http://b"
-    assert servers.again("GET", httpx.RemoteProtocolError("closed"), 1, "http://b")
+    assert servers.again("GET", te.RemoteProtocolError("closed"), 1, "http://b")
     assert servers.current == "http://a"
     assert not servers.again("GET", refused, 2, "http://a")  # every server had its chance
     single = ServerList(["http://a"])
