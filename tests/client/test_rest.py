@@ -13,6 +13,8 @@ from ironpool.client.config import ClientConfig
 from ironpool.client.rest import AsyncClient, Client
 from ironpool.client.wire import ServerUnreachable
 
+from tests.helpers.net import free_port
+
 
 def machine_class(name: str, cpu: str = "2", labels: dict[str, str] | None = None) -> MachineClass:
     return MachineClass.model_validate(
@@ -192,3 +194,15 @@ def test_a_safe_request_is_sent_again_when_the_server_hangs_up_but_a_write_is_no
         assert server.requests == ["POST"]  # a create is never sent twice: it may have been stored
     finally:
         server.close()
+
+
+def test_sync_client_goes_to_the_next_server_when_one_refuses(config: ClientConfig) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there: connections are refused
+    both = ClientConfig(server=f"{dead},{config.server}", token=config.token)
+    with Client(both) as c:
+        c.create(machine_class("failover-1"))  # a write too: nothing was sent to the dead one
+        assert c.servers.current == config.server
+        assert c.get(MachineClass, "failover-1").metadata.name == "failover-1"
+        events = c.watch(MachineClass, resource_version=c.list(MachineClass).resource_version,
+                         timeout_seconds=1)
+        assert list(events) == []  # a watch on the live server ends with its timeout, no error
