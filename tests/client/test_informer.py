@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import pytest
 from ironpool.api.compute import Machine, MachineClass
 from ironpool.api.errors import Expired
 from ironpool.client.config import ClientConfig
-from ironpool.client.informer import Informer, RawInformer, SharedInformerFactory
+from ironpool.client.informer import Informer, RawInformer, SharedInformerFactory, without_managed_fields
 from ironpool.client.rest import AsyncClient, Client
+from ironpool.client.wire import resource_for_model
 from ironpool.store.sqlite import SQLiteStore
 
 from tests.conftest import ApiServer, start_apiserver, stop_apiserver
@@ -115,6 +117,26 @@ async def test_raw_informer_hands_out_the_json_documents(config: ClientConfig) -
         doc = raw.get("pre")
         assert isinstance(doc, dict) and doc["kind"] == "MachineClass"
         await factory.stop()
+
+
+async def test_a_first_list_goes_page_by_page_through_the_transform(config: ClientConfig) -> None:
+    async with AsyncClient(config) as client:
+        for i in range(5):
+            await client.create(mc(f"c{i}"))
+        assert "managedFields" in (await client.get_raw(resource_for_model(MachineClass), "c0"))["metadata"]
+        informer = RawInformer(client, MachineClass, page_size=2)  # three pages
+        informer.set_transform(without_managed_fields)
+        added: list[dict[str, Any]] = []
+        informer.add_event_handler(on_add=added.append)
+        informer.start()
+        await informer.wait_for_sync(timeout=10)
+        assert sorted(d["metadata"]["name"] for d in added) == [f"c{i}" for i in range(5)]
+        assert not any("managedFields" in d["metadata"] for d in added)
+        await client.patch(MachineClass, "c0", {"metadata": {"labels": {"x": "y"}}})
+        await until(lambda: (informer.get("c0") or {})["metadata"].get("labels") == {"x": "y"}, what="update")
+        assert "managedFields" not in (informer.get("c0") or {})["metadata"]
+        assert informer.list_count == 1 and len(added) == 5
+        await informer.stop()
 
 
 async def test_reconnects_from_last_resource_version_after_apiserver_restart(

@@ -87,6 +87,7 @@ class ServerPool:
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=_IDLE_REUSE, ssl=self._ssl)
         session = aiohttp.ClientSession(
             headers=self.headers, connector=connector, skip_auto_headers=("User-Agent",),
+            cookie_jar=aiohttp.DummyCookieJar(),  # an apiserver sets none: no jar to consult per request
             timeout=aiohttp.ClientTimeout(total=self.timeout, connect=self.timeout))
         # aiohttp sends a PUT or DELETE whose connection broke once more on its own; whether a
         # request goes again is :mod:`.failover`'s decision (a write whose answer was lost may have

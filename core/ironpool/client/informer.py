@@ -364,8 +364,25 @@ class Informer(_ListWatch[M]):
 class RawInformer(_ListWatch[Obj]):
     """List-watch cache of one resource type as the JSON documents the server sent (no validation)."""
 
+    _transform: Callable[[Obj], Obj] | None = None
+
+    def set_transform(self, transform: Callable[[Obj], Obj]) -> None:
+        """Apply ``transform`` to every document before it is cached and handed on (client-go's
+        ``SetTransform``: e.g. drop fields no handler reads, to keep the cache small); set it before
+        :meth:`start`. It may change the freshly decoded document in place."""
+        self._transform = transform
+
     def _decode(self, raw: Obj) -> Obj:
-        return raw
+        return raw if self._transform is None else self._transform(raw)
+
+
+def without_managed_fields(doc: Obj) -> Obj:
+    """A transform for :meth:`RawInformer.set_transform`: drops ``metadata.managedFields`` (often half
+    of an object's JSON), as kube-scheduler's informers do."""
+    meta_ = doc.get("metadata")
+    if isinstance(meta_, dict):
+        meta_.pop("managedFields", None)
+    return doc
 
 
 class SharedInformerFactory:

@@ -44,6 +44,9 @@ class SchedulerCore:
             registered |= fw.events_to_register()
         #: what some plugin can wake up for; other changes are not worth an event
         self._interesting = {(w.event.resource, action) for w in registered for action in w.event.action}
+        #: (resource, combined action) -> whether any of its actions is interesting (iterating a Flag's
+        #: members costs more than the rest of a pool event)
+        self._worth: dict[tuple[EventResource, ActionType], bool] = {}
 
     def close(self) -> None:
         for fw in self.frameworks.values():
@@ -68,7 +71,10 @@ class SchedulerCore:
 
     # ---- feeding ------------------------------------------------------------------------------
     def _event(self, resource: EventResource, action: ActionType, obj: Any) -> Events:
-        if not any((resource, a) in self._interesting for a in action):
+        worth = self._worth.get((resource, action))
+        if worth is None:
+            worth = self._worth[(resource, action)] = any((resource, a) in self._interesting for a in action)
+        if not worth:
             return []
         return [ClusterEvent(resource, action, obj)]
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from ironpool.api import Machine, MachineClass, MachinePool, Volume, VolumeClass, VolumePool
 from ironpool.api.meta import object_key
-from ironpool.client.informer import RawInformer, SharedInformerFactory
+from ironpool.client.informer import RawInformer, SharedInformerFactory, without_managed_fields
 from ironpool.scheduler.binding import Binder
 from ironpool.scheduler.config import SchedulerConfig
 from ironpool.scheduler.core import SchedulerCore
@@ -61,7 +61,10 @@ class EventHandlers:
         self.objects: dict[Kind, RawInformer] = {}
 
     def register(self, factory: SharedInformerFactory) -> None:
-        for kind, (obj_model, class_model, pool_model) in _MODELS.items():
+        for kind, models in _MODELS.items():
+            for model in models:  # no handler reads who last wrote which field
+                factory.raw_informer(model).set_transform(without_managed_fields)
+            obj_model, class_model, pool_model = models
             factory.raw_informer(class_model).add_event_handler(
                 on_add=partial(self.on_class, kind), on_update=partial(self._on_update, self.on_class, kind),
                 on_delete=partial(self.on_class_deleted, kind))
