@@ -13,7 +13,7 @@ joined with ``ironpool join``) in a temporary folder, then, ``--rounds`` times e
   uses; the longest time between two answers across the kill;
 - ``etcd_leader_gap_ms``: writes in a loop through one apiserver; SIGKILL the etcd leader; the longest
   time between two acknowledged writes. The raft election takes under a second here (500 ms election
-  timeout); gaps of about 5 s match the store's call timeout (``CALL_TIMEOUT`` in
+  timeout); gaps of about 1.5 s match the store's call timeout (``CALL_TIMEOUT`` in
   ``store/etcd_client.py``): a write in flight when the leader dies is retried only after it.
 
 Each killed part is started again before the next round. The rig is removed at the end.

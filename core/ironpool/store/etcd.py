@@ -32,7 +32,14 @@ import orjson
 
 from ironpool.store import etcd_codec as codec
 from ironpool.store import etcd_txn as txn
-from ironpool.store.etcd_client import CALL_TIMEOUT, EtcdConnection, EtcdTls, parse_endpoints, rpc
+from ironpool.store.etcd_client import (
+    CALL_TIMEOUT,
+    LONG_CALL_TIMEOUT,
+    EtcdConnection,
+    EtcdTls,
+    parse_endpoints,
+    rpc,
+)
 from ironpool.store.etcd_watch import Feed, watch_batches
 from ironpool.store.interface import (
     DEFAULT_RING_BYTES,
@@ -170,11 +177,11 @@ class EtcdStore(Store):
             self._compactor = asyncio.get_running_loop().create_task(self._compact_periodically(),
                                                                      name="ironpool-etcd-compactor")
 
-    async def _kv(self, what: str, method: str, request: Any) -> Any:
+    async def _kv(self, what: str, method: str, request: Any, timeout: float = CALL_TIMEOUT) -> Any:
         self._start()
 
         async def attempt(_index: int, kv: Any) -> Any:
-            return await getattr(kv, method)(request, timeout=CALL_TIMEOUT)
+            return await getattr(kv, method)(request, timeout=timeout)
 
         return await self.conn.call(what, attempt)
 
@@ -182,7 +189,7 @@ class EtcdStore(Store):
         m = rpc()
         request = m.RangeRequest(key=start, range_end=end or b"", revision=revision, limit=limit)
         try:
-            return await self._kv("range", "Range", request)
+            return await self._kv("range", "Range", request, LONG_CALL_TIMEOUT if end else CALL_TIMEOUT)
         except RevisionCompacted:
             self._compacted = max(self._compacted, revision)
             raise RevisionCompacted(f"revision {revision} has been compacted") from None
@@ -348,7 +355,7 @@ class EtcdStore(Store):
     async def compact(self, revision: int) -> None:
         m = rpc()
         try:
-            await self._kv("compact", "Compact", m.CompactionRequest(revision=revision))
+            await self._kv("compact", "Compact", m.CompactionRequest(revision=revision), LONG_CALL_TIMEOUT)
         except RevisionCompacted:
             pass  # compacted past it already
         except StoreError as exc:

@@ -31,7 +31,14 @@ T = TypeVar("T")
 
 #: how long a call keeps trying (other members, a new leader) before it fails
 DEFAULT_RETRY_DEADLINE = 15.0
-CALL_TIMEOUT = 5.0
+#: how long one attempt of a point call (a get, a write's Txn) waits before it tries the next member.
+#: A follower that forwarded a proposal to a leader that then died never answers it; with 5 s here a
+#: leader's death stopped writes for about 5 s although the election takes under one. Answers take
+#: milliseconds even on a loaded machine, and a write retried after a slow answer is recognised as
+#: its own (see the module docstring), so a short attempt only costs a retry.
+CALL_TIMEOUT = 1.5
+#: the same for calls that may move megabytes (a range of a long list) or a whole keyspace (compaction)
+LONG_CALL_TIMEOUT = 10.0
 _RETRY_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 _CHANNEL_OPTIONS = (
     ("grpc.max_receive_message_length", -1),
