@@ -206,3 +206,17 @@ def test_sync_client_goes_to_the_next_server_when_one_refuses(config: ClientConf
         events = c.watch(MachineClass, resource_version=c.list(MachineClass).resource_version,
                          timeout_seconds=1)
         assert list(events) == []  # a watch on the live server ends with its timeout, no error
+
+
+def test_one_sync_client_serves_several_threads_at_once(config: ClientConfig) -> None:
+    """As the Pulumi provider's worker threads share one client: each request on a connection of
+    its own, the connections kept for the next ones."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with Client(config) as c:
+        c.create(machine_class("shared"))
+        with ThreadPoolExecutor(8) as pool:
+            names = list(pool.map(lambda i: c.get(MachineClass, "shared").metadata.name, range(80)))
+        assert names == ["shared"] * 80
+        idle = c._pools[config.server]._idle
+        assert 1 <= len(idle) <= 8

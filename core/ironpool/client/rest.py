@@ -116,7 +116,8 @@ class _Typed:
 
 
 class Client:
-    """Synchronous client over one keep-alive connection pool. Use as a context manager or ``close()``."""
+    """Synchronous client over keep-alive connections to each server (:mod:`.http_transport`), safe to
+    share between threads. Use as a context manager or ``close()``."""
 
     def __init__(self, config: ClientConfig, timeout: float = 30.0) -> None:
         self.config = config
