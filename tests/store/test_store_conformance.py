@@ -444,3 +444,17 @@ async def test_get_recent_may_lag_but_a_write_from_it_never_commits_over_a_newer
             await first.update(P + "default/a", doc("a", x=3), expected_revision=rv(seen))
         assert await first.get_recent(P + "default/a") == moved  # after a conflict it reads afresh
     assert (await first.get(P + "default/a"))["spec"] == {"x": 2}
+
+
+async def test_a_watcher_of_a_quiet_prefix_keeps_up_while_others_write_past_the_ring(
+        open_store: StoreFactory) -> None:
+    store = await open_store(ring=4)
+    start = await store.current_revision()
+    quiet = aiter(store.watch(P + "quiet/", start))
+    waiting = asyncio.ensure_future(anext(quiet))
+    for i in range(30):  # many times the ring, none of them the quiet watcher's
+        await store.create(P + f"busy/b{i}", doc(f"b{i}"))
+    assert not waiting.done()
+    created = await store.create(P + "quiet/q", doc("q"))
+    got = await asyncio.wait_for(waiting, 5)
+    assert (got.key, got.revision) == (P + "quiet/q", rv(created))

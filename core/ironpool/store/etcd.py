@@ -421,7 +421,7 @@ class EtcdStore(Store):
             if batch is None:
                 break  # behind the ring, or the feed stopped: a watch of our own from here
             if not batch:
-                await feed.wait()
+                cursor = await feed.wait(prefix, cursor)
                 continue
             for event in batch:
                 cursor = event.revision

@@ -28,6 +28,7 @@ import grpc
 
 from ironpool.store.etcd_client import EtcdConnection, retryable, rpc, store_error
 from ironpool.store.interface import DEFAULT_RING_BYTES, RevisionCompacted, StoreError, StoreEvent
+from ironpool.store.waiters import PrefixWaiters
 
 log = logging.getLogger("ironpool.store.etcd")
 
@@ -105,7 +106,7 @@ class Feed:
         self.held = 0  # the ring's StoreEvent.held_bytes, summed
         self.failed: BaseException | None = None
         self._listener = listener  # told of every batch before the watchers (the store's recent objects)
-        self._changed = asyncio.Event()
+        self._waiters = PrefixWaiters()
         self._task = asyncio.get_running_loop().create_task(
             self._run(conn, start, end, after, convert), name="ironpool-etcd-feed")
 
@@ -124,7 +125,7 @@ class Feed:
                 self.held += sum(e.held_bytes for e in batch)
                 if len(self.ring) >= 2 * self.size or self.held > self.max_bytes:
                     self._trim()
-                self._wake()
+                self._waiters.publish(batch)
             self.failed = StoreError("store is closed")
         except asyncio.CancelledError:
             self.failed = StoreError("store is closed")
@@ -134,7 +135,7 @@ class Feed:
                 log.warning("etcd watch feed stopped: %s", exc)
             self.failed = exc
         finally:
-            self._wake()
+            self._waiters.wake_all()
 
     def _trim(self) -> None:
         """Drop the oldest events down to ``size`` events and half of ``max_bytes``."""
@@ -148,10 +149,6 @@ class Feed:
             del self.revisions[:drop]
         self.held = held
 
-    def _wake(self) -> None:
-        event, self._changed = self._changed, asyncio.Event()
-        event.set()
-
     def after(self, cursor: int) -> list[StoreEvent] | None:
         """Up to a batch of events above ``cursor``; [] when there are none yet, None when the ring
         no longer covers ``cursor`` (or the feed failed)."""
@@ -160,13 +157,14 @@ class Feed:
         i = bisect.bisect_right(self.revisions, cursor)
         return self.ring[i : i + _BATCH]
 
-    async def wait(self) -> None:
-        """Until the ring changes or the feed stops."""
-        await self._changed.wait()
+    async def wait(self, prefix: str, cursor: int) -> int:
+        """Until an event under ``prefix`` follows ``cursor`` or the feed stops; the position to read
+        on from (see :class:`~ironpool.store.waiters.PrefixWaiters`)."""
+        return await self._waiters.wait(prefix, cursor)
 
     def wake(self) -> None:
         """Release every waiting watcher (the store is closing)."""
-        self._wake()
+        self._waiters.wake_all()
 
     async def stop(self) -> None:
         self._task.cancel()

@@ -56,6 +56,7 @@ from ironpool.store.interface import (
 )
 from ironpool.store.sqlite_log import DEFAULT_HISTORY, DEFAULT_HISTORY_BYTES, EventLog
 from ironpool.store.sqlite_schema import TYPE_CODE, connect, exclusive_lock, prefix_end
+from ironpool.store.waiters import PrefixWaiters
 
 DEFAULT_RING = 4096
 
@@ -122,7 +123,7 @@ class SQLiteStore(Store):
         self._ring: list[StoreEvent] = []
         self._ring_base = self._rev + 1
         self._ring_held = 0  # the ring's StoreEvent.held_bytes, summed
-        self._changed = asyncio.Event()
+        self._waiters = PrefixWaiters()  # watchers that read everything, by prefix
         self._closed = False
         self._queue: builtins.list[tuple[_Write, asyncio.Future[Document]]] = []
 
@@ -417,8 +418,7 @@ class SQLiteStore(Store):
             del self._ring[:drop]
             self._ring_base += drop
             self._ring_held = held
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        self._waiters.publish((event,))
 
     # -- watch ---------------------------------------------------------------------------------
 
@@ -438,7 +438,7 @@ class SQLiteStore(Store):
                 if event.key.startswith(prefix):
                     yield event
             else:
-                await self._changed.wait()
+                cursor = await self._waiters.wait(prefix, cursor)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -450,7 +450,7 @@ class SQLiteStore(Store):
         if self._closed:
             return
         self._closed = True
-        self._changed.set()
+        self._waiters.wake_all()
         self._db.close()
         if self._lock is not None:
             self._lock.close()  # releases the flock
