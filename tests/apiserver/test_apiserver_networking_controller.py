@@ -193,3 +193,21 @@ async def test_resume_collects_what_gone_owners_left(store: SQLiteStore) -> None
     await NetworkingController(reg).resume()  # the next process
 
     await eventually(lambda: absent(reg, "web-primary"), TIMEOUT, "the gone Machine's NIC and prefix to go")
+
+
+async def test_only_a_machine_that_wants_or_owns_nics_is_reconciled(store: SQLiteStore) -> None:
+    registry = await seeded(store)
+    controller = NetworkingController(registry)
+    await controller.resume()
+    plain = await registry.create(MACHINES, NS, {"metadata": {"name": "plain"},
+                                                 "spec": {"machineClassRef": {"name": "small"}}})
+    # A bind or a status update of a Machine without NICs: nothing to do, no read of it from the store.
+    controller.committed(MACHINES, MACHINES.key(NS, "plain"), plain)
+    controller.committed(MACHINES, MACHINES.key(NS, "plain"), None)
+    assert ("machine", NS, "plain") not in controller._queue
+    web = await registry.create(MACHINES, NS, machine("web", ("a", template(EPHEMERAL))))
+    await eventually(lambda: get(registry, NICS, "web-a"), TIMEOUT, "NIC a")
+    # It no longer asks for the NIC, but owns it: reconciled (the NIC goes).
+    without = {**web, "spec": {"machineClassRef": {"name": "small"}}}
+    controller.committed(MACHINES, MACHINES.key(NS, "web"), without)
+    assert ("machine", NS, "web") in controller._queue

@@ -64,6 +64,12 @@ def _owner(info: ResourceInfo, doc: Obj) -> Obj:
             "controller": True, "blockOwnerDeletion": True}
 
 
+def wants_nics(machine: Obj) -> bool:
+    """Whether a Machine has ephemeral NetworkInterface templates (see :func:`ephemeral_nics`)."""
+    return any((nic.get("ephemeral") or {}).get("networkInterfaceTemplate") is not None
+               for nic in (machine.get("spec") or {}).get("networkInterfaces") or [])
+
+
 def ephemeral_nics(machine: Obj) -> dict[str, Obj]:
     """The NetworkInterfaces a Machine's ephemeral templates stand for, by name."""
     m = machine["metadata"]
@@ -124,6 +130,7 @@ class NetworkingController:
         self._views: dict[tuple[str, str], dict[str, str]] = {}
         self._view_nic: dict[tuple[str, str], str] = {}  # (namespace, prefix name) -> NIC name
         self._nic_machine: dict[tuple[str, str], str] = {}  # (namespace, NIC name) -> owning Machine
+        self._machine_nics: dict[tuple[str, str], set[str]] = {}  # (namespace, Machine) -> its NICs
         self._events: dict[tuple[str, str, str], float] = {}
         self.index.watchers.append(self.committed)
 
@@ -136,18 +143,36 @@ class NetworkingController:
             return
         namespace, name = info.namespace_of_key(key) or "", key.rsplit("/", 1)[-1]
         if kind == MACHINE:
-            self.enqueue(("machine", namespace, name))
+            # Only a Machine that wants NICs or owns some has work here: every other change (a
+            # bind, a status update) would cost a read of the Machine from the store for nothing.
+            if (namespace, name) in self._machine_nics or (doc is not None and wants_nics(doc)):
+                self.enqueue(("machine", namespace, name))
         elif kind == NIC:
             self.enqueue(("views", namespace, name))
             # The Machine's NICs are its business: one that goes (or changes) queues the Machine.
             owner = owner_of(doc) if doc is not None else None
-            machine = self._nic_machine.pop((namespace, name), None)
+            machine = self._own_nic(namespace, name, None)
             if owner is not None and owner[0] == MACHINE:
-                machine = self._nic_machine[(namespace, name)] = owner[1]
+                self._own_nic(namespace, name, owner[1])
+                machine = owner[1]
             if machine is not None:
                 self.enqueue(("machine", namespace, machine))
         else:
             self._track_view(namespace, name, doc)
+
+    def _own_nic(self, namespace: str, nic: str, machine: str | None) -> str | None:
+        """Record ``nic``'s owning Machine (None: no Machine owns it); the owner it had."""
+        before = self._nic_machine.pop((namespace, nic), None)
+        if before is not None:
+            owned = self._machine_nics.get((namespace, before))
+            if owned is not None:
+                owned.discard(nic)
+                if not owned:
+                    del self._machine_nics[(namespace, before)]
+        if machine is not None:
+            self._nic_machine[(namespace, nic)] = machine
+            self._machine_nics.setdefault((namespace, machine), set()).add(nic)
+        return before
 
     def _track_view(self, namespace: str, name: str, doc: Document | None) -> None:
         """Remember which Prefixes show which NIC's addresses (their NIC reconciles them)."""
@@ -188,7 +213,7 @@ class NetworkingController:
         for doc in (await self.store.list(NICS.prefix(None))).items:
             m, owner = doc["metadata"], owner_of(doc)
             if owner is not None and owner[0] == MACHINE:
-                self._nic_machine[(m["namespace"], m["name"])] = owner[1]
+                self._own_nic(m["namespace"], m["name"], owner[1])
         for namespace, state in list(self.index.namespaces()):
             for name, machine in state.machines.items():
                 if machine.networks:
