@@ -122,13 +122,13 @@ from ansible_collections.ironpool.iaas.plugins.module_utils.client import (
     list_all_raw,
     missing_ironpool_message,
 )
+from ansible_collections.ironpool.iaas.plugins.module_utils.kinds import COMPUTE, resource
 from ansible_collections.ironpool.iaas.plugins.module_utils.placement import pool_of
 from ansible_collections.ironpool.iaas.plugins.module_utils.views import addresses
 
 try:
     from ironpool.api.errors import ApiError
     from ironpool.api.machine_access import ssh_endpoint
-    from ironpool.api.resources import by_kind
     from ironpool.client import ServerUnreachable
 except ImportError:  # reported in parse() through missing_ironpool_message
     pass
@@ -215,7 +215,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             client = connect(params)
         except ConnectionOptionError as exc:
             raise AnsibleParserError(f"ironpool.iaas.machines: {exc}") from exc
-        info = by_kind("compute.ironcore.dev/v1alpha1", "Machine")
+        info = resource(COMPUTE, "Machine")
         selector = self.get_option("label_selector") or None
         pools = set(self.get_option("pools") or ())
         states = set(self.get_option("states") or ())

@@ -47,7 +47,7 @@ def resource(api_version: str, kind: str) -> ResourceInfo:
 
         return by_kind(api_version, kind)
     plural, short_names, namespaced, has_status = known
-    group, _, version = api_version.rpartition("/")
+    group, version = api_version.rpartition("/")[::2]
     return ResourceInfo(group=group, version=version, kind=kind, plural=plural, singular=kind.lower(),
                         short_names=short_names, namespaced=namespaced, has_status=has_status,
                         model=None)

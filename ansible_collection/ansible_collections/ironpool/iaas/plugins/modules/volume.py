@@ -5,8 +5,6 @@
 
 from __future__ import annotations
 
-import contextlib
-
 DOCUMENTATION = r"""
 module: volume
 short_description: Declare an ironpool Volume
@@ -143,6 +141,7 @@ action:
   sample: updated
 """
 
+import contextlib
 from typing import Any
 
 from ansible_collections.ironpool.iaas.plugins.module_utils.base import IronpoolModule

@@ -64,8 +64,8 @@ def test_power_change_is_an_update_with_a_diff(run_module: Any, client: Any) -> 
     assert done.result["action"] == "updated" and client.stored("Machine", "web")["spec"]["power"] == "Off"
 
 
-def test_a_label_the_module_set_and_the_task_dropped_goes_but_others_labels_stay(run_module: Any,
-                                                                                  client: Any) -> None:
+def test_a_label_the_module_set_and_the_task_dropped_goes_but_others_labels_stay(
+        run_module: Any, client: Any) -> None:
     run_module(machine.main, {**WEB, "labels": {"app": "web", "tier": "front"}})
     stored = client.stored("Machine", "web")
     assert stored["metadata"]["annotations"]["iaas.ironpool.dev/managed-labels"] == "app,tier"
