@@ -19,7 +19,7 @@ classes and pools over HTTP, then the Machines, then starts ``ironpool scheduler
 watches until every Machine is bound: the time runs from the scheduler's start (its list/watch sync
 and its leader election included) to the last binding. Beside the rates it prints the CPU time
 each placement cost the scheduler, the apiserver and (on etcd) the three members together, which
-other load on a shared machine disturbs far less than the rates.
+other load on a shared machine disturbs far less than the rates, and the scheduler's peak memory.
 """
 
 from __future__ import annotations
@@ -163,6 +163,14 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _peak_rss_mib(pid: int) -> float:
+    """The most resident memory a process has had (VmHWM), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
 def _start_apiserver(tmp: Path, profile: str | None = None,
                      store: str | None = None) -> tuple[Any, str, Path]:
     """``ironpool apiserver`` on a fresh SQLite file (or on ``store``); returns (process, url, token
@@ -298,6 +306,7 @@ async def run_api(wl: ModuleType, workload: dict[str, Any], args: argparse.Names
         # CPU time per placement: what other load on a shared machine disturbs far less than rates.
         cpu_ms = {"scheduler": round(_cpu_seconds(sched.pid) / max(len(bound), 1) * 1000, 3),
                   "apiserver": round((_cpu_seconds(proc.pid) - api_cpu) / max(len(bound), 1) * 1000, 3)}
+        scheduler_rss = _peak_rss_mib(sched.pid)
         if etcd_pids:  # the three members together
             cpu_ms["etcd"] = round((sum(_cpu_seconds(pid) for pid in etcd_pids) - etcd_cpu)
                                    / max(len(bound), 1) * 1000, 3)
@@ -313,7 +322,8 @@ async def run_api(wl: ModuleType, workload: dict[str, Any], args: argparse.Names
             machine_create_per_s=round(len(requests) / created_s, 1),
             seconds_to_first_bind=round(first - start, 3),
             binds_per_s_after_first=round((len(bound) - 1) / (end - first), 1) if end > first else None,
-            cpu_ms_per_placement=cpu_ms, bind_concurrency=args.bind_concurrency or "scheduler default")
+            cpu_ms_per_placement=cpu_ms, bind_concurrency=args.bind_concurrency or "scheduler default",
+            scheduler_peak_rss_mib=scheduler_rss)
         return out
     finally:
         if sched is not None:
