@@ -219,12 +219,13 @@ class _ListWatch(Generic[T]):
                 for i, raw in enumerate(page.items):
                     key, obj = object_key(raw), self._decode(raw)
                     obj_rv = str(meta(raw).get("resourceVersion", ""))
-                    items[key] = (obj_rv, obj)
-                    if first:
-                        self._store(key, obj, obj_rv)
-                        await self._emit_add(obj)
-                        if following is not None and i % _PAGE_SLICE == 0:
-                            await asyncio.sleep(0)  # the next page's request goes out meanwhile
+                    if not first:
+                        items[key] = (obj_rv, obj)
+                        continue
+                    self._store(key, obj, obj_rv)
+                    await self._emit_add(obj)
+                    if following is not None and i % _PAGE_SLICE == 0:
+                        await asyncio.sleep(0)  # the next page's request goes out meanwhile
             except BaseException:
                 if following is not None:
                     following.cancel()
