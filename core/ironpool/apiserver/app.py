@@ -12,6 +12,7 @@ version, metrics, OpenAPI and discovery are :mod:`.nonresource`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import logging
@@ -101,7 +102,7 @@ class ApiServer:
             request_info = cached_request_info(request.scope["path"])  # request.url is parsed anew each time
             resource = request_info.info.plural
             if not self._started:
-                await self._start()
+                await self.start()
             with self.inflight.hold(user.name):
                 async with contextlib.AsyncExitStack() as stack:
                     request.state.exit_stack = stack
@@ -117,8 +118,15 @@ class ApiServer:
         self.metrics.observe(verb, resource, response.status_code, time.perf_counter() - started)
         return response
 
-    async def _start(self) -> None:
-        """Before the first request: the system namespace, and namespaces left terminating."""
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    async def start(self) -> None:
+        """Before the first request: the system namespace and default policy, the authorizer's and
+        admission's indexes, and what the controllers left undone. :func:`serve` runs it as it starts
+        listening (so the first request does not pay for it: 0.4 s of CPU over 5,000 pools) and
+        ``/readyz`` reports ready only once it is done; else the first request runs it."""
         await self.bootstrap.ensure()
         if not self._started:
             self._started = True
@@ -312,8 +320,9 @@ async def serve(
 
     options = options or ServerOptions()
     protocol_options, _ = uvicorn_options(tls, options.connections)
+    app = build_app(store, authenticator, authorize, options)
     config = uvicorn.Config(
-        build_app(store, authenticator, authorize, options),
+        app,
         host=host,
         port=port,
         loop="none",
@@ -325,7 +334,19 @@ async def serve(
         backlog=4096,
         **protocol_options,
     )
-    await uvicorn.Server(config).serve()
+    starting = asyncio.get_running_loop().create_task(_start_early(app.state.apiserver),
+                                                      name="ironpool-apiserver-start")
+    try:
+        await uvicorn.Server(config).serve()
+    finally:
+        starting.cancel()
+
+
+async def _start_early(server: ApiServer) -> None:
+    try:
+        await server.start()
+    except Exception as exc:  # the store may not answer yet: /readyz and the first request try again
+        log.warning("apiserver start-up deferred: %s", exc)
 
 
 __all__ = ["build_app", "serve"]

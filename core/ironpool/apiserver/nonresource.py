@@ -34,6 +34,8 @@ class NonResourceEndpoints:
 
     async def readyz(self, request: Request) -> Response:
         try:
+            if not self.server.started:
+                await self.server.start()  # ready once it can serve without a start-up pause
             await self.server.store.current_revision()
         except Exception as exc:
             return Response(f"store not ready: {exc}".encode(), status_code=503, media_type="text/plain")
