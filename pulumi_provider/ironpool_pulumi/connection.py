@@ -64,7 +64,7 @@ class Connection:
             return self._config
 
     def client(self) -> Client:
-        """The shared client (httpx clients are safe to share between the plugin's worker threads)."""
+        """The shared client (Client is safe to share between the plugin's worker threads)."""
         config = self.config()
         with self._lock:
             if self._client is None:
