@@ -129,6 +129,25 @@ def test_spread_and_binpack_and_name_tie_break() -> None:
         assert [place(core, machine(f"m{i}", "x")) for i in range(4)] == expected, strategy
 
 
+def test_the_index_follows_pools_that_change_after_it_was_built() -> None:
+    """A pool's ready/taint verdict is kept for every class until the pool changes; superseded index
+    entries (a pool re-keyed by each placement, a pool gone) are never handed out."""
+    core = core_with()
+    for cls in ("x", "y"):
+        core.set_class("machine", machine_class(cls, 1, "1Gi"))
+    for name in ("a", "b"):
+        core.set_pool("machine", machine_pool(name, 4, "4Gi", classes=["x", "y"]))
+    assert [place(core, machine(f"m{i}", "x")) for i in range(3)] == ["a", "b", "a"]  # both classes indexed
+    assert place(core, machine("y0", "y")) == "b"
+    core.set_pool("machine", machine_pool("b", 4, "4Gi", classes=["x", "y"], ready=False))
+    assert [place(core, machine(f"n{i}", c)) for i, c in enumerate("xyx")] == ["a", "a", None]  # a fills up
+    core.set_pool("machine", machine_pool("b", 4, "4Gi", classes=["x", "y"]))
+    assert [place(core, machine(f"r{i}", c)) for i, c in enumerate("yx")] == ["b", "b"]
+    core.delete_pool("machine", "b")
+    d = core.schedule(request_from_json("machine", machine("z", "y")))
+    assert d.pool is None and d.message == "0/1 pools: 1 have too little cpu"
+
+
 def test_taints_tolerations_and_selector() -> None:
     core = core_with()
     core.set_class("machine", machine_class("x", 1, "1Gi"))
