@@ -127,10 +127,18 @@ async def test_a_first_list_goes_page_by_page_through_the_transform(config: Clie
         informer = RawInformer(client, MachineClass, page_size=2)  # three pages
         informer.set_transform(without_managed_fields)
         added: list[dict[str, Any]] = []
-        informer.add_event_handler(on_add=added.append)
+        late: list[str] = []
+
+        def add(doc: dict[str, Any]) -> None:
+            if not added:  # a handler registered while the first list is under way misses nothing
+                informer.add_event_handler(on_add=lambda d: late.append(d["metadata"]["name"]))
+            added.append(doc)
+
+        informer.add_event_handler(on_add=add)
         informer.start()
         await informer.wait_for_sync(timeout=10)
         assert sorted(d["metadata"]["name"] for d in added) == [f"c{i}" for i in range(5)]
+        assert sorted(late) == [f"c{i}" for i in range(5)]
         assert not any("managedFields" in d["metadata"] for d in added)
         await client.patch(MachineClass, "c0", {"metadata": {"labels": {"x": "y"}}})
         await until(lambda: (informer.get("c0") or {})["metadata"].get("labels") == {"x": "y"}, what="update")

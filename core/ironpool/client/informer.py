@@ -102,10 +102,11 @@ class _ListWatch(Generic[T]):
         on_update: UpdateHandler[T] | None = None,
         on_delete: DeleteHandler[T] | None = None,
     ) -> None:
-        """Register handlers (sync or async). Registered after sync, it first sees every cached object."""
+        """Register handlers (sync or async). Registered once objects are cached (after the sync, or
+        between two pages of the first list), it first sees every cached object."""
         handlers = _Handlers(on_add, on_update, on_delete)
         self._handlers.append(handlers)
-        if self._synced.is_set() and on_add is not None:
+        if on_add is not None:
             for entry in list(self._cache.values()):
                 self._spawn_replay(on_add, entry.obj)
 
@@ -333,18 +334,20 @@ class _ListWatch(Generic[T]):
         except Exception:
             log.exception("%s informer: event handler %r failed", self.info.plural, fn)
 
+    # Over a copy of the handlers: one registered by a handler meanwhile has already had the object
+    # (it was cached first) from its replay.
     async def _emit_add(self, obj: T) -> None:
-        for h in self._handlers:
+        for h in tuple(self._handlers):
             if h.on_add:
                 await self._call(h.on_add, obj)
 
     async def _emit_update(self, old: T, new: T) -> None:
-        for h in self._handlers:
+        for h in tuple(self._handlers):
             if h.on_update:
                 await self._call(h.on_update, old, new)
 
     async def _emit_delete(self, obj: T) -> None:
-        for h in self._handlers:
+        for h in tuple(self._handlers):
             if h.on_delete:
                 await self._call(h.on_delete, obj)
 
