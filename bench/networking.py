@@ -29,8 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # for tests.helpers
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
-from ironpool.api.machine_access import ssh_endpoint  # noqa: E402
-from ironpool.api.networking import SSH_ENDPOINT_ANNOTATION  # noqa: E402
+from ironpool.api.machine_access import SSH_ENDPOINT_ANNOTATION, ssh_endpoint  # noqa: E402
 from ironpool.api.resources import resolve  # noqa: E402
 from up_harness import UpInstance, machine_domain, wait_for  # noqa: E402
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-from ironpool.api.networking import SSH_ENDPOINT_ANNOTATION
+from ironpool.api.machine_access import SSH_ENDPOINT_ANNOTATION
 
 from tests.cli.conftest import Run
 from tests.conftest import ApiServer

@@ -13,8 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ironpool.api.networking import SSH_ENDPOINT_ANNOTATION
-
+#: The Machine annotation a machinepoollet writes: ``host:port`` where the Machine's SSH server is
+#: reachable (a port forwarded on 127.0.0.1 in user-mode networking). Front ends and ``ironpool ssh``
+#: read it. Defined here, not among the networking models, so front ends read it without pydantic.
+SSH_ENDPOINT_ANNOTATION = "machinepoollet.ironpool.dev/ssh-endpoint"
 SSH_PORT = 22
 DEFAULT_SSH_USER = "root"
 

@@ -24,9 +24,6 @@ NETWORKING_VERSION = "v1alpha1"
 #: Labels on a Network that choose how hosts realise it (see the networking contract).
 MODE_LABEL = "networking.ironpool.dev/mode"
 BRIDGE_LABEL = "networking.ironpool.dev/bridge"
-#: The Machine annotation a machinepoollet writes: ``host:port`` where the Machine's SSH server is
-#: reachable (a port forwarded on 127.0.0.1 in user-mode networking). Front ends and ``ironpool ssh`` read it.
-SSH_ENDPOINT_ANNOTATION = "machinepoollet.ironpool.dev/ssh-endpoint"
 #: IronCore's mark on objects a controller creates for another object's ephemeral source.
 EPHEMERAL_MANAGED_BY = "common.ironcore.dev/ephemeral-managed-by"
 EPHEMERAL_MANAGER = "ephemeral-manager"

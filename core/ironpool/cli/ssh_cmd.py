@@ -17,8 +17,7 @@ import shutil
 
 import click
 
-from ironpool.api.machine_access import ssh_endpoint
-from ironpool.api.networking import SSH_ENDPOINT_ANNOTATION
+from ironpool.api.machine_access import SSH_ENDPOINT_ANNOTATION, ssh_endpoint
 from ironpool.api.resources import resolve
 from ironpool.cli.config import CommandError, connection_options, handle_errors, load_config, make_client
 from ironpool.client.config import default_config_path

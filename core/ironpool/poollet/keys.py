@@ -6,7 +6,7 @@ ironpool poollet and vice versa, and lets an IRI machine be found again by its A
 
 from __future__ import annotations
 
-from ironpool.api import networking
+from ironpool.api import machine_access
 
 # --- machinepoollet -------------------------------------------------------------------------
 MACHINE_UID_LABEL = "machinepoollet.ironcore.dev/machine-uid"
@@ -39,7 +39,7 @@ NETWORK_LABELS_ATTRIBUTE = "rawNetworkLabels"
 MAC_ADDRESS_ATTRIBUTE = "macAddress"
 ADDRESSES_ATTRIBUTE = "addresses"
 # ironpool addition: where the guest's SSH is reachable (host:port), for the front ends.
-SSH_ENDPOINT_ANNOTATION = networking.SSH_ENDPOINT_ANNOTATION
+SSH_ENDPOINT_ANNOTATION = machine_access.SSH_ENDPOINT_ANNOTATION
 
 # --- volumepoollet --------------------------------------------------------------------------
 VOLUME_UID_LABEL = "volumepoollet.ironcore.dev/volume-uid"
