@@ -13,7 +13,8 @@ import pytest
 from aetcd import rpc
 from ironpool.store.etcd import EtcdStore, parse_url
 from ironpool.store.etcd_client import EtcdTls
-from ironpool.store.interface import RevisionCompacted, StoreError, open_store
+from ironpool.store.etcd_codec import WatchedEvent
+from ironpool.store.interface import DECODED_MAX, RevisionCompacted, StoreError, open_store
 
 from tests.helpers.etcd import EtcdCluster, etcd_cluster
 from tests.helpers.wait import eventually
@@ -28,6 +29,20 @@ def doc(name: str, **spec: Any) -> dict[str, Any]:
 
 def root() -> str:
     return f"/etcd-test-{next(_ROOTS)}"
+
+
+def test_a_watch_event_decodes_its_document_on_first_use_only() -> None:
+    small = WatchedEvent("ADDED", "/k", b'{"metadata":{"resourceVersion":"7"},"spec":{"a":1}}', 7)
+    held = small.held_bytes
+    first = small.object
+    assert first == {"metadata": {"resourceVersion": "7"}, "spec": {"a": 1}}
+    assert small.object is first  # decoded once, then shared
+    assert small.held_bytes == held  # the ring's byte count does not move when a reader decodes
+    big_raw = b'{"metadata":{},"spec":{"x":"%s"}}' % (b"y" * DECODED_MAX)
+    big = WatchedEvent("MODIFIED", "/k", big_raw, 8)
+    assert big.object["spec"]["x"] == "y" * DECODED_MAX
+    assert big.object is not big.object  # too large to keep decoded beside its JSON
+    assert big.held_bytes == len(big_raw)
 
 
 def test_url_endpoints_prefix_and_options() -> None:

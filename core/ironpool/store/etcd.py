@@ -167,7 +167,7 @@ class EtcdStore(Store):
             type_ = "DELETED"
             value = event.prev_kv.value if event.HasField("prev_kv") else b'{"metadata":{}}'
         rev = kv.mod_revision
-        return StoreEvent.from_raw(type_, key, codec.raw_at(value, rev), rev)
+        return codec.WatchedEvent(type_, key, codec.raw_at(value, rev), rev)
 
     # -- calls ---------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from ironpool.store.interface import Document
+from ironpool.store.interface import DECODED_FACTOR, DECODED_MAX, Document, EventType, StoreEvent
 
 _HEAD = b'{"metadata":{'
 _AT = len(_HEAD)
@@ -47,6 +47,37 @@ def doc_at(value: bytes, revision: int) -> Document:
         meta = doc["metadata"] = {}
     meta["resourceVersion"] = str(revision)
     return doc
+
+
+class WatchedEvent(StoreEvent):
+    """A watch event whose document is decoded on first use, not on arrival.
+
+    An apiserver's feed carries every write of the cluster, most of them read by no watcher there
+    (the other apiservers' writes of kinds nothing here follows) or streamed as ``raw``; decoding
+    each on arrival was a large share of what an event cost. The ring's byte count is the same as
+    for an eagerly decoded event, so it does not change when a reader decodes one.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, type: EventType, key: str, raw: bytes, revision: int) -> None:
+        super().__init__(type, key, None, revision, raw)
+
+    @property
+    def object(self) -> Document:
+        doc = self._object
+        if doc is None:
+            assert self.raw is not None
+            doc = orjson.loads(self.raw)
+            if len(self.raw) <= DECODED_MAX:
+                self._object = doc
+        return doc
+
+    @property
+    def held_bytes(self) -> int:
+        assert self.raw is not None
+        size = len(self.raw)
+        return size * (1 + DECODED_FACTOR) if size <= DECODED_MAX else size
 
 
 def guard_encode(value: Document) -> bytes:
