@@ -42,6 +42,9 @@ CREATE TABLE IF NOT EXISTS guards (
 ) WITHOUT ROWID;
 """
 
+#: the page cache of the store's connection, in KiB (SQLite allocates it as pages are read)
+CACHE_KIB = 64 * 1024
+
 # ``events.type`` holds the index of the event's type here.
 EVENT_TYPES: tuple[EventType, EventType, EventType] = ("ADDED", "MODIFIED", "DELETED")
 TYPE_CODE: dict[EventType, int] = {t: i for i, t in enumerate(EVENT_TYPES)}
@@ -54,6 +57,9 @@ def connect(path: str) -> sqlite3.Connection:
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
     db.execute("PRAGMA busy_timeout=5000")
+    # SQLite's default page cache is 2 MiB: past a few thousand objects (and their log) point reads
+    # missed it and asked the OS for pages (measured over 7,000 objects: 15 -> 9 us a read).
+    db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
     db.executescript(_SCHEMA)
     return db
 
