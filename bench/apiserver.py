@@ -395,8 +395,19 @@ async def fan_out(target: Target | list[Target], watchers: int, events: int, cli
             "create_per_s_meanwhile": created["per_s"]}
 
 
+def etcd_calls(endpoints: list[str]) -> dict[str, int]:
+    """The unary gRPC calls the members have answered, by method (from their Prometheus metrics)."""
+    calls: dict[str, int] = {}
+    for endpoint in endpoints:
+        for line in httpx.get(f"http://{endpoint}/metrics", timeout=5).text.splitlines():
+            if line.startswith("grpc_server_started_total{") and 'grpc_type="unary"' in line:
+                method = line.partition('grpc_method="')[2].partition('"')[0]
+                calls[method] = calls.get(method, 0) + int(float(line.rpartition(" ")[2]))
+    return calls
+
+
 async def compare_stores(args: argparse.Namespace, targets: dict[str, list[Target]],
-                         etcd_pids: list[int]) -> dict[str, object]:
+                         etcd_pids: list[int], endpoints: list[str]) -> dict[str, object]:
     result: dict[str, dict[str, object]] = {name: {} for name in targets}
     for group in targets.values():
         conn = group[0].conn()
@@ -407,16 +418,20 @@ async def compare_stores(args: argparse.Namespace, targets: dict[str, list[Targe
         }).encode())
         conn.close()
         assert status == 201, payload
-    etcd_cpu = sum(cpu_seconds(pid) for pid in etcd_pids)
+    etcd_cpu, calls = sum(cpu_seconds(pid) for pid in etcd_pids), etcd_calls(endpoints)
     creates = await interleaved(args, targets, args.creates,
                                 lambda i: ("POST", MACHINES, machine(f"m{i:07d}")), 201)
     etcd_cpu = sum(cpu_seconds(pid) for pid in etcd_pids) - etcd_cpu
+    calls = {m: n - calls.get(m, 0) for m, n in etcd_calls(endpoints).items() if n > calls.get(m, 0)}
     gets = await interleaved(args, targets, args.gets,
                              lambda i: ("GET", f"{MACHINES}/m{(i * 7919) % args.creates:07d}", b""), 200)
     for name in targets:
         result[name]["create"], result[name]["get"] = creates[name], gets[name]
     # What the members spent, beside the apiservers' server_cpu_us (all three share these cores here).
     result["etcd"]["create"]["etcd_members_cpu_us"] = round(etcd_cpu / args.creates * 1e6, 1)  # type: ignore[index]
+    # Unary gRPC calls the apiservers made per create, by method (watch streams are not counted).
+    result["etcd"]["create"]["etcd_calls"] = {  # type: ignore[index]
+        m: round(n / args.creates, 2) for m, n in sorted(calls.items())}
     order = [*targets, *list(targets)[::-1]]
     fan: dict[str, list[dict[str, float]]] = {name: [] for name in targets}
     for i, name in enumerate(order):
@@ -448,7 +463,8 @@ def store_comparison(args: argparse.Namespace) -> dict[str, object]:
         cluster = stack.enter_context(etcd_cluster(3, fast=args.etcd_data == "tmpfs", base=base))
         etcd = [stack.enter_context(serving(store=cluster.url("/bench")))[1] for _ in range(2)]
         pids = [m.process.pid for m in cluster.members if m.process is not None]
-        result = uvloop.run(compare_stores(args, {"sqlite": [sqlite], "etcd": etcd}, pids))
+        endpoints = [m.endpoint for m in cluster.members]
+        result = uvloop.run(compare_stores(args, {"sqlite": [sqlite], "etcd": etcd}, pids, endpoints))
     result.update(clients=args.clients, cores=os.cpu_count(),
                   etcd_setup={"members": 3, "apiservers": 2, "data": args.etcd_data},
                   note="load generator, apiservers and etcd members share the same cores")
