@@ -30,6 +30,7 @@ from ironpool.api.resources import ResourceInfo
 from ironpool.apiserver.auth import Authenticator, Authorizer, ObjectCheck, User
 from ironpool.apiserver.bodies import APPLY_PATCH, JSON, STRATEGIC_PATCH, LargeBodies, media_type, read_body
 from ironpool.apiserver.bootstrap import Bootstrap
+from ironpool.apiserver.collector import collect_less, freeze_started
 from ironpool.apiserver.connections import mark_authenticated, uvicorn_options
 from ironpool.apiserver.inflight import DEFAULT_PER_USER, InFlight
 from ironpool.apiserver.metrics import Metrics
@@ -314,7 +315,7 @@ async def serve(
     """Serve the API on ``host:port`` in the running event loop until cancelled or signalled.
 
     With ``tls`` it serves HTTPS (and accepts client certificates of its client CA), otherwise
-    plain HTTP.
+    plain HTTP. It tunes the process's garbage collector for serving (:mod:`.collector`).
     """
     import uvicorn
 
@@ -334,6 +335,7 @@ async def serve(
         backlog=4096,
         **protocol_options,
     )
+    collect_less()  # this process serves requests: see .collector
     starting = asyncio.get_running_loop().create_task(_start_early(app.state.apiserver),
                                                       name="ironpool-apiserver-start")
     try:
@@ -347,6 +349,8 @@ async def _start_early(server: ApiServer) -> None:
         await server.start()
     except Exception as exc:  # the store may not answer yet: /readyz and the first request try again
         log.warning("apiserver start-up deferred: %s", exc)
+        return
+    freeze_started()  # the indexes the start-up built live as long as the server
 
 
 __all__ = ["build_app", "serve"]
