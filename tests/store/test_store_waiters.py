@@ -34,7 +34,25 @@ async def test_a_cancelled_watcher_stops_waiting_and_wake_all_releases_the_rest(
     gone.cancel()
     with pytest.raises(asyncio.CancelledError):
         await gone
-    assert len(waiters._waiting) == 1
+    assert len(waiters) == 1
     waiters.wake_all()
     assert await asyncio.wait_for(kept, 1) == 1
     waiters.publish([event("/a/x", 2)])  # nobody waits: nothing to do
+
+
+async def test_watchers_of_a_shared_prefix_of_every_key_and_of_a_partial_name_all_wake() -> None:
+    waiters = PrefixWaiters()
+    kinds = [asyncio.ensure_future(waiters.wait("/m/", 5)) for _ in range(2)]  # an HTTP watch, a mirror
+    everything = asyncio.ensure_future(waiters.wait("", 5))
+    partial = asyncio.ensure_future(waiters.wait("/m/ab", 5))  # not at a "/": a name's beginning
+    other = asyncio.ensure_future(waiters.wait("/m/x/", 5))
+    await asyncio.sleep(0)
+    waiters.publish([event("/p/a", 6)])
+    assert await asyncio.wait_for(everything, 1) == 5
+    waiters.publish([event("/m/abc", 7)])
+    assert [await asyncio.wait_for(k, 1) for k in kinds] == [6, 6]  # 6 was not theirs
+    assert await asyncio.wait_for(partial, 1) == 6
+    await asyncio.sleep(0)
+    assert not other.done() and len(waiters) == 1
+    waiters.wake_all()
+    assert await asyncio.wait_for(other, 1) == 7  # everything published so far was not its own
