@@ -10,8 +10,7 @@ Writers through other apiservers still meet the store's compare-and-swap, and ar
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
+from types import TracebackType
 
 
 class KeyLocks:
@@ -20,19 +19,43 @@ class KeyLocks:
     def __init__(self) -> None:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
-    @contextlib.asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[key]
-            if users == 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
+    def hold(self, key: str) -> _Held:
+        """``async with locks.hold(key):`` the key's lock, held for the block."""
+        return _Held(self._locks, key)
 
     def __len__(self) -> int:
         return len(self._locks)
+
+
+class _Held:
+    """One hold of a key's lock. A class, not a generator-based context manager: every write takes
+    one, and a generator costs it several times as much to enter and leave."""
+
+    __slots__ = ("_key", "_lock", "_locks")
+
+    def __init__(self, locks: dict[str, tuple[asyncio.Lock, int]], key: str) -> None:
+        self._locks, self._key = locks, key
+        self._lock: asyncio.Lock | None = None
+
+    async def __aenter__(self) -> None:
+        lock, users = self._locks.get(self._key) or (asyncio.Lock(), 0)
+        self._locks[self._key] = (lock, users + 1)
+        self._lock = lock
+        try:
+            await lock.acquire()
+        except BaseException:
+            self._release_use()
+            raise
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        assert self._lock is not None
+        self._lock.release()
+        self._release_use()
+
+    def _release_use(self) -> None:
+        lock, users = self._locks[self._key]
+        if users == 1:
+            del self._locks[self._key]
+        else:
+            self._locks[self._key] = (lock, users - 1)
