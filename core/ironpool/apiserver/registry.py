@@ -78,7 +78,7 @@ from ironpool.apiserver.objectmeta import (
     tracker,
 )
 from ironpool.apiserver.read_modify_write import (
-    CONFLICT_RETRIES,
+    GuardRetries,
     Unconfirmed,
     read_modify_write,
     too_many_writers,
@@ -161,7 +161,8 @@ class Registry:
         key = info.key(ns, name)
         await self.admission.ready()
         attrs = Attributes("CREATE", info, ns, name, None, obj, dry_run=dry_run)
-        for _ in range(CONFLICT_RETRIES):
+        retries = GuardRetries()
+        while True:
             # Admission's check, then the write with no suspension in between (see .admission).
             self.admission.validate(attrs)
             try:
@@ -177,9 +178,8 @@ class Registry:
                     guarded.revision = revision_of(created)
                 break
             except GuardConflict:
-                continue  # the state admission decided on moved: decide again
-        else:
-            raise too_many_writers(info, name)
+                if not await retries.again():  # the state admission decided on moved: decide again
+                    raise too_many_writers(info, name) from None
         self._committed(info, key, created)
         return created
 
