@@ -122,9 +122,6 @@ class HostProcess(abc.ABC):
         root = logging.getLogger()
         root.addHandler(handler)
         root.setLevel(self.options.log_level.upper())
-        if root.level > logging.DEBUG:
-            # One line per HTTP request from every controller drowns what matters.
-            logging.getLogger("httpx").setLevel(logging.WARNING)
         self._log_handler = handler
 
     def _teardown_logging(self) -> None:
