@@ -50,4 +50,4 @@ def resource(api_version: str, kind: str) -> ResourceInfo:
     group, version = api_version.rpartition("/")[::2]
     return ResourceInfo(group=group, version=version, kind=kind, plural=plural, singular=kind.lower(),
                         short_names=short_names, namespaced=namespaced, has_status=has_status,
-                        model=None)
+                        model=None)  # type: ignore[arg-type, unused-ignore]  # the *_raw calls never read it
