@@ -8,8 +8,9 @@ that needs only the errors or the quantities does not pay for every pydantic mod
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ironpool.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ironpool.api.compute import Machine, MachineClass, MachinePool, MachineSpec, MachineStatus
@@ -107,10 +108,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _MODULES)
