@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -49,13 +48,6 @@ def test_authenticate() -> None:
 def test_unreadable_token_file_names_the_option(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="--token-file"):
         Authenticator.from_file(tmp_path / "missing.csv")
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = SQLiteStore(str(tmp_path / "s.db"))
-    yield s
-    await s.close()
 
 
 async def test_authorizer_hook_can_forbid(store: SQLiteStore) -> None:

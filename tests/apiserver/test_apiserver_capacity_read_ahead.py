@@ -3,8 +3,7 @@ usage key once, 64 to a round trip (in-process, over a real SQLite store)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -16,13 +15,6 @@ from ironpool.store.sqlite import SQLiteStore
 
 COMPUTE = "compute.ironcore.dev/v1alpha1"
 POOLS = 150
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = SQLiteStore(str(tmp_path / "capacity.db"))
-    yield s
-    await s.close()
 
 
 def binding(pool: str) -> dict[str, Any]:

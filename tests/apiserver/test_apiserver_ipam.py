@@ -5,8 +5,6 @@ from the store after a restart."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,13 +15,6 @@ from ironpool.store.sqlite import SQLiteStore
 
 NETWORKS, NICS, PREFIXES = resolve("network"), resolve("networkinterface"), resolve("prefix")
 NS = "default"
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = SQLiteStore(str(tmp_path / "ipam.db"))
-    yield s
-    await s.close()
 
 
 @pytest.fixture

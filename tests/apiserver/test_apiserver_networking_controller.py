@@ -4,8 +4,6 @@ and a Machine whose NIC cannot be made yet gets an Event and its NIC once an add
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,13 +19,6 @@ NETWORKS, NICS, PREFIXES = resolve("network"), resolve("networkinterface"), reso
 MACHINES, CLASSES, EVENTS = resolve("machine"), resolve("machineclass"), resolve("event")
 NS = "default"
 TIMEOUT = 10.0
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = SQLiteStore(str(tmp_path / "networking.db"))
-    yield s
-    await s.close()
 
 
 async def seeded(store: SQLiteStore) -> Registry:

@@ -3,7 +3,6 @@ a real SQLite store (the HTTP face is tested against a real process in test_apis
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -22,13 +21,6 @@ from tests.helpers.wait import eventually
 
 COMPUTE = "compute.ironcore.dev/v1alpha1"
 MACHINES, CLASSES, SECRETS = resolve("machines"), resolve("machineclasses"), resolve("secrets")
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = SQLiteStore(str(tmp_path / "registry.db"))
-    yield s
-    await s.close()
 
 
 def machine(name: str, **meta: Any) -> dict[str, Any]:
