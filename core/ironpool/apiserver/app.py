@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import logging
 import time
 from typing import Any
@@ -30,7 +31,6 @@ from ironpool.api.resources import ResourceInfo
 from ironpool.apiserver.auth import Authenticator, Authorizer, ObjectCheck, User
 from ironpool.apiserver.bodies import APPLY_PATCH, JSON, STRATEGIC_PATCH, LargeBodies, media_type, read_body
 from ironpool.apiserver.bootstrap import Bootstrap
-from ironpool.apiserver.collector import collect_less, freeze_started
 from ironpool.apiserver.connections import mark_authenticated, uvicorn_options
 from ironpool.apiserver.inflight import DEFAULT_PER_USER, InFlight
 from ironpool.apiserver.metrics import Metrics
@@ -55,6 +55,7 @@ from ironpool.apiserver.responses import error_response, json_response
 from ironpool.apiserver.tables import include_object, table_version, writer_for
 from ironpool.apiserver.tls import TlsFiles, client_subject
 from ironpool.apiserver.watch_stream import WatchStreams
+from ironpool.gc_tuning import collect_less
 from ironpool.store.interface import Store
 
 log = logging.getLogger("ironpool.apiserver")
@@ -335,7 +336,7 @@ async def serve(
         backlog=4096,
         **protocol_options,
     )
-    collect_less()  # this process serves requests: see .collector
+    collect_less()  # this process serves requests: see ironpool.gc_tuning
     starting = asyncio.get_running_loop().create_task(_start_early(app.state.apiserver),
                                                       name="ironpool-apiserver-start")
     try:
@@ -350,7 +351,7 @@ async def _start_early(server: ApiServer) -> None:
     except Exception as exc:  # the store may not answer yet: /readyz and the first request try again
         log.warning("apiserver start-up deferred: %s", exc)
         return
-    freeze_started()  # the indexes the start-up built live as long as the server
+    gc.freeze()  # the indexes the start-up built live as long as the server (ironpool.gc_tuning)
 
 
 __all__ = ["build_app", "serve"]
