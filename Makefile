@@ -1,21 +1,36 @@
 # The two commands of the README: `make demo` and `make test`.
+# Our own runs install exactly what uv.lock pins (every extra); `make lock` refreshes the lock within
+# pyproject.toml's ranges. uv itself comes from PyPI by hash, into .venv-tools.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+TOOLS := .venv-tools
+UV := $(TOOLS)/bin/uv
+STAMP := $(VENV)/.synced
+# uv uses this machine's Python, never one it downloads; UV_NO_CACHE=1 makes it fetch everything anew.
+export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: host venv demo test lint stubs bench clean rig rig-down
+.PHONY: host venv lock demo test lint stubs clean rig rig-down
 
 host:
 	bash scripts/setup-host.sh
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,etcd,pulumi,ansible]'
+$(UV): scripts/uv-requirements.txt
+	$(PYTHON) -m venv --clear $(TOOLS)
+	$(TOOLS)/bin/pip install -q --disable-pip-version-check --require-hashes -r scripts/uv-requirements.txt
+	touch $(UV)
+
+# --locked: refuse a lock that no longer matches pyproject.toml (run `make lock`) instead of
+# resolving anew; --all-extras: the front ends, etcd and the test tools; exact: nothing else stays.
+$(STAMP): pyproject.toml uv.lock $(UV)
+	$(UV) sync --locked --all-extras --python $(PYTHON)
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# The newest versions pyproject.toml's ranges allow, written to uv.lock (commit it with what it fixes).
+lock: $(UV)
+	$(UV) lock --upgrade --python $(PYTHON)
 
 # Main job: a fresh machine to a running VM declared by IaC.
 demo: host venv
@@ -42,4 +57,4 @@ stubs: venv
 	$(PY) -m ironpool.iri.regen
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(TOOLS) .pytest_cache
