@@ -27,26 +27,32 @@ getent group kvm >/dev/null || sudo_ groupadd -r kvm
 id libvirt-qemu >/dev/null 2>&1 || sudo_ useradd -r -g libvirt-qemu -G kvm -d /var/lib/libvirt -s /usr/sbin/nologin libvirt-qemu
 sudo_ mkdir -p /var/log/libvirt /var/run/libvirt /var/lib/libvirt /var/lib/libvirt/images
 
-# No systemd and no SELinux/AppArmor here: run QEMU as root without relabelling.
-conf=/etc/libvirt/qemu.conf
-if ! grep -q '^# ironpool' "$conf" 2>/dev/null; then
-  sudo_ tee -a "$conf" >/dev/null <<'CONF'
-# ironpool: containers without systemd or security modules
-user = "root"
-group = "root"
-dynamic_ownership = 0
-security_driver = "none"
-CONF
-fi
+# How libvirt runs QEMU: the distribution's defaults (see libvirt-config.sh); exit 10 means its
+# configuration changed and a libvirtd this script started must start again to read it.
+restart=0
+sudo_ bash "$(dirname "$0")/libvirt-config.sh" || { rc=$?; [ "$rc" -eq 10 ] || exit "$rc"; restart=1; }
 
-if ! virsh -c qemu:///system version >/dev/null 2>&1; then
-  echo "==> starting libvirtd"
-  pgrep -x virtlogd >/dev/null || sudo_ virtlogd -d
-  pgrep -x libvirtd >/dev/null || sudo_ libvirtd -d
-  for _ in $(seq 1 100); do
-    virsh -c qemu:///system version >/dev/null 2>&1 && break
-    sleep 0.1
-  done
-  virsh -c qemu:///system version >/dev/null || { echo "libvirtd did not come up; see /var/log/libvirt" >&2; exit 1; }
+libvirt_up() { virsh -c qemu:///system version >/dev/null 2>&1; }
+if [ -d /run/systemd/system ]; then
+  libvirt_up || { echo "==> starting libvirtd"; sudo_ systemctl start libvirtd; }
+else
+  # No init system to ask: start the daemons ourselves (running domains survive a restart).
+  if [ "$restart" -eq 1 ] && pgrep -x libvirtd >/dev/null; then
+    echo "==> restarting libvirtd to apply its configuration"
+    sudo_ pkill -x libvirtd
+    for _ in $(seq 1 100); do pgrep -x libvirtd >/dev/null || break; sleep 0.1; done
+  fi
+  if ! libvirt_up; then
+    echo "==> starting libvirtd"
+    pgrep -x virtlogd >/dev/null || sudo_ virtlogd -d
+    pgrep -x libvirtd >/dev/null || sudo_ libvirtd -d
+  fi
 fi
+for _ in $(seq 1 100); do libvirt_up && break; sleep 0.1; done
+libvirt_up || { echo "libvirtd did not come up; see /var/log/libvirt" >&2; exit 1; }
+qemu_user=$(virsh -c qemu:///system capabilities | tr -d '\n' |
+  sed -n "s|.*<model>dac</model>.*<baselabel type='qemu'>\([^<]*\)</baselabel>.*|\1|p")
+qemu_uid=${qemu_user%%:*}
+qemu_name=$(getent passwd "${qemu_uid#+}" | cut -d: -f1 || true)
+echo "==> QEMU runs as ${qemu_name:-uid ${qemu_uid#+}} (libvirt's DAC label ${qemu_user:-unknown})"
 echo "==> host ready: $(virsh -c qemu:///system version | grep -i 'running hypervisor' || true)"

@@ -6,7 +6,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,8 @@ from ironpool.apiserver.auth import Authenticator
 from ironpool.client import AsyncClient, ClientConfig
 from ironpool.runtime.machine.classes import load_classes as load_machine_classes
 from ironpool.runtime.volume.classes import load_classes as load_volume_classes
+
+from tests.helpers.qemu_dirs import qemu_tmpdir
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_CLASSES = REPO / "examples" / "classes"
@@ -70,7 +71,7 @@ def test_socket_paths_too_long_for_unix_sockets_are_refused(tmp_path: Path) -> N
     deep = tmp_path / ("x" * 100)
     with pytest.raises(DataDirError, match="longer than"):
         DataDir(deep).prepare()
-    short = Path(tempfile.mkdtemp(prefix="ipu-"))
+    short = qemu_tmpdir("ipu-")
     try:
         DataDir(short / "d").prepare()
         assert (short / "d" / "sockets").is_dir()
@@ -152,7 +153,7 @@ def test_up_reports_a_busy_port_and_releases_the_data_dir() -> None:
 
     from ironpool.cli.main import cli
 
-    work = Path(tempfile.mkdtemp(prefix="ipu-"))
+    work = qemu_tmpdir("ipu-")
     data = work / "d"
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -179,7 +180,7 @@ async def test_stop_while_starting_abandons_the_start_and_kills_the_image_build(
     from ironpool.allinone.progress import Progress
     from ironpool.allinone.up import AllInOne, UpOptions
 
-    work = Path(tempfile.mkdtemp(prefix="ipu-"))
+    work = qemu_tmpdir("ipu-")
     marker = work / "build.pid"
     script = work / "slow-build.sh"
     script.write_text(f"echo $$ > {marker}\nexec sleep 60\n")

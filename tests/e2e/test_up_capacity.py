@@ -18,9 +18,10 @@ from ironpool.api.errors import NotFound
 from ironpool.api.resources import resolve
 from up_harness import UpInstance, machine_domain, wait_for
 
+from tests.helpers.guests import boot_deadline
 from tests.helpers.runtimes import REPO
 
-pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
+pytestmark = [pytest.mark.libvirt, pytest.mark.slow, pytest.mark.guests]
 
 MACHINES, POOLS = resolve("machines"), resolve("machinepools")
 COUNT = 20
@@ -85,7 +86,7 @@ def test_twenty_machines_run_and_the_21st_waits_for_capacity(make_up: Callable[.
             items = client.list_raw(MACHINES, "default", label_selector="e2e=capacity").items
             return sum((m.get("status") or {}).get("state") == "Running" for m in items) == COUNT
 
-        wait_for(all_running, 180, f"{COUNT} machines Running", interval=0.5)
+        wait_for(all_running, boot_deadline(COUNT), f"{COUNT} machines Running", interval=0.5)
         assert len(up.domains()) == COUNT
         pool = client.get_raw(POOLS, up.pool)["status"]
         assert pool["allocatable"]["class/machine.e2e-nano"] == "0"
@@ -119,7 +120,7 @@ def test_twenty_machines_run_and_the_21st_waits_for_capacity(make_up: Callable[.
 
         wait_for(deleted, 30, f"{names[0]} to be deleted")
         wait_for(lambda: (client.get_raw(MACHINES, "cap-extra", "default").get("status") or {}).get("state")
-                 == "Running", 60, "cap-extra to run once capacity freed up")
+                 == "Running", boot_deadline(1), "cap-extra to run once capacity freed up")
         assert machine_domain(gone)[1] not in up.domains()
         assert len(up.domains()) == COUNT
     finally:

@@ -14,6 +14,7 @@ import libvirt
 import pytest
 from up_harness import UpInstance, machine_domain, wait_for
 
+from tests.helpers.qemu_dirs import let_qemu_through
 from tests.helpers.runtimes import LIBVIRT_URI
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
@@ -39,7 +40,7 @@ def test_a_host_joins_ironpool_up_and_runs_what_is_scheduled_there(
     argv = shlex.split(created.stdout.strip())
     assert argv[:3] == ["ironpool", "join", up.url] and argv[argv.index("--pool") + 1] == pool
 
-    data_dir = tmp_path / "h"
+    data_dir = let_qemu_through(tmp_path) / "h"
     out = open(tmp_path / "join.out", "wb")  # noqa: SIM115 - handed to the child
     join = subprocess.Popen([sys.executable, "-m", "ironpool.cli.main", *argv[1:], "--data-dir",
                              str(data_dir), "--images", str(tiny_images), "--no-tiny-image",

@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any, TypeVar
 import httpx
 
 from tests.helpers.net import free_port
+from tests.helpers.qemu_dirs import qemu_tmpdir
 from tests.helpers.runtimes import LIBVIRT_URI, REPO, destroy_storage_pool, owned_domains, remove_domains
 from tests.helpers.wait import wait_for as _wait_for
 
@@ -54,9 +54,11 @@ class UpInstance:
 
     def __post_init__(self) -> None:
         # Short paths: unix socket paths must stay under 108 bytes.
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"ipe2e-{self.tag}-"))
+        self.workdir = qemu_tmpdir(f"ipe2e-{self.tag}-")
         self.data_dir = self.workdir / "d"
-        self.config_path = self.workdir / "config.yaml"
+        # The client configuration in a folder of its own, as ~/.config/ironpool is: the example
+        # playbook makes the folder beside it (its SSH key's) private, which the data dir's must not be.
+        self.config_path = self.workdir / "client" / "config.yaml"
         if self.default_names:
             from ironpool.allinone.datadir import default_pool_name, default_storage_pool
 

@@ -29,12 +29,13 @@ import libvirt
 import pytest
 
 from tests.e2e.up_harness import machine_domain
+from tests.helpers.guests import boot_deadline
 from tests.helpers.runtimes import LIBVIRT_URI
 from tests.helpers.wait import wait_for
 from tests.rig.harness import started_rig
 from tests.rig.rig import Rig
 
-pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
+pytestmark = [pytest.mark.libvirt, pytest.mark.slow, pytest.mark.guests]
 
 GRACE = 10.0
 COMPUTE = "/apis/compute.ironcore.dev/v1alpha1"
@@ -86,7 +87,7 @@ def create_running(c: httpx.Client, names: list[str], pool: str) -> dict[str, di
         found = {n: get_machine(c, n) for n in names}
         return found if all(state_of(m) == "Running" for m in found.values()) else None
 
-    return wait_for(all_running, 180, f"{len(names)} machines running on {pool}")
+    return wait_for(all_running, boot_deadline(len(names)), f"{len(names)} machines running on {pool}")
 
 
 def pool_health(c: httpx.Client, name: str) -> tuple[str | None, list[str]]:
@@ -141,12 +142,13 @@ def test_a_stopped_host_loses_its_machines_to_others_and_cleans_up_when_it_retur
                 ok = all(pool_of(m) not in (None, "host1") and state_of(m) == "Running" for m in now.values())
                 return now if ok else None
 
-            after = wait_for(moved, 180, "the machines of host1 running on other hosts")
+            after = wait_for(moved, GRACE + boot_deadline(len(names)),
+                             "the machines of host1 running on other hosts")
             moved_after = time.monotonic() - stopped
             for n, m in after.items():
                 assert m["metadata"]["uid"] == uids[n]  # the same Machines, placed again
                 assert domain_active(conn, machine_domain(m["status"]["machineID"])[1])
-            wait_for(lambda: all(booted(rig, m) for m in after.values()), 120,
+            wait_for(lambda: all(booted(rig, m) for m in after.values()), boot_deadline(len(after)),
                      "the moved guests booted on their new hosts")
             # host1 is stopped, not gone: its domains still run until it returns.
             assert all(domain_active(conn, d) for d in old_domains.values())
@@ -189,7 +191,7 @@ def test_drain_moves_ten_running_machines_off_a_pool(rig: Rig) -> None:
             now = moved[name]
             assert now["metadata"]["uid"] == m["metadata"]["uid"] and pool_of(now) != "host2"
             assert domain_active(conn, machine_domain(now["status"]["machineID"])[1])
-        wait_for(lambda: all(booted(rig, m) for m in moved.values()), 180,
+        wait_for(lambda: all(booted(rig, m) for m in moved.values()), boot_deadline(len(moved)),
                  "the 10 moved guests booted on their new hosts")
         booted_after = time.monotonic() - started
         left = c.get(machines_path(), params={"fieldSelector": "spec.machinePoolRef.name=host2"}).json()

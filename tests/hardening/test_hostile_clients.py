@@ -100,7 +100,7 @@ def nested(levels: int) -> tuple[bytes, bytes]:
     return b"data: " + lists, b"data: " + maps
 
 
-def test_yaml_nested_beyond_the_limit_is_a_bad_request_naming_the_limit(server: Server, unchanged: None) -> None:
+def test_yaml_nested_past_the_limit_is_refused_naming_it(server: Server, unchanged: None) -> None:
     # 200 levels: past the apiserver's limit (64), within what any YAML parser accepts, so the refusal
     # is the apiserver's own.
     for body in nested(200):

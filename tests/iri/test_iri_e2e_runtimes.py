@@ -6,7 +6,6 @@ from __future__ import annotations
 import secrets
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as volume_pb2
 from ironpool.iri.ssh import SSHOptions
 from ironpool.iri.transport import connect
 
+from tests.helpers.qemu_dirs import qemu_tmpdir
 from tests.helpers.runtimes import (
     LIBVIRT_URI,
     destroy_storage_pool,
@@ -87,7 +87,7 @@ def _start(work: Path, sock: str, argv: list[str]) -> Runtime:
 @pytest.fixture
 def volume_runtime() -> Iterator[Runtime]:
     require_libvirt()
-    work = Path(tempfile.mkdtemp(prefix="iri-e2e-"))
+    work = qemu_tmpdir("iri-e2e-")
     (work / "classes.yaml").write_text(VOLUME_CLASSES)
     pool = f"ironpool-iri-{secrets.token_hex(4)}"
     sock = str(work / "vr.sock")
@@ -107,7 +107,7 @@ def volume_runtime() -> Iterator[Runtime]:
 @pytest.fixture
 def machine_runtime() -> Iterator[Runtime]:
     require_libvirt()
-    work = Path(tempfile.mkdtemp(prefix="iri-e2e-"))
+    work = qemu_tmpdir("iri-e2e-")
     (work / "classes.yaml").write_text(MACHINE_CLASSES)
     (work / "images").mkdir()
     sock = str(work / "mr.sock")

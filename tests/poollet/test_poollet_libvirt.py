@@ -10,7 +10,6 @@ import contextlib
 import secrets
 import shutil
 import subprocess
-import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from ironpool.poollet.capacity import HostResources
 from ironpool.poollet.machinepoollet import MachinePoolletOptions, run_machinepoollet
 from ironpool.poollet.volumepoollet import VolumePoolletOptions, run_volumepoollet
 
+from tests.helpers.qemu_dirs import qemu_tmpdir
 from tests.helpers.runtimes import (
     LIBVIRT_URI,
     build_tiny_image,
@@ -95,7 +95,7 @@ async def _serving(runtime: AsyncMachineRuntimeClient | AsyncVolumeRuntimeClient
 
 @pytest.fixture
 async def host(tiny_images: Path) -> AsyncIterator[Host]:
-    work = Path(tempfile.mkdtemp(prefix="plv-"))
+    work = qemu_tmpdir("plv-")
     (work / "mc.yaml").write_text(MACHINE_CLASSES)
     (work / "vc.yaml").write_text(VOLUME_CLASSES)
     pool_name = f"ipt-{secrets.token_hex(4)}"

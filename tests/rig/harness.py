@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.etcd import require_etcd
+from tests.helpers.qemu_dirs import let_qemu_through
 from tests.helpers.runtimes import build_tiny_image, require_libvirt
 from tests.rig.rig import Rig, RigError
 
@@ -33,7 +34,7 @@ def started_rig(folder: Path, **options: Any) -> Iterator[Rig]:
     require_etcd()
     images = build_tiny_image()
     etcd_data = Path(tempfile.mkdtemp(prefix="ironpool-rig-etcd-", dir="/dev/shm"))
-    rig = Rig(folder / "r", images, etcd_data=etcd_data, **options)
+    rig = Rig(let_qemu_through(folder) / "r", images, etcd_data=etcd_data, **options)
     try:
         rig.up()
     except RigError as exc:

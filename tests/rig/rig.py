@@ -303,8 +303,11 @@ class Rig:
             raise RigError(f"a rig is already at {self.root}; stop it first: scripts/rig.sh down")
         if not Path(ETCD).exists():
             raise RigError("etcd is not installed (scripts/setup-host.sh installs the etcd-server package)")
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.logs.mkdir(exist_ok=True)
+        # QEMU's user passes through the root to the hosts' disks (0711); the logs, the state file
+        # and the control plane's data dir stay private.
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o711)
+        self.root.chmod(0o711)
+        self.logs.mkdir(exist_ok=True, mode=0o700)
         try:
             self._start_etcd()
             self._start_apiservers()

@@ -37,7 +37,7 @@ from tests.helpers.wait import wait_for
 from tests.rig.rig import Rig, Scheduler
 from tests.scheduler.sched_docs import machine_class, machine_pool
 
-pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
+pytestmark = [pytest.mark.libvirt, pytest.mark.slow, pytest.mark.guests]
 
 COMPUTE = "/apis/compute.ironcore.dev/v1alpha1"
 MERGE = {"Content-Type": "application/merge-patch+json"}

@@ -14,6 +14,7 @@ import os
 import re
 import secrets
 import socket
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -140,12 +141,24 @@ class DataDir:
         return data if isinstance(data, dict) else {}
 
     def prepare(self) -> None:
-        """Create the folders (the root 0700: it holds the admin token) and check socket paths fit."""
+        """Create the folders and check that socket paths fit.
+
+        QEMU runs as its own user and must pass through the root to the images, volumes and machine
+        files below it, so the root lets others search it but not list it (0711); what is private
+        sits in folders of mode 0700 (the CA, the runtimes' sockets, the logs) or in files of mode
+        0600 (tokens, database, kubeconfig)."""
         try:
-            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-            for sub in (self.pki, self.sockets, self.images, self.volumes, self.machine_state, self.classes,
-                        self.logs):
-                sub.mkdir(exist_ok=True)
+            self.root.mkdir(parents=True, exist_ok=True, mode=0o711)
+            os.chmod(self.root, stat.S_IMODE(self.root.stat().st_mode) | stat.S_IXOTH)
+            for private in (self.pki, self.sockets, self.logs):
+                private.mkdir(mode=0o700, exist_ok=True)
+                os.chmod(private, 0o700)
+            for shared in (self.images, self.volumes, self.machine_state, self.classes):
+                shared.mkdir(exist_ok=True)
+            # A database made before the root was searchable, when its mode did not matter.
+            for db_file in (self.db, Path(f"{self.db}-wal"), Path(f"{self.db}-shm")):
+                if db_file.exists():
+                    os.chmod(db_file, 0o600)
         except OSError as exc:
             raise DataDirError(f"--data-dir {self.root}: cannot create it: {exc.strerror}") from exc
         for sock in (self.machine_socket, self.volume_socket):

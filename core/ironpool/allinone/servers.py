@@ -194,10 +194,11 @@ class MachineRuntimeRunner:
     async def start(self, timeout: float = 60.0) -> None:
         from ironpool.runtime.machine.console_server import ConsoleServer
         from ironpool.runtime.machine.server import serve
+        from ironpool.runtime.qemu_access import QemuAccessError
 
         try:
             self._core = await asyncio.to_thread(self._open_core)
-        except (ConnectionError, ValueError) as exc:
+        except (ConnectionError, ValueError, QemuAccessError) as exc:
             raise StartError(f"machine runtime: {exc}") from exc
         console = ConsoleServer(self._core, "127.0.0.1", 0)
         started = asyncio.Event()

@@ -114,6 +114,7 @@ def libvirt_runtime(
     from ironpool.runtime.machine.classes import ClassFileError
     from ironpool.runtime.machine.nics import NetworkSettings
     from ironpool.runtime.machine.server import serve
+    from ironpool.runtime.qemu_access import QemuAccessError
 
     host, sep, port_text = streaming_address.rpartition(":")
     if not sep or not port_text.isdigit():
@@ -142,7 +143,7 @@ def libvirt_runtime(
         core, console = build(cfg)
     except ClassFileError as exc:
         raise click.BadParameter(str(exc), param_hint="--classes") from exc
-    except ConnectionError as exc:
+    except (ConnectionError, QemuAccessError) as exc:
         raise click.ClickException(str(exc)) from exc
 
     async def main() -> None:

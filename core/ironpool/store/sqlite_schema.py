@@ -14,7 +14,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import os
 import sqlite3
 from typing import IO
 
@@ -51,7 +53,11 @@ TYPE_CODE: dict[EventType, int] = {t: i for i, t in enumerate(EVENT_TYPES)}
 
 
 def connect(path: str) -> sqlite3.Connection:
-    """The file at ``path`` in WAL mode with ``synchronous=NORMAL``, its tables created."""
+    """The file at ``path`` in WAL mode with ``synchronous=NORMAL``, its tables created; a new file is
+    made readable by its owner only (it holds Secrets; SQLite gives its -wal and -shm files the same mode)."""
+    if path != ":memory:" and not path.startswith("file:"):
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     # Autocommit mode: transactions are opened explicitly with BEGIN IMMEDIATE.
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     db.execute("PRAGMA journal_mode=WAL")

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import secrets
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from machine_runtime_helpers import RuntimeProc, remove_test_domains
 
+from tests.helpers.qemu_dirs import qemu_tmpdir
 from tests.helpers.runtimes import build_tiny_image, libvirt_ok, require_libvirt
 
 SESSION = secrets.token_hex(6)
@@ -40,7 +40,7 @@ def tiny_images() -> Path:
 @pytest.fixture(scope="module")
 def runtime(tiny_images: Path, test_session: str) -> Iterator[RuntimeProc]:
     """A started ``ironpool libvirt-runtime`` with its own state dir and socket (short path)."""
-    workdir = Path(tempfile.mkdtemp(prefix="imr-"))
+    workdir = qemu_tmpdir("imr-")
     proc = RuntimeProc(workdir=workdir, images=tiny_images)
     proc.start()
     try:

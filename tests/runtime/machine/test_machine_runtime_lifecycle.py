@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from machine_runtime_helpers import (
     machine_request,
 )
 
+from tests.helpers.qemu_dirs import qemu_tmpdir
 from tests.helpers.runtimes import (
     LIBVIRT_URI,
     destroy_storage_pool,
@@ -50,7 +50,7 @@ metadata: {name: plain}
 @pytest.fixture
 def volume_runtime() -> Iterator[vgrpc.VolumeRuntimeStub]:
     """The project's volume runtime on its own libvirt dir pool (removed afterwards)."""
-    workdir = Path(tempfile.mkdtemp(prefix="imv-"))
+    workdir = qemu_tmpdir("imv-")
     (workdir / "classes.yaml").write_text(VOLUME_CLASSES)
     pool = f"ironpool-mtest-{os.getpid()}-{int(time.time())}"
     sock = workdir / "v.sock"

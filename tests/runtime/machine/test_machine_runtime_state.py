@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
-from pathlib import Path
 
 import grpc
 import libvirt
@@ -22,6 +20,7 @@ from machine_runtime_helpers import (
     session_domains,
 )
 
+from tests.helpers.qemu_dirs import qemu_tmpdir
 from tests.helpers.runtimes import LIBVIRT_URI
 from tests.helpers.wait import wait_for
 
@@ -75,7 +74,7 @@ def test_restart_rebuilds_state_from_libvirt(runtime: RuntimeProc, test_session:
     assert runtime.machines(nasty=NASTY[:-1]) == []
 
     # a second runtime on the same host (another state dir) leaves these machines alone
-    other = RuntimeProc(workdir=Path(tempfile.mkdtemp(prefix="imo-")), images=runtime.images)
+    other = RuntimeProc(workdir=qemu_tmpdir("imo-"), images=runtime.images)
     try:
         other.start()
         assert other.machines(app=f"restart-{test_session}") == []
@@ -297,7 +296,7 @@ def test_reconnects_when_libvirtd_drops_the_connection(runtime: RuntimeProc, tes
 
 def test_image_gone_later_is_pending_with_a_warning(runtime: RuntimeProc, test_session: str) -> None:
     """An image removed from the catalog after create: power on gives a Warning event and Pending."""
-    workdir = Path(tempfile.mkdtemp(prefix="imi-"))
+    workdir = qemu_tmpdir("imi-")
     shutil.copytree(runtime.images / "tiny", workdir / "images" / "vanishing")
     own = RuntimeProc(workdir=workdir, images=workdir / "images")
     try:

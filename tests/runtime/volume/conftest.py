@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import secrets
 import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from volume_runtime_helpers import CLASSES_YAML, VolumeRuntimeProc
 
+from tests.helpers.qemu_dirs import qemu_tmpdir
 from tests.helpers.runtimes import destroy_storage_pool, require_libvirt
 
 
@@ -19,7 +18,7 @@ from tests.helpers.runtimes import destroy_storage_pool, require_libvirt
 def runtime_env() -> Iterator[VolumeRuntimeProc]:
     """An unstarted runtime with its own pool name and folders (short paths: unix sockets)."""
     require_libvirt()
-    workdir = Path(tempfile.mkdtemp(prefix="ivr-"))
+    workdir = qemu_tmpdir("ivr-")
     classes = workdir / "classes.yaml"
     classes.write_text(CLASSES_YAML)
     images = workdir / "images"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ironpool.runtime.errors import Internal
 from ironpool.runtime.images import Image
+from ironpool.runtime.qemu_access import make_dirs
 
 from .model import VolumeRecord
 
@@ -32,13 +33,13 @@ def virtual_size(path: Path) -> int:
 
 def create_empty(path: Path, size_bytes: int) -> None:
     """A sparse qcow2 of ``size_bytes`` (default 500 MiB when 0)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     _qemu_img("create", "-q", "-f", "qcow2", str(path), str(size_bytes or DEFAULT_EMPTY_DISK_BYTES))
 
 
 def create_overlay(path: Path, image: Path, image_format: str, size_bytes: int) -> int:
     """A qcow2 overlay on ``image`` (never written), grown to ``size_bytes`` if larger; its size."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     base = virtual_size(image)
     size = max(base, size_bytes)
     _qemu_img("create", "-q", "-f", "qcow2", "-b", str(image), "-F", image_format, str(path), str(size))

@@ -24,6 +24,7 @@ from ironpool.runtime.errors import Internal, IriError, NotFound
 from ironpool.runtime.events import EventRing, RuntimeEvent
 from ironpool.runtime.images import ImageCatalog
 from ironpool.runtime.metadata import check_string_map
+from ironpool.runtime.qemu_access import check_reachable, make_dirs
 
 from . import disks, records
 from .classes import MachineClassSpec
@@ -81,7 +82,11 @@ class MachineDriver(DeviceOps):
     # -- lifecycle of the runtime ------------------------------------------------------------
     def start(self) -> None:
         """Rebuild the index from libvirt, subscribe to lifecycle events, resume pending work."""
-        (self.state_dir / "machines").mkdir(parents=True, exist_ok=True)
+        make_dirs(self.state_dir / "machines")
+        check_reachable(self.host.conn, self.options.domain_type, {
+            "the machine runtime's disks and files": self.state_dir / "machines",
+            "the image catalog": self.catalog.directory,
+        })
         self.host.subscribe(self._on_lifecycle)
         for guest in self.host.guests(DOMAIN_PREFIX):
             name = guest.name
@@ -221,11 +226,15 @@ class MachineDriver(DeviceOps):
             for i, nic in enumerate(rec.nics):
                 self.host_networks.reserve(nic, f"machine.spec.network_interfaces[{i}]")
                 reserved.append(nic)
-            mdir.mkdir(parents=True, exist_ok=False)
+            mdir.mkdir(mode=0o711)
+            os.chmod(mdir, 0o711)  # QEMU's user passes through to its disks; nobody lists it
             ignition_file = None
             if ignition:
+                # It may hold keys and passwords: only its owner reads it (libvirt hands it to QEMU's
+                # user while the domain runs).
                 ignition_file = mdir / "ignition.ign"
-                ignition_file.write_bytes(ignition)
+                with open(os.open(ignition_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+                    f.write(ignition)
             for vrec in rec.volumes:
                 disks.make_local(vrec, plan.images.get(vrec.name))
             xml = to_string(

@@ -18,6 +18,7 @@ from pathlib import Path
 import libvirt
 
 from ironpool.runtime.errors import Internal
+from ironpool.runtime.qemu_access import QemuAccessError, check_reachable
 
 from .host import StorageHost
 
@@ -93,9 +94,17 @@ class StoragePool:
                 return candidate
         return None
 
+    def _check_reachable(self, conn: libvirt.virConnect, path: Path) -> None:
+        try:
+            check_reachable(conn, "qemu", {f"storage pool {self.name}": path})
+        except QemuAccessError as exc:
+            raise PoolConfigError(str(exc)) from exc
+
     def ensure(self) -> None:
-        """Create the pool if missing, start it, set autostart; refuse a pool of another type."""
+        """Create the pool if missing, start it, set autostart; refuse a pool of another type or one
+        whose folder QEMU cannot reach (before anything is made)."""
         conn = self.host.connection.get()
+        self._check_reachable(conn, self.requested_path)
         pool = self._find(conn)
         if pool is None:
             try:
@@ -133,6 +142,8 @@ class StoragePool:
         except libvirt.libvirtError as exc:
             msg = f"cannot start storage pool {self.name!r}: {exc.get_error_message()}"
             raise PoolConfigError(msg) from exc
+        if self.target_path != self.requested_path:
+            self._check_reachable(conn, self.target_path)
 
     def space(self) -> tuple[int, int]:
         """``(capacity, free)`` bytes of the pool's filesystem, read now.

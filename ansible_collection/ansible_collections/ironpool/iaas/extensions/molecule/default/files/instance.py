@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,10 +28,14 @@ STOP_TIMEOUT = 60.0
 def start(workdir: Path) -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     tag = secrets.token_hex(3)
+    # Not in Molecule's ephemeral directory: that is under the home directory, which QEMU's user
+    # (libvirt-qemu) may not pass through to reach the machines' disks.
+    data_parent = Path(tempfile.mkdtemp(prefix="ironpool-molecule-"))
+    data_parent.chmod(0o711)
     state: dict[str, str | int] = {
         "pool": f"molecule-{tag}",
         "storage_pool": f"ironpool-molecule-{tag}",
-        "data_dir": str(workdir / "data"),
+        "data_dir": str(data_parent / "data"),
         "log": str(workdir / "up.log"),
         "config": os.environ["IRONPOOL_CONFIG"],
     }
@@ -84,7 +89,7 @@ def stop(workdir: Path) -> None:
         if _alive(pid):
             os.kill(pid, signal.SIGKILL)
     _remove_libvirt_objects([f"ironpool-{i}" for i in leftovers], state["storage_pool"])
-    shutil.rmtree(state["data_dir"], ignore_errors=True)
+    shutil.rmtree(Path(state["data_dir"]).parent, ignore_errors=True)
     path.unlink()
 
 

@@ -1,0 +1,21 @@
+"""What the tiny test guest needs from the host, and the deadlines that follow from it.
+
+Measured on the 2-core machines CI runs on, where guests are emulated (TCG; KVM does not work there):
+the tiny image (Debian's cloud kernel and a busybox initramfs) takes 4.1-4.8 s of CPU from
+``virsh start`` to its init line, nearly all of it the kernel booting, and an idle guest keeps
+using about 5 % of a core. N guests starting at once therefore need N times that CPU, shared with
+whatever else runs: test modules that start many (marker ``guests``) run one at a time, so each can
+count on one of the two cores, and their deadlines come from here instead of from guesses.
+"""
+
+from __future__ import annotations
+
+BOOT_CPU_SECONDS = 5.0  # one tiny guest, start to init line, rounded up
+HOST_SHARE = 3.0  # the rest of the host per guest: QEMU's own start, libvirt, the poollet, the apiserver
+FLOOR_SECONDS = 60.0  # a single guest on a loaded machine
+
+
+def boot_deadline(guests: int, cores: float = 1.0) -> float:
+    """Seconds to allow for ``guests`` tiny guests started at once to be running and booted, with
+    ``cores`` cores to themselves."""
+    return max(FLOOR_SECONDS, guests * BOOT_CPU_SECONDS * HOST_SHARE / cores)
