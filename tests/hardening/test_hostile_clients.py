@@ -1,4 +1,4 @@
-"""The weaknesses of issue 14 replayed against a real apiserver process: each attack gets its refusal,
+"""Hostile clients against a real apiserver process: each attack gets its refusal,
 ``/healthz`` keeps answering within 100 ms meanwhile, memory and descriptors stay bounded (read from
 ``/proc``), and nothing stored changes."""
 

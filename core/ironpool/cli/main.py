@@ -12,36 +12,36 @@ import click
 
 # command name -> "module:attribute"; each module owns its command(s).
 _COMMANDS: dict[str, str] = {
-    # control plane (issue 2)
+    # control plane
     "apiserver": "ironpool.cli.apiserver_cmd:apiserver",
     "apply": "ironpool.cli.resources_cmd:apply",
     "get": "ironpool.cli.resources_cmd:get",
     "describe": "ironpool.cli.resources_cmd:describe",
     "delete": "ironpool.cli.resources_cmd:delete",
     "wait": "ironpool.cli.resources_cmd:wait",
-    # networking (issue 12)
+    # networking
     "ssh": "ironpool.cli.ssh_cmd:ssh",
-    # IRI runtimes and debugging (issue 3)
+    # IRI runtimes and debugging
     "libvirt-runtime": "ironpool.cli.runtime_cmd:libvirt_runtime",
     "volume-runtime": "ironpool.cli.volume_runtime_cmd:volume_runtime",
     "iri": "ironpool.cli.iri_cmd:iri",
-    # scheduler (issue 4)
+    # scheduler
     "scheduler": "ironpool.cli.scheduler_cmd:scheduler",
     "schedule": "ironpool.cli.scheduler_cmd:schedule",
-    # poollets and the all-in-one (issue 5)
+    # poollets and the all-in-one
     "machinepoollet": "ironpool.cli.poollet_cmd:machinepoollet",
     "volumepoollet": "ironpool.cli.poollet_cmd:volumepoollet",
     "up": "ironpool.cli.up_cmd:up",
     "down": "ironpool.cli.down_cmd:down",
-    # fleet health and maintenance (issue 15)
+    # fleet health and maintenance
     "controller-manager": "ironpool.cli.controller_manager_cmd:controller_manager",
     "cordon": "ironpool.cli.fleet_cmd:cordon",
     "uncordon": "ironpool.cli.fleet_cmd:uncordon",
     "drain": "ironpool.cli.fleet_cmd:drain",
-    # other hosts (issue 15)
+    # other hosts
     "join": "ironpool.cli.join_cmd:join",
     "join-token": "ironpool.cli.join_cmd:join_token",
-    # users and RBAC (issue 14)
+    # users and RBAC
     "auth": "ironpool.cli.auth_cmd:auth",
     "token": "ironpool.cli.token_cmd:token",
 }

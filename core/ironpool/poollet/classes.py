@@ -1,4 +1,4 @@
-"""Map API classes to the classes a runtime supports, as IronCore's class mappers do (§3.1).
+"""Map API classes to the classes a runtime supports, as IronCore's class mappers do.
 
 An API class maps to the runtime class of the same name when their capabilities are equal;
 otherwise to the one runtime class with identical capabilities. None or several matches mean the

@@ -1,4 +1,4 @@
-"""The Machine reconciler of the machinepoollet (IronCore's ``MachineReconciler``, §3.1).
+"""The Machine reconciler of the machinepoollet (IronCore's ``MachineReconciler``).
 
 ``reconcile("ns/name")`` is idempotent and crash-safe: the IRI machine is always found again by the
 ``machine-uid`` label before anything is created, so a poollet killed between ``CreateMachine`` and

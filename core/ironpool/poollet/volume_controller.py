@@ -1,4 +1,4 @@
-"""The Volume reconciler of the volumepoollet (IronCore's ``VolumeReconciler``, §3.2).
+"""The Volume reconciler of the volumepoollet (IronCore's ``VolumeReconciler``).
 
 Creates the IRI volume (found again by the ``volume-uid`` label, so retries never make a second
 one), expands it when ``spec.resources.storage`` grows, publishes ``status.access`` for machines,
