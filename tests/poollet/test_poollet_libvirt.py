@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import libvirt
 import pytest
 from ironpool.api.compute import Machine, MachineClass, MachinePool
 from ironpool.api.errors import NotFound
@@ -210,3 +211,46 @@ async def test_machine_with_volume_boots_on_libvirt_and_is_torn_down(client: Asy
     finally:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _domain_state(machine_id: str) -> tuple[int, int]:
+    conn = libvirt.open(LIBVIRT_URI)
+    try:
+        state, reason = conn.lookupByName(f"ironpool-{machine_id}").state()
+        return int(state), int(reason)
+    finally:
+        conn.close()
+
+
+async def test_machine_declared_off_is_defined_but_never_started_until_on(client: AsyncClient,
+                                                                           host: Host) -> None:
+    """A Machine created with power Off gets its domain, which has never run (libvirt says shut off
+    for an unknown reason, not after a shutdown; QEMU never opened its console log), until On."""
+    stop = asyncio.Event()
+    mopts = MachinePoolletOptions(pool=POOL, provider_id=f"libvirt://{POOL}", relist_period=0.5,
+                                  heartbeat_interval=2.0, delete_requeue=0.5,
+                                  capacity=HostResources(2, 4 * 1024**3))
+    task = asyncio.create_task(run_machinepoollet(client, host.machines, mopts, stop))
+    try:
+        await client.create(MachineClass.model_validate(
+            {"metadata": {"name": "tiny"}, "capabilities": {"cpu": "1", "memory": "128Mi"}}))
+        await client.create(Machine.model_validate({
+            "metadata": {"name": "vm1", "namespace": "default"},
+            "spec": {"machineClassRef": {"name": "tiny"}, "machinePoolRef": {"name": POOL}, "power": "Off",
+                     "volumes": [{"name": "root", "localDisk": {"image": "tiny"}}]}}), namespace="default")
+        m = await eventually(lambda: _machine(client, "Shutdown"), timeout=60, message="Shutdown")
+        assert m.status is not None and m.status.machine_id
+        machine_id = m.status.machine_id.split("://", 1)[1]
+        console = host.state_dir / "machines" / machine_id / "console.log"
+        assert _domain_state(machine_id) == (libvirt.VIR_DOMAIN_SHUTOFF, libvirt.VIR_DOMAIN_SHUTOFF_UNKNOWN)
+        assert not console.exists(), "the guest ran before power was set On"
+
+        await client.patch(Machine, "vm1", {"spec": {"power": "On"}}, namespace="default")
+        await eventually(lambda: _machine(client, "Running"), timeout=60, message="Running")
+        await eventually(lambda: console.is_file() and "init started" in console.read_text(errors="replace"),
+                         timeout=60, message="the guest's init line once power is On")
+        await client.delete(Machine, "vm1", "default")
+        await eventually(lambda: _none_left(host.machines), timeout=60, message="machine deleted")
+    finally:
+        stop.set()
+        await asyncio.gather(task, return_exceptions=True)

@@ -130,3 +130,9 @@ def test_probe_health_tolerates_isolated_failures_but_not_a_run_of_them() -> Non
     assert health.record(False, "down") == (False, "down")
     assert health.record(False, "down") == (False, "down")
     assert health.record(True, "back") == (True, "back")
+
+
+def test_build_machine_creates_with_the_declared_power() -> None:
+    """Off at create: the runtime defines the domain and never boots it (no first boot to undo)."""
+    assert build_machine(_machine(power="Off"), "small", b"", [], []).spec.power == mpb.POWER_OFF
+    assert build_machine(_machine(), "small", b"", [], []).spec.power == mpb.POWER_ON

@@ -7,11 +7,12 @@ ironpool poollet and vice versa, and lets an IRI machine be found again by its A
 from __future__ import annotations
 
 from ironpool.api import machine_access
+from ironpool.iri import labels
 
 # --- machinepoollet -------------------------------------------------------------------------
-MACHINE_UID_LABEL = "machinepoollet.ironcore.dev/machine-uid"
-MACHINE_NAMESPACE_LABEL = "machinepoollet.ironcore.dev/machine-namespace"
-MACHINE_NAME_LABEL = "machinepoollet.ironcore.dev/machine-name"
+MACHINE_UID_LABEL = labels.MACHINE_UID_LABEL
+MACHINE_NAMESPACE_LABEL = labels.MACHINE_NAMESPACE_LABEL
+MACHINE_NAME_LABEL = labels.MACHINE_NAME_LABEL
 MACHINE_GENERATION_ANNOTATION = "machinepoollet.ironcore.dev/machine-generation"
 IRI_MACHINE_GENERATION_ANNOTATION = "machinepoollet.ironcore.dev/irimachine-generation"
 MACHINE_FINALIZER = "machinepoollet.ironcore.dev/machine"

@@ -26,6 +26,7 @@ from ironpool.client.controller import DONE, ObjectKey, Result, TerminalError
 from ironpool.client.events import EventRecorder
 from ironpool.client.informer import Informer
 from ironpool.client.rest import AsyncClient
+from ironpool.iri import guest_data
 from ironpool.iri.client import AsyncMachineRuntimeClient
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.poollet import keys
@@ -53,7 +54,7 @@ from ironpool.poollet.machine_nics import (
     nic_problem,
     ssh_endpoint,
 )
-from ironpool.poollet.machine_plan import apply, plan, refetch
+from ironpool.poollet.machine_plan import apply, plan
 from ironpool.poollet.secret_reader import SECRET_RETRY, SecretReader
 
 log = logging.getLogger(__name__)
@@ -182,9 +183,6 @@ class MachineReconciler:
                      machine.metadata.name, iri.metadata.id)
             await self._event(machine, "Normal", "Created",
                               f"created machine {iri.metadata.id} in runtime {self.runtime_name}")
-            if desired_power(machine) == mpb.POWER_OFF:
-                await self.runtime.update_machine_power(iri.metadata.id, mpb.POWER_OFF)
-                iri = await refetch(self.runtime, iri)
         else:
             await self._claim(machine, deps.claims)
             await self._claim_nics(machine, deps.nic_claims)
@@ -225,6 +223,27 @@ class MachineReconciler:
 
     # -- dependencies ----------------------------------------------------------------------------
 
+    @staticmethod
+    def _boot_data(secret: Secret, key: str | None, deps: Dependencies) -> str:
+        """Put the Secret's boot configuration into ``deps``: the named key, else Ignition's default
+        key, else cloud-init's ``user-data``; what is wrong with it otherwise."""
+        if key:
+            data = secret_value(secret, key)
+            if data is None:
+                return f"has no key {key!r}"
+        else:
+            data = secret_value(secret, keys.DEFAULT_IGNITION_KEY)
+            key = keys.DEFAULT_IGNITION_KEY
+            if data is None:
+                data, key = secret_value(secret, guest_data.USER_DATA_KEY), guest_data.USER_DATA_KEY
+            if data is None:
+                return f"has neither key {keys.DEFAULT_IGNITION_KEY!r} nor {guest_data.USER_DATA_KEY!r}"
+        if key == guest_data.USER_DATA_KEY and not guest_data.is_cloud_init(data):
+            return (f"key {key!r} is not cloud-init user data: it must start with #cloud-config, "
+                    "another cloud-init header or #!, or be a MIME multipart message")
+        deps.ignition = data
+        return ""
+
     def resolve(self, machine: Machine) -> Dependencies:
         """The class, ignition and volumes of ``machine``, or what it still waits for."""
         deps = Dependencies()
@@ -241,16 +260,13 @@ class MachineReconciler:
                 deps.runtime_class = match.runtime_class.name
         ign = machine.spec.ignition_ref
         if ign is not None:
-            key = ign.key or keys.DEFAULT_IGNITION_KEY
             secret = self.secrets.get(f"{ns}/{ign.name}")
             if secret is None:
                 deps.waiting.append(f"Secret {ns}/{ign.name} (not found)")
             else:
-                data = secret_value(secret, key)
-                if data is None:
-                    deps.waiting.append(f"Secret {ns}/{ign.name} (has no key {key!r})")
-                else:
-                    deps.ignition = data
+                problem = self._boot_data(secret, ign.key, deps)
+                if problem:
+                    deps.waiting.append(f"Secret {ns}/{ign.name} ({problem})")
         spec_volumes = machine.spec.volumes or []
         devices = device_names(spec_volumes)
         for v in spec_volumes:

@@ -113,10 +113,12 @@ def build_machine(
     nics: Sequence[mpb.NetworkInterface],
     annotations: Mapping[str, str] | None = None,
 ) -> mpb.Machine:
-    """The ``CreateMachine`` payload. Power is On at create, like IronCore; Off follows as an update.
+    """The ``CreateMachine`` payload, with the Machine's power: a Machine declared Off is defined
+    and never started, so its first boot (and a cloud-init first run) waits until power is On.
     ``annotations`` go beside the generation annotations (the NIC mapping)."""
     spec = mpb.MachineSpec(
-        power=mpb.POWER_ON, ignition_data=ignition, volumes=list(volumes), network_interfaces=list(nics),
+        power=desired_power(machine), ignition_data=ignition, volumes=list(volumes),
+        network_interfaces=list(nics),
     )
     setattr(spec, "class", runtime_class)  # `class` is a Python keyword
     if machine.spec.guest_config is not None and machine.spec.guest_config.hostname:

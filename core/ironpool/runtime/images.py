@@ -83,7 +83,9 @@ class ImageCatalog:
         for suffix, fmt in DISK_SUFFIXES.items():
             path = self.directory / f"{name}{suffix}"
             if path.is_file():
-                return Image(name=name, kind="disk", path=path, format=fmt)
+                # Through a link to the file itself: overlays made on it keep naming that file when
+                # the name moves to a newer build (``ironpool image build``).
+                return Image(name=name, kind="disk", path=path.resolve(), format=fmt)
         raise ImageNotFound(f"image {ref!r}: not found in the image catalog {self.directory}")
 
     def names(self) -> list[str]:

@@ -17,10 +17,12 @@ from pathlib import Path
 from ironpool.runtime.images import Image
 
 from .model import METADATA_NS, MachineRecord, NicRecord, VolumeRecord
+from .seed import SEED_TARGET
 
 ET.register_namespace("ironpool", METADATA_NS)
 
 IGNITION_FW_CFG = "opt/com.coreos/config"
+SEED_ALIAS = "ua-cloudinit-seed"
 _SERIAL_CHARS = re.compile(r"[^A-Za-z0-9_.+-]")
 
 
@@ -97,6 +99,17 @@ def disk_element(vol: VolumeRecord) -> ET.Element:
     return disk
 
 
+def seed_disk_element(seed_file: str) -> ET.Element:
+    """The read-only virtio disk of a cloud-init NoCloud seed (see :mod:`.seed`)."""
+    disk = ET.Element("disk", {"type": "file", "device": "disk"})
+    _sub(disk, "driver", name="qemu", type="raw")
+    _sub(disk, "source", file=seed_file)
+    _sub(disk, "target", dev=SEED_TARGET, bus="virtio")
+    _sub(disk, "readonly")
+    _sub(disk, "alias", name=SEED_ALIAS)
+    return disk
+
+
 def interface_element(nic: NicRecord) -> ET.Element | None:
     """The libvirt ``<interface>`` of a NIC; None for a user-mode NIC, which the runtime plugs
     through the QEMU monitor (see :mod:`.usernet`)."""
@@ -166,6 +179,8 @@ def domain_element(
     for vol in rec.volumes:
         if vol.path:
             devices.append(disk_element(vol))
+    if rec.seed:
+        devices.append(seed_disk_element(rec.seed))
     for nic in rec.nics:
         iface = interface_element(nic)
         if iface is not None:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import libvirt
 
+from ironpool.iri import guest_data
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as machine_pb2
 from ironpool.runtime.errors import Internal, IriError, NotFound
 from ironpool.runtime.events import EventRing, RuntimeEvent
@@ -26,7 +27,7 @@ from ironpool.runtime.images import ImageCatalog
 from ironpool.runtime.metadata import check_string_map
 from ironpool.runtime.qemu_access import check_reachable, make_dirs
 
-from . import disks, records
+from . import disks, records, seed
 from .classes import MachineClassSpec
 from .devices import DeviceOps
 from .domain_xml import (
@@ -229,7 +230,9 @@ class MachineDriver(DeviceOps):
             mdir.mkdir(mode=0o711)
             os.chmod(mdir, 0o711)  # QEMU's user passes through to its disks; nobody lists it
             ignition_file = None
-            if ignition:
+            if ignition and guest_data.is_cloud_init(ignition):
+                rec.seed = str(seed.make_seed(mdir, rec, ignition))
+            elif ignition:
                 # It may hold keys and passwords: only its owner reads it (libvirt hands it to QEMU's
                 # user while the domain runs).
                 ignition_file = mdir / "ignition.ign"

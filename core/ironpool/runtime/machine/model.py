@@ -69,6 +69,7 @@ class MachineRecord:
     power: int = 0  # IRI Power: 0 = on, 1 = off
     hostname: str = ""
     ignition: bool = False
+    seed: str = ""  # the cloud-init NoCloud seed ISO of a machine booted with user data
     boot_image: str = ""  # a kernel-bundle image booted directly; "" for disk boot
     volumes: list[VolumeRecord] = field(default_factory=list)
     nics: list[NicRecord] = field(default_factory=list)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import libvirt
 
+from ironpool.iri import guest_data
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as machine_pb2
 from ironpool.iri.gen.meta.v1alpha1 import api_pb2 as meta_pb2
 from ironpool.runtime.errors import AlreadyExists, InvalidArgument, NotFound
@@ -25,6 +26,7 @@ from ironpool.runtime.metadata import check_string_map
 from . import nics
 from .classes import MachineClassSpec, quantity
 from .model import MachineRecord, NicRecord, VolumeRecord
+from .seed import SEED_TARGET
 
 POWER_ON = machine_pb2.POWER_ON
 POWER_OFF = machine_pb2.POWER_OFF
@@ -160,7 +162,7 @@ def plan_machine(
         annotations=dict(machine.metadata.annotations),
         power=int(spec.power),
         hostname=spec.guest_config.hostname,
-        ignition=bool(spec.ignition_data),
+        ignition=bool(spec.ignition_data) and not guest_data.is_cloud_init(spec.ignition_data),
         cpu=cls.cpu,
         memory_bytes=cls.memory,
         created_at=now,
@@ -193,6 +195,9 @@ def _device(vol: machine_pb2.Volume, field: str, rec: MachineRecord) -> tuple[st
         target = device_target(vol.device, f"{field}.device")
         if target in used:
             raise InvalidArgument(f"{field}.device: device {vol.device!r} is already used")
+        if target == SEED_TARGET:
+            raise InvalidArgument(
+                f"{field}.device: device {vol.device!r} is reserved for the cloud-init seed")
         return vol.device, target
     target = next((f"vd{c}" for c in "abcdefghijklmnopqrstuvwxyz" if f"vd{c}" not in used), "")
     if not target:

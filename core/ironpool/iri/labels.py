@@ -1,0 +1,12 @@
+"""The IRI machine labels that tie a runtime's machine to its API Machine (IronCore's poollet keys).
+
+The machinepoollet sets them on every machine it creates; a runtime reads them where the guest must
+know who it is (the cloud-init instance id is the Machine's uid, its default hostname the Machine's
+name).
+"""
+
+from __future__ import annotations
+
+MACHINE_UID_LABEL = "machinepoollet.ironcore.dev/machine-uid"
+MACHINE_NAMESPACE_LABEL = "machinepoollet.ironcore.dev/machine-namespace"
+MACHINE_NAME_LABEL = "machinepoollet.ironcore.dev/machine-name"
