@@ -47,6 +47,18 @@ def require_libvirt() -> None:
     pytest.skip(message)
 
 
+def build_debian_image(out: Path = TEST_IMAGES) -> Path:
+    """The catalog holding ``debian-12.qcow2``, built by ``ironpool image build`` once per recipe
+    (a minute or two the first time, from Debian's mirror; instant while the recipe is unchanged)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "ironpool.cli.main", "image", "build", "debian-12", "--images", str(out)],
+        capture_output=True, text=True, timeout=1200, check=False,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise RuntimeError(f"ironpool image build debian-12 failed: {proc.stderr[-3000:]}")
+    return out
+
+
 def build_tiny_image(out: Path = TEST_IMAGES) -> Path:
     """The catalog holding the tiny image, built once per machine (the kernel .deb is cached)."""
     proc = subprocess.run(

@@ -43,4 +43,5 @@ def wait_run(endpoint: str, key: Path, command: str, timeout: float, what: str) 
         proc = run(endpoint, key, command)
         return proc if proc.returncode == 0 else None
 
-    return wait_for(attempt, timeout, what, interval=0.5).stdout
+    # A guest still booting may accept the connection and answer slowly: that is "not yet" too.
+    return wait_for(attempt, timeout, what, interval=0.5, retry_on=(subprocess.TimeoutExpired,)).stdout

@@ -61,7 +61,7 @@ WAIT_ONLINE_DROPIN = (
 )
 MASKED_UNITS = (
     "apt-daily.timer", "apt-daily-upgrade.timer", "dpkg-db-backup.timer", "e2scrub_all.timer",
-    "fstrim.timer", "systemd-firstboot.service",
+    "fstrim.timer", "systemd-firstboot.service", "e2scrub_reap.service",
 )
 
 

@@ -35,6 +35,7 @@ class RuntimeProc(RuntimeProcess):
 
     images: Path
     extra_args: list[str] = field(default_factory=list)
+    classes: str = CLASSES_YAML
 
     @property
     def socket(self) -> Path:
@@ -52,7 +53,7 @@ class RuntimeProc(RuntimeProcess):
         return self.state_dir / "machines" / machine_id / "console.log"
 
     def start(self, timeout: float = 30.0) -> None:
-        (self.workdir / "classes.yaml").write_text(CLASSES_YAML)
+        (self.workdir / "classes.yaml").write_text(self.classes)
         super().start(timeout)
 
     def argv(self) -> list[str]:

@@ -1,0 +1,229 @@
+"""Benchmark real guests: CreateMachine of a Debian 12 machine to SSH answering with the key its
+cloud-init user data handed over; prints one JSON line.
+
+- ``one``: one machine at a time (``--runs`` of them, each deleted before the next): p50 and max
+  of create -> ``ssh root@127.0.0.1 -p PORT true`` succeeding (target p50 <= 30 s);
+- ``ten_at_once``: ``--at-once`` machines created together: when the last answered (target <= 180 s);
+- ``domain_type``: ``kvm`` or ``qemu`` (TCG): guests here are emulated, where KVM works the figures
+  are bound by the guest's boot instead;
+- ``boot``: for the first machine of ``one``, the guest's own view (``systemd-analyze``): kernel and
+  userspace time, and when cloud-init's stages finished.
+
+The image is ``debian-12`` from ``ironpool image build`` (built first if the catalog lacks it, not
+timed). Each machine has a user-mode NIC with an address of its own (from 198.18.0.0/15, which
+nothing routes) and SSH forwarded on 127.0.0.1, the only address this talks to.
+
+Usage: python bench/guests.py [--runs 3] [--at-once 10] [--memory 512Mi] [--keep-workdir]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import grpc
+from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
+from ironpool.iri.gen.machine.v1alpha1 import api_pb2_grpc as mgrpc
+
+LABEL = "ironpool.dev/bench"
+SSH = ["ssh", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
+       "-o", "ConnectTimeout=3", "-o", "LogLevel=ERROR"]
+
+
+def _classes(memory: str) -> str:
+    return ("- apiVersion: compute.ironcore.dev/v1alpha1\n  kind: MachineClass\n  metadata: {name: debian}\n"
+            f"  capabilities: {{cpu: \"1\", memory: {memory}}}\n")
+
+
+def _request(label: str, idx: int, public_key: str) -> mpb.CreateMachineRequest:
+    spec = mpb.MachineSpec(power=mpb.POWER_ON)
+    setattr(spec, "class", "debian")
+    spec.volumes.add(name="root", device="oda",
+                     local_disk=mpb.LocalDisk(image=mpb.ImageSpec(image="debian-12")))
+    address = f"198.18.{20 + idx // 200}.{10 + idx % 200}/24"
+    spec.network_interfaces.add(name="eth0", network_id="bench://guests", ips=[address.split("/")[0]],
+                                attributes={"addresses": json.dumps([address])})
+    spec.ignition_data = ("#cloud-config\ndisable_root: false\n"
+                          f"ssh_authorized_keys: [{json.dumps(public_key)}]\n").encode()
+    spec.guest_config.hostname = f"bench-{idx}"
+    machine = mpb.Machine(spec=spec)
+    machine.metadata.labels.update({LABEL: label})
+    return mpb.CreateMachineRequest(machine=machine)
+
+
+def _ssh(endpoint: str, key: Path, command: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
+    host, _, port = endpoint.rpartition(":")
+    assert host.startswith("127."), host
+    return subprocess.run([*SSH, "-i", str(key), "-p", port, f"root@{host}", command],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def _endpoint(stub: mgrpc.MachineRuntimeStub, machine_id: str) -> str:
+    req = mpb.ListMachinesRequest(filter=mpb.MachineFilter(id=machine_id))
+    while True:
+        found = stub.ListMachines(req).machines
+        if found and found[0].status.network_interfaces and found[0].status.network_interfaces[0].handle:
+            return found[0].status.network_interfaces[0].handle.removeprefix("user://")
+        time.sleep(0.1)
+
+
+def _create_until_ssh(stub: mgrpc.MachineRuntimeStub, label: str, idx: int, key: Path, public: str,
+                      deadline: float) -> tuple[str, float]:
+    """``(machine id, seconds from CreateMachine to SSH answering)``."""
+    t0 = time.monotonic()
+    mid = stub.CreateMachine(_request(label, idx, public)).machine.metadata.id
+    endpoint = _endpoint(stub, mid)
+    while time.monotonic() < deadline:
+        try:
+            if _ssh(endpoint, key, "true", timeout=15).returncode == 0:
+                return mid, time.monotonic() - t0
+        except subprocess.TimeoutExpired:
+            pass
+        time.sleep(0.5)
+    raise SystemExit(f"machine {mid} ({endpoint}) did not answer SSH in time")
+
+
+def _delete_all(stub: mgrpc.MachineRuntimeStub, ids: list[str]) -> None:
+    for mid in ids:
+        stub.DeleteMachine(mpb.DeleteMachineRequest(machine_id=mid))
+    for mid in ids:
+        one = mpb.ListMachinesRequest(filter=mpb.MachineFilter(id=mid))
+        while stub.ListMachines(one).machines:
+            time.sleep(0.2)
+
+
+def _boot_figures(stub: mgrpc.MachineRuntimeStub, mid: str, key: Path) -> dict[str, object]:
+    """The guest's own account of its boot, once it has finished."""
+    endpoint = _endpoint(stub, mid)
+    out = _ssh(endpoint, key, "cloud-init status --wait >/dev/null; systemd-analyze; "
+               "systemd-analyze blame | head -n 8; cloud-init analyze show | grep -i 'finished running'",
+               timeout=300)
+    lines = [line.strip() for line in out.stdout.splitlines() if line.strip()]
+    return {"systemd_analyze": lines[:2], "slowest_units": lines[2:10], "cloud_init": lines[10:]}
+
+
+def _domain_type(mid: str) -> str:
+    import libvirt
+
+    conn = libvirt.open("qemu:///system")
+    try:
+        return str(ET.fromstring(conn.lookupByName(f"ironpool-{mid}").XMLDesc(0)).get("type"))
+    finally:
+        conn.close()
+
+
+def _seconds(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {"p50_s": round(statistics.median(ordered), 1), "max_s": round(ordered[-1], 1), "n": len(ordered)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="machines created one after another")
+    parser.add_argument("--at-once", type=int, default=10, help="machines created together")
+    parser.add_argument("--memory", default="512Mi", help="memory of each machine")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for a phase")
+    parser.add_argument("--keep-workdir", action="store_true", help="keep the runtime's files and log")
+    args = parser.parse_args()
+
+    images = Path(os.environ.get("IRONPOOL_TEST_IMAGES", "/var/cache/ironpool/test-images"))
+    subprocess.run([sys.executable, "-m", "ironpool.cli.main", "image", "build", "debian-12", "--images",
+                    str(images)], check=True, stdout=subprocess.DEVNULL)
+    workdir = Path(tempfile.mkdtemp(prefix="gbench-"))
+    os.chmod(workdir, 0o711)  # QEMU's user passes through to the machines' disks
+    (workdir / "classes.yaml").write_text(_classes(args.memory))
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(workdir / "key")], check=True)
+    key, public = workdir / "key", (workdir / "key.pub").read_text().strip()
+    sock = workdir / "m.sock"
+    log = open(workdir / "runtime.log", "wb")  # noqa: SIM115 - handed to the child
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ironpool.cli.main", "libvirt-runtime",
+         "--classes", str(workdir / "classes.yaml"), "--images", str(images),
+         "--state-dir", str(workdir / "state"), "--address", f"unix://{sock}",
+         "--streaming-address", "127.0.0.1:0", "--shutdown-timeout", "1", "--log-level", "warning"],
+        stdout=log, stderr=subprocess.STDOUT)
+    channel = grpc.insecure_channel(f"unix:{sock}")
+    stub = mgrpc.MachineRuntimeStub(channel)
+    label = secrets.token_hex(4)
+    result: dict[str, object] = {"bench": "guests", "image": "debian-12", "memory": args.memory,
+                                 "host_cpus": os.cpu_count(), "loadavg_1m_start": os.getloadavg()[0]}
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                stub.Version(mpb.VersionRequest(), timeout=1)
+                break
+            except grpc.RpcError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise SystemExit((workdir / "runtime.log").read_text()[-2000:]) from None
+                time.sleep(0.05)
+
+        one: list[float] = []
+        for i in range(args.runs):
+            mid, took = _create_until_ssh(stub, label, i, key, public, time.monotonic() + args.timeout)
+            one.append(took)
+            if i == 0:
+                result["domain_type"] = _domain_type(mid)
+                result["boot"] = _boot_figures(stub, mid, key)
+            _delete_all(stub, [mid])  # not timed
+        result["one"] = _seconds(one)
+
+        if args.at_once:
+            t0 = time.monotonic()
+            deadline = t0 + args.timeout
+            with ThreadPoolExecutor(max_workers=args.at_once) as pool:
+                futures = [pool.submit(_create_until_ssh, stub, label, 1000 + i, key, public, deadline)
+                           for i in range(args.at_once)]
+                done = [f.result() for f in futures]
+            result["ten_at_once" if args.at_once == 10 else f"at_once_{args.at_once}"] = {
+                "all_reachable_s": round(time.monotonic() - t0, 1), **_seconds([s for _, s in done])}
+            _delete_all(stub, [mid for mid, _ in done])
+        result["loadavg_1m_end"] = os.getloadavg()[0]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        log.close()
+        channel.close()
+        _cleanup(label)
+        if not args.keep_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if args.keep_workdir:
+        result["workdir"] = str(workdir)
+    print(json.dumps(result))
+
+
+def _cleanup(label: str) -> None:
+    """Remove any domain this run left behind (only ours: matched by the bench label)."""
+    import libvirt
+
+    conn = libvirt.open("qemu:///system")
+    try:
+        for dom in conn.listAllDomains(0):
+            if not dom.name().startswith("ironpool-"):
+                continue
+            try:
+                meta = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT,
+                                    "https://ironpool.dev/iri/machine/v1", 0)
+            except libvirt.libvirtError:
+                continue
+            if label in meta:
+                if dom.isActive():
+                    dom.destroy()
+                dom.undefine()
+    finally:
+        conn.close()
+
+
+if __name__ == "__main__":
+    main()
