@@ -136,3 +136,24 @@ def test_build_machine_creates_with_the_declared_power() -> None:
     """Off at create: the runtime defines the domain and never boots it (no first boot to undo)."""
     assert build_machine(_machine(power="Off"), "small", b"", [], []).spec.power == mpb.POWER_OFF
     assert build_machine(_machine(), "small", b"", [], []).spec.power == mpb.POWER_ON
+
+
+@pytest.mark.parametrize(("data", "key", "want", "problem"), [
+    ({"ignition.yaml": '{"ignition": {}}', "user-data": "#cloud-config\n"}, None, b'{"ignition": {}}', ""),
+    ({"user-data": "#cloud-config\nusers: []\n"}, None, b"#cloud-config\nusers: []\n", ""),
+    ({"user-data": "users: []\n"}, None, None, "key 'user-data' is not cloud-init user data"),
+    ({"other": "x"}, None, None, "has neither key 'ignition.yaml' nor 'user-data'"),
+    ({"mine": "#cloud-config\n"}, "mine", b"#cloud-config\n", ""),
+    ({"user-data": "#cloud-config\n"}, "mine", None, "has no key 'mine'"),
+])
+def test_boot_data_comes_from_the_named_key_else_ignition_else_user_data(
+    data: dict[str, str], key: str | None, want: bytes | None, problem: str
+) -> None:
+    from ironpool.api.core import Secret
+    from ironpool.poollet.machine_controller import Dependencies, MachineReconciler
+
+    secret = Secret.model_validate({"metadata": {"name": "s", "namespace": "ns"}, "stringData": data})
+    deps = Dependencies()
+    got = MachineReconciler._boot_data(secret, key, deps)
+    assert got.startswith(problem) if problem else got == ""
+    assert deps.ignition == (want or b"")

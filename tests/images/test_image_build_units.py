@@ -1,0 +1,107 @@
+"""The image builder without Debian's mirror: the cache key, the cache hit, errors, and a real
+bootable disk (sfdisk, mkfs.ext4, grub-mkimage, qemu-img) made from a small folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from ironpool.cli.main import cli
+from ironpool.images import bootdisk, build, debian
+from ironpool.images.tools import ImageBuildError, run
+
+
+def test_the_recipe_text_changes_with_what_goes_in() -> None:
+    base = debian.RECIPES["debian-12"]
+    text = build.recipe_text(base)
+    assert build.recipe_text(base) == text  # stable
+    for changed in (debian.Recipe(**{**base.__dict__, "packages": (*base.packages, "vim")}),
+                    debian.Recipe(**{**base.__dict__, "mirror": "http://mirror.invalid/debian"}),
+                    debian.Recipe(**{**base.__dict__, "files": {**base.files, "etc/motd": "hi"}})):
+        assert build.recipe_text(changed) != text
+
+
+def _fake_build(images: Path, name: str, recipe: str) -> Path:
+    builds = images / build.BUILDS
+    builds.mkdir(parents=True, exist_ok=True)
+    image = builds / f"{name}-1-abc.qcow2"
+    image.write_bytes(b"qcow")
+    image.with_suffix(".recipe").write_text(recipe)
+    (images / f"{name}.qcow2").symlink_to(image.relative_to(images))
+    return image
+
+
+def test_an_image_built_from_the_same_recipe_is_not_built_again(tmp_path: Path) -> None:
+    recipe = build.recipe_text(debian.RECIPES["debian-12"])
+    _fake_build(tmp_path, "debian-12", recipe)
+    out = CliRunner().invoke(cli, ["image", "build", "debian-12", "--images", str(tmp_path),
+                                   "--cache-dir", str(tmp_path / "cache"), "-o", "json"])
+    assert out.exit_code == 0, out.output
+    result = json.loads(out.stdout)
+    assert result["cached"] is True and result["path"] == str(tmp_path / "debian-12.qcow2")
+    assert not (tmp_path / "cache").exists()  # nothing was started
+
+
+def test_a_changed_recipe_builds_anew_and_a_failure_keeps_the_old_image(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = _fake_build(tmp_path, "debian-12", "an older recipe")
+
+    def fail(*_a: object, **_k: object) -> None:
+        raise ImageBuildError("mmdebstrap failed (exit 1): E: mirror unreachable")
+
+    monkeypatch.setattr(debian, "make_root", fail)
+    with pytest.raises(ImageBuildError, match="mirror unreachable"):
+        build.build("debian-12", tmp_path, tmp_path / "cache")
+    assert (tmp_path / "debian-12.qcow2").resolve() == old
+    left = sorted(p.name for p in (tmp_path / build.BUILDS).iterdir())
+    assert left == [old.name, old.with_suffix(".recipe").name]  # nothing half-made
+
+
+def test_unknown_image_names_what_can_be_built(tmp_path: Path) -> None:
+    out = CliRunner().invoke(cli, ["image", "build", "fedora-40", "--images", str(tmp_path)])
+    assert out.exit_code != 0 and "fedora-40" in out.output and "debian-12" in out.output
+
+
+def test_run_reports_the_tool_and_its_last_lines() -> None:
+    with pytest.raises(ImageBuildError, match=r"listing failed \(exit 2\):\n.*nonexistent"):
+        run(["ls", "/nonexistent"], "listing", lambda _l: None)
+    with pytest.raises(ImageBuildError, match="sleeping: no result after 0s"):
+        run(["sleep", "5"], "sleeping", lambda _l: None, timeout=0.2)
+
+
+@pytest.mark.skipif(not all(shutil.which(t) for t in bootdisk.TOOLS), reason="needs fdisk, e2fsprogs, "
+                    "grub-pc-bin, qemu-utils (make host)")
+def test_boot_disk_has_grub_in_the_mbr_and_the_root_file_system_in_its_partition(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "boot").mkdir()
+    (root / "boot/vmlinuz-6").write_bytes(b"kernel")
+    os.symlink("boot/vmlinuz-6", root / "vmlinuz")
+    out = tmp_path / "disk.qcow2"
+    bootdisk.make_bootdisk(root, out, 64 * 1024**2, "ro console=ttyS0", tmp_path, lambda _l: None)
+    info = json.loads(subprocess.run(["qemu-img", "info", "--output=json", str(out)], capture_output=True,
+                                     text=True, check=True).stdout)
+    assert (info["format"], info["virtual-size"]) == ("qcow2", 64 * 1024**2)
+    raw = tmp_path / "back.raw"
+    subprocess.run(["qemu-img", "convert", "-O", "raw", str(out), str(raw)], check=True)
+    head = raw.read_bytes()[: bootdisk.PARTITION_START]
+    grub = (bootdisk.GRUB_DIR / "boot.img").read_bytes()
+    assert head[:bootdisk.MBR_BOOT_CODE] == grub[:bootdisk.MBR_BOOT_CODE]
+    assert head[510:512] == b"\x55\xaa"
+    assert head[512:516] == (bootdisk.GRUB_DIR / "diskboot.img").read_bytes()[:4]  # GRUB's core image
+    table = json.loads(subprocess.run(["sfdisk", "--json", str(raw)], capture_output=True, text=True,
+                                      check=True).stdout)["partitiontable"]
+    (part,) = table["partitions"]
+    assert (part["start"], part.get("bootable"), part["type"]) == (2048, True, "83")
+    fstab = (root / "etc/fstab").read_text()
+    fs_uuid = fstab.split()[0].removeprefix("UUID=")
+    blkid = subprocess.run(["blkid", "-p", "-O", str(bootdisk.PARTITION_START), "-o", "export", str(raw)],
+                           capture_output=True, text=True, check=True).stdout
+    assert f"UUID={fs_uuid}" in blkid and "TYPE=ext4" in blkid
+    assert f"root=UUID={fs_uuid} ro console=ttyS0" in bootdisk.grub_config(fs_uuid, "ro console=ttyS0")
