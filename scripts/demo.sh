@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The README's main job (`make demo`, after scripts/setup-host.sh and the venv): build the tiny
-# image, start `ironpool up` in the background, declare the example machines with
-# `ansible-playbook examples/ansible/site.yml` (the ironpool.iaas collection from this repository),
-# which ends by running `uname -a` on each machine over SSH through the machines inventory, and show
-# them Running on this host's pool, with what a guest printed on its serial console.
+# The README's main job (`make demo`, after scripts/setup-host.sh and the venv): build the Debian 12
+# image (once; later runs find it cached), start `ironpool up` in the background, declare the
+# example machines with `ansible-playbook examples/ansible/site.yml` (the ironpool.iaas collection
+# from this repository), which then configures them over SSH through the machines inventory - facts,
+# a page, a systemd service - and checks that the service answers; show them Running on this host's
+# pool, and print how long it took from the start to the service answering.
 #   IRONPOOL_DATA_DIR  data directory (default: /var/lib/ironpool as root, ~/.local/share/ironpool else)
 #   IRONPOOL_LISTEN    apiserver address (default 127.0.0.1:6443)
 set -euo pipefail
@@ -14,14 +15,16 @@ if [ "$(id -u)" = 0 ]; then default_dir=/var/lib/ironpool; else default_dir="${X
 DATA_DIR=${IRONPOOL_DATA_DIR:-$default_dir}
 LISTEN=${IRONPOOL_LISTEN:-127.0.0.1:6443}
 OUT="$DATA_DIR/logs/up.out"
-INIT_LINE="ironpool-tiny-image: init started"
+START=$(date +%s.%N)
+elapsed() { awk -v s="$START" -v e="$(date +%s.%N)" 'BEGIN { printf "%.0f", e - s }'; }
 
 step() { printf '\n==> %s\n' "$*"; }
 fail() { echo "demo: $*" >&2; exit 1; }
 
 mkdir -p "$DATA_DIR/images" "$DATA_DIR/logs"
-step "building the tiny image (Debian cloud kernel + busybox initramfs)"
-bash scripts/build-tiny-image.sh "$DATA_DIR/images"
+step "ironpool image build debian-12   (mmdebstrap from Debian's mirror; cached once built)"
+"$IRONPOOL" image build debian-12 --images "$DATA_DIR/images"
+image_ready=$(elapsed)
 
 # An `ironpool up` already serving this data dir (a second `make demo`) is reused as it is.
 up_pid=""
@@ -49,8 +52,9 @@ fi
 # The collection straight from the repository; the modules find the apiserver in the client
 # configuration `ironpool up` wrote.
 export ANSIBLE_COLLECTIONS_PATH="$ROOT/ansible_collection" ANSIBLE_LOCALHOST_WARNING=false ANSIBLE_INVENTORY_UNPARSED_WARNING=false
-step "ansible-playbook -i examples/ansible/machines.ironpool.yml examples/ansible/site.yml   (classes, a network, a volume, two machines; uname -a on each over SSH)"
+step "ansible-playbook -i examples/ansible/machines.ironpool.yml examples/ansible/site.yml   (classes, a network, a volume, two Debian machines; then a systemd service on each, configured by Ansible)"
 "$ROOT/.venv/bin/ansible-playbook" -i examples/ansible/machines.ironpool.yml examples/ansible/site.yml
+answered=$(elapsed)
 
 step "ironpool get machines -o wide"
 "$IRONPOOL" get machines -o wide
@@ -62,20 +66,17 @@ step "ironpool get volumes -o wide"
 machine_id=$("$IRONPOOL" get machine web-1 -o json | "$ROOT/.venv/bin/python" -c \
   'import json,sys; print(json.load(sys.stdin)["status"]["machineID"].split("://")[-1])')
 console="$DATA_DIR/machine-runtime/machines/$machine_id/console.log"
-step "web-1's serial console ($console)"
-for _ in $(seq 1 600); do
-  grep -q "$INIT_LINE" "$console" 2>/dev/null && break
-  sleep 0.1
-done
-grep -q "$INIT_LINE" "$console" 2>/dev/null || fail "the guest did not print its init line within 60s"
-tail -n 5 "$console"
+step "web-1's serial console, last lines ($console)"
+tail -n 5 "$console" 2>/dev/null || true
 
+step "time from the start of make demo to the service answering on every machine: ${answered}s (the image was ready after ${image_ready}s)"
 cat <<EOF
 
-Done: Machines web-1 and web-2 run as libvirt domains (virsh -c qemu:///system list); web-1 is
-ironpool-$machine_id. Each has an address on the Network lab and answers SSH on a port of 127.0.0.1.
+Done: Machines web-1 and web-2 run Debian 12 as libvirt domains (virsh -c qemu:///system list); web-1
+is ironpool-$machine_id. Each has an address on the Network lab, answers SSH on a port of 127.0.0.1
+with the key cloud-init handed over, and serves a page from the systemd service Ansible set up.
 ironpool up is still running with PID $up_pid (output: $OUT, log: $DATA_DIR/logs/ironpool.log).
-  SSH:       .venv/bin/ironpool ssh web-1   (or: ironpool ssh web-1 -- uname -a)
+  SSH:       .venv/bin/ironpool ssh web-1   (or: ironpool ssh web-1 -- systemctl status hello)
   Again:     ANSIBLE_COLLECTIONS_PATH=ansible_collection .venv/bin/ansible-playbook -i examples/ansible/machines.ironpool.yml examples/ansible/site.yml   (0 changed)
   Preview:   ... examples/ansible/site.yml --check --diff
   Inventory: ANSIBLE_COLLECTIONS_PATH=ansible_collection .venv/bin/ansible-inventory -i examples/ansible/machines.ironpool.yml --graph

@@ -7,6 +7,7 @@ PACKAGES=(
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 qemu-utils
   libvirt-dev pkg-config busybox-static dropbear-bin cpio openssh-server etcd-server curl
   dnsmasq-base iptables
+  mmdebstrap eatmydata fdisk grub-pc-bin  # ironpool image build debian-12
 )
 
 sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }

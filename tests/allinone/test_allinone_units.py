@@ -82,10 +82,10 @@ def test_socket_paths_too_long_for_unix_sockets_are_refused(tmp_path: Path) -> N
 
 def test_example_classes_feed_both_runtimes(tmp_path: Path) -> None:
     classes = load_class_manifests([EXAMPLE_CLASSES])
-    assert classes.names("MachineClass") == ["x-small", "small"]
+    assert classes.names("MachineClass") == ["x-small", "standard", "small"]
     assert classes.names("VolumeClass") == ["fast"]
     machine_file, volume_file = write_runtime_files(classes, tmp_path)
-    assert set(load_machine_classes(machine_file)) == {"x-small", "small"}
+    assert set(load_machine_classes(machine_file)) == {"x-small", "standard", "small"}
     assert set(load_volume_classes(volume_file)) == {"fast"}
 
 
@@ -116,7 +116,7 @@ async def test_seeding_creates_missing_classes_and_keeps_existing_ones(apiserver
     classes = load_class_manifests([EXAMPLE_CLASSES])
     async with AsyncClient(ClientConfig(server=apiserver.url, token=apiserver.admin_token)) as client:
         assert sorted(await seed_classes(client, classes)) == [
-            "MachineClass/small", "MachineClass/x-small", "VolumeClass/fast"]
+            "MachineClass/small", "MachineClass/standard", "MachineClass/x-small", "VolumeClass/fast"]
         from ironpool.api.resources import resolve
 
         info = resolve("machineclasses")

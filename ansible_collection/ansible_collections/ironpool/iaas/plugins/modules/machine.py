@@ -102,7 +102,10 @@ options:
         type: dict
   ignition:
     description:
-      - Ignition (or other boot configuration) for the guest, handed over through QEMU's fw_cfg.
+      - The guest's boot configuration. An Ignition config is handed over through QEMU's fw_cfg;
+        cloud-init user data (C(#cloud-config), a script starting with C(#!), or a MIME multipart
+        message) as a NoCloud seed disk with the Machine's hostname and the addresses of its network
+        interfaces, for images such as the one C(ironpool image build debian-12) makes.
       - Stored in the Secret C(<name>-ignition), which the module creates, updates and deletes with
         the Machine. The guest reads it when its domain is created, so a running Machine keeps the
         configuration it booted with.
