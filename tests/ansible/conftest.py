@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.up_harness import UpInstance
-from tests.helpers.runtimes import REPO, build_tiny_image, require_libvirt
+from tests.helpers.runtimes import REPO, build_debian_image, build_tiny_image, require_libvirt
 
 BIN = Path(sys.executable).parent
 COLLECTIONS = REPO / "ansible_collection"
@@ -78,7 +78,7 @@ def _untag(obj: dict[str, Any]) -> Any:
 @pytest.fixture(scope="module")
 def up() -> Iterator[UpInstance]:
     require_libvirt()
-    inst = UpInstance(images=build_tiny_image())
+    inst = UpInstance(images=build_debian_image(build_tiny_image()))  # the example boots debian-12
     try:
         inst.start()
         yield inst

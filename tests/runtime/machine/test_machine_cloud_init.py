@@ -130,8 +130,8 @@ def test_debian_guest_gets_user_data_hostname_instance_id_and_static_address(
     endpoint = m.status.network_interfaces[0].handle.removeprefix("user://")
     out = ssh.wait_run(
         endpoint, key,
-        "hostname; cat /etc/ironpool-test; echo; cloud-init query instance_id; ip -4 -o addr show scope global; "
-        "python3 -c 'print(\"python\", 1 + 1)'",
+        "hostname; cat /etc/ironpool-test; echo; cloud-init query instance_id; "
+        "ip -4 -o addr show scope global; python3 -c 'print(\"python\", 1 + 1)'",
         DEBIAN_SSH_DEADLINE, "SSH into the Debian guest with the key from its user data",
     )
     lines = out.splitlines()
