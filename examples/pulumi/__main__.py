@@ -1,4 +1,6 @@
-"""ironpool with Pulumi: two classes, a Volume, an Ignition Secret and two Machines booting the tiny image.
+"""ironpool with Pulumi: two classes, a Volume, an Ignition Secret and two Machines booting the tiny image;
+with `pulumi config set withSite true`, also a Debian 12 machine that cloud-init from this program
+turns into a web server (`ironpool image build debian-12` makes the image).
 
 Run it against `ironpool up` (which writes the client config this program finds on its own):
 
@@ -8,6 +10,8 @@ or point it elsewhere with `pulumi config set ironpool:server https://...` and
 `pulumi config set --secret ironpool:token ...`. `pulumi preview` shows in `*_planned_pool` where the
 scheduler would put each new Machine; after `pulumi up`, `*_pool` says where each one landed.
 """
+
+import json
 
 import ironpool_pulumi as ironpool
 import pulumi
@@ -46,6 +50,38 @@ if config.get_bool("withApp") is not False:
         # Inline Ignition: kept secret, stored in the Secret demo-app-ignition.
         ignition='{"ignition": {"version": "3.4.0"}, "passwd": {"users": [{"name": "core"}]}}',
         labels={"app": "worker"},
+    )
+
+if config.get_bool("withSite"):
+    # cloud-init user data written by the program: root's key (`pulumi config set sshKey "ssh-ed25519
+    # ..."`), a page and a systemd service serving it, started on first boot. Nothing is downloaded.
+    ssh_key = config.get("sshKey") or ""
+    site_user_data = f"""#cloud-config
+disable_root: false
+ssh_authorized_keys: [{json.dumps(ssh_key)}]
+write_files:
+  - path: /srv/site/index.html
+    content: "<h1>Declared by Pulumi, configured by cloud-init</h1>"
+  - path: /etc/systemd/system/site.service
+    content: |
+      [Unit]
+      Description=The Pulumi example's page
+      [Service]
+      ExecStart=/usr/bin/python3 -m http.server 8080 --directory /srv/site
+      DynamicUser=yes
+      [Install]
+      WantedBy=multi-user.target
+runcmd:
+  - [systemctl, enable, --now, site.service]
+"""
+    standard = ironpool.MachineClass("demo-standard", capabilities={"cpu": 1, "memory": "512Mi"})
+    machines["site"] = ironpool.Machine(
+        "demo-site",
+        machine_class=standard,
+        image="debian-12",
+        image_size="4Gi",
+        ignition=site_user_data,  # cloud-init user data goes in as a NoCloud seed, Ignition through fw_cfg
+        labels={"app": "site"},
     )
 
 for key, machine in machines.items():
