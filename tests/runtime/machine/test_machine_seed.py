@@ -126,3 +126,19 @@ def test_records_note_user_data_as_no_ignition_and_keep_the_seed_device_free() -
     assert records.plan_machine(machine, "a" * 32, cls, Path("/x"), lookups, "", 0).rec.ignition is False
     machine.spec.ignition_data = b'{"ignition": {"version": "3.4.0"}}'
     assert records.plan_machine(machine, "a" * 32, cls, Path("/x"), lookups, "", 0).rec.ignition is True
+
+
+def test_ignition_3_gets_the_hostname_as_etc_hostname_unless_it_sets_one() -> None:
+    import json
+
+    from ironpool.runtime.machine.ignition import with_hostname
+
+    config = {"ignition": {"version": "3.4.0"}, "passwd": {"users": [{"name": "root"}]}}
+    got = json.loads(with_hostname(json.dumps(config).encode(), "web 1"))
+    assert got["passwd"] == config["passwd"]
+    assert got["storage"]["files"] == [{"path": "/etc/hostname", "mode": 0o644, "overwrite": True,
+                                        "contents": {"source": "data:,web%201%0A"}}]
+    own = {"ignition": {"version": "3.4.0"}, "storage": {"files": [{"path": "/etc/hostname"}]}}
+    for unchanged in (json.dumps(own).encode(), b'{"ignition": {"version": "2.2.0"}}', b"not json", b"[1]"):
+        assert with_hostname(unchanged, "web") == unchanged
+    assert with_hostname(json.dumps(config).encode(), "") == json.dumps(config).encode()

@@ -40,6 +40,7 @@ from .domain_xml import (
 from .guest import Guest
 from .host import Host
 from .host_networks import HostNetworks
+from .ignition import with_hostname
 from .index import Entry, MachineIndex
 from .model import DOMAIN_PREFIX, MachineRecord, NicRecord
 from .nics import NetworkSettings
@@ -237,7 +238,7 @@ class MachineDriver(DeviceOps):
                 # user while the domain runs).
                 ignition_file = mdir / "ignition.ign"
                 with open(os.open(ignition_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
-                    f.write(ignition)
+                    f.write(with_hostname(ignition, rec.hostname))
             for vrec in rec.volumes:
                 disks.make_local(vrec, plan.images.get(vrec.name))
             xml = to_string(
