@@ -23,6 +23,7 @@ ET.register_namespace("ironpool", METADATA_NS)
 
 IGNITION_FW_CFG = "opt/com.coreos/config"
 SEED_ALIAS = "ua-cloudinit-seed"
+GUEST_AGENT_CHANNEL = "org.qemu.guest_agent.0"
 _SERIAL_CHARS = re.compile(r"[^A-Za-z0-9_.+-]")
 
 
@@ -191,6 +192,10 @@ def domain_element(
     _sub(serial, "target", port="0")
     console = _sub(devices, "console", type="pty")
     _sub(console, "target", type="serial", port="0")
+    # The QEMU guest agent's port (libvirt picks the socket): images with qemu-guest-agent answer
+    # `virsh qemu-agent-command` and report their addresses; others never open it.
+    agent = _sub(devices, "channel", type="unix")
+    _sub(agent, "target", type="virtio", name=GUEST_AGENT_CHANNEL)
     # No USB controller or balloon: nothing uses them, and fewer devices start faster.
     _sub(devices, "controller", type="usb", model="none")
     _sub(devices, "memballoon", model="none")
