@@ -59,6 +59,11 @@ locale: false
 WAIT_ONLINE_DROPIN = (
     "[Service]\nExecStart=\nExecStart=/lib/systemd/systemd-networkd-wait-online --any --timeout=20\n"
 )
+# An emulated CPU on a busy host can be ten times slower than the machine it emulates: systemd's
+# default timeouts (90 s for a device, 3 minutes for journald's watchdog) then fail a boot that
+# would have finished.
+SYSTEMD_TIMEOUTS = "[Manager]\nDefaultTimeoutStartSec=10min\nDefaultDeviceTimeoutSec=10min\n"
+JOURNALD_DROPIN = "[Service]\nWatchdogSec=0\n"
 MASKED_UNITS = (
     "apt-daily.timer", "apt-daily-upgrade.timer", "dpkg-db-backup.timer", "e2scrub_all.timer",
     "fstrim.timer", "systemd-firstboot.service", "e2scrub_reap.service",
@@ -91,6 +96,8 @@ def guest_files() -> dict[str, str]:
     return {
         "etc/cloud/cloud.cfg.d/90-ironpool.cfg": CLOUD_CFG,
         "etc/systemd/system/systemd-networkd-wait-online.service.d/any.conf": WAIT_ONLINE_DROPIN,
+        "etc/systemd/system.conf.d/ironpool-timeouts.conf": SYSTEMD_TIMEOUTS,
+        "etc/systemd/system/systemd-journald.service.d/no-watchdog.conf": JOURNALD_DROPIN,
         "etc/hostname": "localhost\n",
         "etc/resolv.conf": "# no name servers: guests get what they need from the host\n",
     }
