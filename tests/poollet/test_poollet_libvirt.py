@@ -238,7 +238,7 @@ async def test_machine_declared_off_is_defined_but_never_started_until_on(client
             "metadata": {"name": "vm1", "namespace": "default"},
             "spec": {"machineClassRef": {"name": "tiny"}, "machinePoolRef": {"name": POOL}, "power": "Off",
                      "volumes": [{"name": "root", "localDisk": {"image": "tiny"}}]}}), namespace="default")
-        m = await eventually(lambda: _machine(client, "Shutdown"), timeout=60, message="Shutdown")
+        m = await eventually(lambda: _machine(client, "Shutdown"), timeout=120, message="Shutdown")
         assert m.status is not None and m.status.machine_id
         machine_id = m.status.machine_id.split("://", 1)[1]
         console = host.state_dir / "machines" / machine_id / "console.log"
@@ -246,9 +246,9 @@ async def test_machine_declared_off_is_defined_but_never_started_until_on(client
         assert not console.exists(), "the guest ran before power was set On"
 
         await client.patch(Machine, "vm1", {"spec": {"power": "On"}}, namespace="default")
-        await eventually(lambda: _machine(client, "Running"), timeout=60, message="Running")
+        await eventually(lambda: _machine(client, "Running"), timeout=120, message="Running")
         await eventually(lambda: console.is_file() and "init started" in console.read_text(errors="replace"),
-                         timeout=60, message="the guest's init line once power is On")
+                         timeout=120, message="the guest's init line once power is On")
         await client.delete(Machine, "vm1", "default")
         await eventually(lambda: _none_left(host.machines), timeout=60, message="machine deleted")
     finally:
