@@ -97,7 +97,8 @@ def disks(runtime: RuntimeProc, machine_id: str) -> list[str]:
     """The virtio disks the tiny guest listed last (``ironpool-tiny-image: disks: vda=... vdb=...``)."""
     listed = [line for line in console(runtime, machine_id).splitlines()
               if "ironpool-tiny-image: disks:" in line]
-    return listed[-1].split("disks:", 1)[1].split() if listed else []
+    names = listed[-1].split("disks:", 1)[1].split() if listed else []
+    return [] if names == ["none"] else names
 
 
 def user_nic(address: str) -> mpb.NetworkInterface:
@@ -157,7 +158,8 @@ def test_tiny_guest_gets_ignition_through_fw_cfg_and_user_data_as_a_seed_disk(
     ign = runtime.stub.CreateMachine(_with_data(machine_request(test_session), ssh.ignition(public)))
     cfg = runtime.stub.CreateMachine(_with_data(machine_request(test_session), user_data(public)))
     ign_id, cfg_id = ign.machine.metadata.id, cfg.machine.metadata.id
-    wait_for(lambda: disks(runtime, ign_id) and disks(runtime, cfg_id), 90, "both tiny guests listing disks")
+    wait_for(lambda: "disks:" in console(runtime, ign_id) and "disks:" in console(runtime, cfg_id), 90,
+             "both tiny guests listing their disks")
     # The seed is one more virtio disk (the guest lists them as they appear: wait for the last).
     wait_for(lambda: len(disks(runtime, cfg_id)) == len(disks(runtime, ign_id)) + 1, 30,
              f"the seed disk among {disks(runtime, cfg_id)} (Ignition guest: {disks(runtime, ign_id)})")
