@@ -11,6 +11,7 @@ daily timers) is masked; host keys and the machine id are made on each guest's f
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -118,12 +119,12 @@ def mmdebstrap_command(recipe: Recipe, root: Path, deb_cache: Path) -> list[str]
     # Before the kernel is installed, so its first initramfs is already the small one.
     essential = (
         'mkdir -p "$1/etc/initramfs-tools/conf.d" "$1/etc/initramfs-tools/hooks" && '
-        f"printf %s {_quote(INITRAMFS_CONF)} > \"$1/etc/initramfs-tools/conf.d/ironpool.conf\" && "
-        f"printf %s {_quote(INITRAMFS_HOOK)} > \"$1/etc/initramfs-tools/hooks/ironpool-virtio\" && "
+        f"printf %s {shlex.quote(INITRAMFS_CONF)} > \"$1/etc/initramfs-tools/conf.d/ironpool.conf\" && "
+        f"printf %s {shlex.quote(INITRAMFS_HOOK)} > \"$1/etc/initramfs-tools/hooks/ironpool-virtio\" && "
         'chmod 0755 "$1/etc/initramfs-tools/hooks/ironpool-virtio"'
     )
     # Packages downloaded before are not downloaded again; only new ones are copied back.
-    cache = _quote(str(deb_cache))
+    cache = shlex.quote(str(deb_cache))
     sync_in = (f'mkdir -p "$1/var/cache/apt/archives" && find {cache} -maxdepth 1 -name "*.deb" '
                '-exec cp -t "$1/var/cache/apt/archives" {} +')
     sync_out = f'find "$1/var/cache/apt/archives" -maxdepth 1 -name "*.deb" -exec cp -n -t {cache} {{}} +'
@@ -144,10 +145,6 @@ def mmdebstrap_command(recipe: Recipe, root: Path, deb_cache: Path) -> list[str]
         recipe.suite, str(root), recipe.mirror,
     ]
     return cmd
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
 
 
 def make_root(recipe: Recipe, root: Path, deb_cache: Path, log: Callable[[str], None]) -> None:
