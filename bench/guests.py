@@ -23,6 +23,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -136,6 +137,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for a phase")
     parser.add_argument("--keep-workdir", action="store_true", help="keep the runtime's files and log")
     args = parser.parse_args()
+    # A SIGTERM (a timeout around the run) still removes the runtime and its domains.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     images = Path(os.environ.get("IRONPOOL_TEST_IMAGES", "/var/cache/ironpool/test-images"))
     subprocess.run([sys.executable, "-m", "ironpool.cli.main", "image", "build", "debian-12", "--images",
@@ -173,6 +176,7 @@ def main() -> None:
         for i in range(args.runs):
             mid, took = _create_until_ssh(stub, label, i, key, public, time.monotonic() + args.timeout)
             one.append(took)
+            print(f"one machine: SSH answered {took:.1f}s after CreateMachine", file=sys.stderr, flush=True)
             if i == 0:
                 result["domain_type"] = _domain_type(mid)
                 result["boot"] = _boot_figures(stub, mid, key)
@@ -186,6 +190,8 @@ def main() -> None:
                 futures = [pool.submit(_create_until_ssh, stub, label, 1000 + i, key, public, deadline)
                            for i in range(args.at_once)]
                 done = [f.result() for f in futures]
+            print(f"{args.at_once} at once: the last answered SSH after {time.monotonic() - t0:.1f}s",
+                  file=sys.stderr, flush=True)
             result["ten_at_once" if args.at_once == 10 else f"at_once_{args.at_once}"] = {
                 "all_reachable_s": round(time.monotonic() - t0, 1), **_seconds([s for _, s in done])}
             _delete_all(stub, [mid for mid, _ in done])
