@@ -26,7 +26,7 @@ import libvirt
 
 from ironpool.iri.endpoint import EndpointError, parse_endpoint
 
-from .errors import IriError
+from .errors import REASON_METADATA, IriError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -64,6 +64,8 @@ async def abort(context: Context, exc: Exception, fn: Callable[..., Any]) -> NoR
     """End the RPC with the status code ``exc`` carries (INTERNAL for anything unexpected)."""
     what = getattr(fn, "__name__", str(fn))
     if isinstance(exc, IriError):
+        if exc.reason:
+            context.set_trailing_metadata(((REASON_METADATA, exc.reason),))
         await context.abort(exc.code, exc.message)
     if isinstance(exc, libvirt.libvirtError):
         log.warning("%s: libvirt error: %s", what, exc)
