@@ -250,14 +250,15 @@ class ImageCache:
                 _atomic_write(d / f"{self._lease_id(path)}.json", lease, 0o600)
             yield
 
-    def release(self, path: str | Path) -> None:
+    def release(self, path: str | Path, collect: bool = True) -> None:
         """Drop every lease ``path`` holds, then collect if the cache is over its limit."""
         name = f"{self._lease_id(str(path))}.json"
         with self._flock("cache", exclusive=False):
             for d in self.leases.iterdir():
                 with contextlib.suppress(FileNotFoundError):
                     (d / name).unlink()
-        self.collect()
+        if collect:
+            self.collect()
 
     def _users(self, digest: str) -> list[Lease]:
         d = self.leases / _hex(digest)

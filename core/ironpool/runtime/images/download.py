@@ -144,7 +144,9 @@ def _fetch_file(
         return Fetched(copy_stream(src, dest, st.st_size, progress), validators)
 
 
-def _fetch_https(ref: ImageRef, dest: Path, progress: Progress | None, known: Mapping[str, str]) -> Fetched | None:
+def _fetch_https(
+    ref: ImageRef, dest: Path, progress: Progress | None, known: Mapping[str, str]
+) -> Fetched | None:
     headers = {"User-Agent": "ironpool-image-fetch"}
     if known.get("etag"):
         headers["If-None-Match"] = known["etag"]

@@ -182,7 +182,9 @@ def layout(manifest: Mapping[str, Any]) -> Layout:
         desc = descriptor(raw, f"layer {i}")
         role = LAYER_ROLES.get(desc.media_type)
         if role is None:
-            raise NotAnImage(f"layer {i} has media type {desc.media_type!r}, which IronCore images do not use")
+            raise NotAnImage(
+                f"layer {i} has media type {desc.media_type!r}, which IronCore images do not use"
+            )
         if role != "unused":
             found.setdefault(role, desc)  # the current media type comes first where both are present
     if "disk" not in found and "kernel" not in found:

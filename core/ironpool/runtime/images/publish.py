@@ -59,7 +59,9 @@ class ImageFiles:
         return cls(path, kernel, initrd, cmdline or "")
 
 
-def _blob(layout: Path, src: Path, media_type: str, progress: Callable[[str], None] | None) -> mediatypes.Descriptor:
+def _blob(
+    layout: Path, src: Path, media_type: str, progress: Callable[[str], None] | None
+) -> mediatypes.Descriptor:
     """Hash ``src`` and link it into the layout's blobs; its descriptor."""
     if progress is not None:
         progress(f"hashing {src} ({src.stat().st_size / 1024**2:.1f} MiB)")
@@ -109,8 +111,10 @@ def push(
             layers.append(_blob(root, files.initrd, mediatypes.INITRAMFS, progress))
         config_doc = json.dumps({"commandLine": files.cmdline} if files.cmdline else {}).encode()
         config = _json_blob(root, config_doc, mediatypes.CONFIG)
-        annotations = {mediatypes.VARIANT_ANNOTATION: mediatypes.VIRTUALIZATION} if layout == "index" else None
-        manifest = _json_blob(root, mediatypes.manifest_json(config, layers, annotations), mediatypes.OCI_MANIFEST)
+        variant = {mediatypes.VARIANT_ANNOTATION: mediatypes.VIRTUALIZATION}
+        annotations = variant if layout == "index" else None
+        manifest_doc = mediatypes.manifest_json(config, layers, annotations)
+        manifest = _json_blob(root, manifest_doc, mediatypes.OCI_MANIFEST)
         top = manifest
         if layout == "index":
             arch = mediatypes.GOARCH.get(platform.machine(), platform.machine())

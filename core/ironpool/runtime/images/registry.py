@@ -122,7 +122,7 @@ class Skopeo:
         self.options = options or RegistryOptions()
         self.tmp_dir = tmp_dir
         if shutil.which(SKOPEO) is None:
-            self.missing = "skopeo is not installed (Debian package 'skopeo'; scripts/setup-host.sh installs it)"
+            self.missing = "skopeo is not installed (Debian's 'skopeo'; scripts/setup-host.sh installs it)"
         else:
             self.missing = ""
 

@@ -22,11 +22,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import diskfile, download, errors, mediatypes
-from .cache import ImageCache, ImageRecord
+from .cache import DEFAULT_LIMIT, ImageCache, ImageRecord
 from .catalog import ImageCatalog
 from .image import Image
 from .reference import ImageRef, parse
@@ -119,6 +120,34 @@ class ImageResolver:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- users of cached images --------------------------------------------------------------
+    def _blobs(self, image: Image | None) -> list[str]:
+        if image is None or self.cache is None:
+            return []
+        files = (image.path, image.kernel, image.initrd)
+        return ["sha256:" + f.name for f in files if f is not None and f.parent == self.cache.blobs]
+
+    def lease(self, image: Image | None, path: str | Path, user: str) -> AbstractContextManager[None]:
+        """Hold ``image``'s cached files for ``path`` (made inside the block; an overlay, a volume,
+        a machine's folder) until :meth:`release`; nothing to hold for catalog images."""
+        blobs = self._blobs(image)
+        if not blobs:
+            return nullcontext()
+        assert self.cache is not None
+        return self.cache.use(blobs, path, user)
+
+    def hold(self, image: Image | None, path: str | Path, user: str) -> None:
+        """:meth:`lease` for a ``path`` that exists already."""
+        with self.lease(image, path, user):
+            pass
+
+    def release(self, *paths: str | Path) -> None:
+        """``paths`` no longer use cached images; the cache may collect what nothing else uses."""
+        if self.cache is not None and paths:
+            for path in paths:
+                self.cache.release(path, collect=False)
+            self.cache.collect()
 
     # -- the one entry point -----------------------------------------------------------------
     def check(self, text: str) -> ImageRef:
@@ -263,15 +292,17 @@ class ImageResolver:
             for d in lay.blobs:
                 f = files[d.digest]
                 if not f.is_file() or f.stat().st_size != d.size:
-                    raise errors.DigestMismatch(f"image {ref.text}: blob {d.digest} is missing or has the wrong size")
+                    raise errors.DigestMismatch(
+                        f"image {ref.text}: blob {d.digest} is missing or has the wrong size"
+                    )
             cmdline = mediatypes.command_line(files[lay.config.digest].read_bytes())
             disk_format, vsize = "", 0
             if lay.disk is not None:
                 info = diskfile.inspect(files[lay.disk.digest], f"image {ref.text}: its disk layer")
                 disk_format, vsize = info.format, info.virtual_size
-            for d in (lay.disk, lay.kernel, lay.initrd):
-                if d is not None:
-                    cache.add_blob(files[d.digest], d.digest)
+            for blob in (lay.disk, lay.kernel, lay.initrd):
+                if blob is not None:
+                    cache.add_blob(files[blob.digest], blob.digest)
         rec = ImageRecord(
             ref=ref.text, digest=top, disk=lay.disk.digest if lay.disk else "", disk_format=disk_format,
             virtual_size=vsize, kernel=lay.kernel.digest if lay.kernel else "",
@@ -295,7 +326,7 @@ class ImageResolver:
                 steps = [0]
 
                 def progress(done: int, total: int) -> None:
-                    pull.progress = f"{done / MiB:.0f} of {total / MiB:.0f} MiB" if total else f"{done / MiB:.0f} MiB"
+                    pull.progress = f"{done / MiB:.0f} MiB" + (f" of {total / MiB:.0f} MiB" if total else "")
                     step = done * PROGRESS_STEPS // total if total else 0
                     if 0 < step < PROGRESS_STEPS and step > steps[0]:
                         steps[0] = step
@@ -360,8 +391,8 @@ def open_resolver(
     """A resolver over a catalog folder and a cache folder (either may be None); ``file://`` images
     are served from ``file_roots`` and the catalog folder."""
     catalog = ImageCatalog(catalog_dir) if catalog_dir is not None else None
-    cache = ImageCache(cache_dir, cache_limit) if cache_dir is not None and cache_limit is not None else (
-        ImageCache(cache_dir) if cache_dir is not None else None)
+    limit = DEFAULT_LIMIT if cache_limit is None else cache_limit
+    cache = ImageCache(cache_dir, limit) if cache_dir is not None else None
     roots = tuple(Path(r).absolute() for r in file_roots)
     if catalog_dir is not None:
         roots += (Path(catalog_dir).absolute(),)
