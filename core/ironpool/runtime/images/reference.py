@@ -77,6 +77,8 @@ def _digest(value: str, what: str, text: str) -> str:
 
 
 def _has_registry(first: str) -> bool:
+    if first.startswith("."):  # "..", ".hidden": never a host; the catalog refuses them
+        return False
     return "." in first or ":" in first or first == "localhost" or first.startswith("[")
 
 

@@ -231,7 +231,8 @@ class VolumeDriver:
         try:
             view = self._create_volume(args)
         except Exception as exc:
-            self._event(args, "CreateFailed", str(getattr(exc, "message", exc)), "Create")
+            if getattr(exc, "reason", "") != "ImagePulling":  # that is progress, told by its own events
+                self._event(args, "CreateFailed", str(getattr(exc, "message", exc)), "Create")
             raise
         self._event(view.record, "Created", f"created {view.effective_bytes} bytes", "Create")
         return view
