@@ -56,7 +56,8 @@ class LocalRegistry:
         config: dict[str, object] = {
             "version": 0.1,
             "log": {"level": "warn", "accesslog": {"disabled": True}},
-            "storage": {"filesystem": {"rootdirectory": str(self.root / "data")}, "delete": {"enabled": True}},
+            "storage": {"filesystem": {"rootdirectory": str(self.root / "data")},
+                        "delete": {"enabled": True}},
             "http": {"addr": self.address, "headers": {"X-Content-Type-Options": ["nosniff"]}},
         }
         if self.users:
@@ -88,8 +89,9 @@ class LocalRegistry:
         config.write_text(yaml.safe_dump(self._config()))
         log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child
         try:
-            self.process = subprocess.Popen([BINARY, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+            self.process = subprocess.Popen([BINARY, "serve", str(config)], stdout=log,
+                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=True)
         finally:
             log.close()
         deadline = time.monotonic() + timeout

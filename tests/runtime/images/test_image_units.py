@@ -75,7 +75,8 @@ def test_classic_ironcore_image_layout() -> None:
     lay = mediatypes.layout(_manifest(mediatypes.CONFIG, mediatypes.ROOTFS, mediatypes.KERNEL,
                                       mediatypes.INITRAMFS, "application/vnd.ironcore.image.squashfs"))
     assert lay.disk is not None and lay.kernel is not None and lay.initrd is not None
-    assert [d.media_type for d in lay.blobs][1:] == [mediatypes.ROOTFS, mediatypes.KERNEL, mediatypes.INITRAMFS]
+    assert [d.media_type for d in lay.blobs][1:] == [
+        mediatypes.ROOTFS, mediatypes.KERNEL, mediatypes.INITRAMFS]
 
 
 def test_osboot_and_legacy_names_are_read() -> None:
@@ -108,8 +109,8 @@ def test_what_is_not_an_image(manifest: dict[str, object], words: str) -> None:
 
 def test_index_picks_this_platform_and_the_virtualization_variant() -> None:
     def entry(arch: str, variant: str, n: str) -> dict[str, object]:
-        return {**_desc(mediatypes.OCI_MANIFEST, "sha256:" + n * 64), "platform": {"os": "linux", "architecture": arch},
-                "annotations": {"variant": variant}}
+        return {**_desc(mediatypes.OCI_MANIFEST, "sha256:" + n * 64),
+                "platform": {"os": "linux", "architecture": arch}, "annotations": {"variant": variant}}
 
     index = {"mediaType": mediatypes.OCI_INDEX, "manifests": [entry("amd64", "metal", "1"),
                                                               entry("arm64", "virtualization", "2"),
@@ -122,7 +123,8 @@ def test_index_picks_this_platform_and_the_virtualization_variant() -> None:
 
 @pytest.mark.parametrize(("stderr", "kind"), [
     ('level=fatal msg="reading manifest 1 in r/x: manifest unknown: manifest unknown"', errors.ImageNotFound),
-    ('level=fatal msg="reading manifest 1 in r/x: unauthorized: authentication required"', errors.ImageUnauthorized),
+    ('level=fatal msg="reading manifest 1 in r/x: unauthorized: authentication required"',
+     errors.ImageUnauthorized),
     ('level=fatal msg="pinging container registry 127.0.0.1:1: Get \\"http://127.0.0.1:1/v2/\\": dial tcp '
      '127.0.0.1:1: connect: connection refused"', errors.ImageUnreachable),
     ('level=fatal msg="writing blob: write /c/tmp/x: no space left on device"', errors.NoSpace),
