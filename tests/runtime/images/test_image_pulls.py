@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from ironpool.apiserver.certs import CertificateAuthority, ensure_serving_cert
 from ironpool.runtime.images import Credentials, ImageResolver, errors, mediatypes, open_resolver
 from ironpool.runtime.images.publish import ImageFiles, push
 from ironpool.runtime.images.registry import Skopeo
+
 from tests.helpers.registry import Registry
 from tests.helpers.wait import wait_for
 
@@ -77,7 +77,8 @@ def test_push_then_pull_every_layout(registry: Registry, work: Path) -> None:
     d1 = push(f"{base}/disk:1", ImageFiles.from_path(disk))
     d2 = push(f"{base}/disk:index", ImageFiles.from_path(disk), layout="index")
     d3 = push(f"{base}/kernel:1", ImageFiles.from_path(bundle))
-    d4 = push(f"{base}/both:1", ImageFiles.from_path(disk, bundle / "kernel", bundle / "initrd", "root=/dev/vda"))
+    both_files = ImageFiles.from_path(disk, bundle / "kernel", bundle / "initrd", "root=/dev/vda")
+    d4 = push(f"{base}/both:1", both_files)
     r = resolver(work / "cache")
     events: list[tuple[str, str]] = []
     sink = ("t", lambda reason, msg: events.append((reason, msg)))
