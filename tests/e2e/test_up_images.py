@@ -68,13 +68,15 @@ def test_machines_from_oci_images(make_up: Callable[..., UpInstance], tiny_image
     def machine(name: str) -> dict[str, Any]:
         return client.get_raw(MACHINES, name, "default")
 
+    seen: dict[str, Any] = {}
+
     def pending_because(name: str, reason: str, *words: str) -> dict[str, Any]:
         def check() -> dict[str, Any] | None:
             m = machine(name)
-            cond = ready(m)
+            cond = seen[name] = ready(m)
             ok = (m.get("status") or {}).get("state") == "Pending" and cond.get("reason") == reason
             return cond if ok and all(w in cond.get("message", "") for w in words) else None
-        return wait_for(check, 60, f"machine {name} Pending because {reason}")
+        return wait_for(check, 60, f"machine {name} Pending because {reason} (last: {seen})")
 
     def running(name: str, guests: int = 1) -> dict[str, Any]:
         return wait_for(lambda: (m := machine(name)).get("status", {}).get("state") == "Running" and m,

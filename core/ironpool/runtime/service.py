@@ -64,9 +64,7 @@ async def abort(context: Context, exc: Exception, fn: Callable[..., Any]) -> NoR
     """End the RPC with the status code ``exc`` carries (INTERNAL for anything unexpected)."""
     what = getattr(fn, "__name__", str(fn))
     if isinstance(exc, IriError):
-        if exc.reason:
-            context.set_trailing_metadata(((REASON_METADATA, exc.reason),))
-        await context.abort(exc.code, exc.message)
+        await context.abort(exc.code, exc.message, ((REASON_METADATA, exc.reason),) if exc.reason else ())
     if isinstance(exc, libvirt.libvirtError):
         log.warning("%s: libvirt error: %s", what, exc)
         await context.abort(grpc.StatusCode.INTERNAL, f"libvirt: {exc.get_error_message()}")
