@@ -56,7 +56,7 @@ def test_machines_from_oci_images(make_up: Callable[..., UpInstance], tiny_image
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(disk), "256M"], check=True)
     disk_digest = push(f"{reg}/os/disk:1", ImageFiles.from_path(disk), layout="index")
 
-    up = make_up()
+    up = make_up(extra_args=["--capacity-cpu", "8", "--capacity-memory", "8Gi"])  # guests here idle
     up.start()
     client = up.client()
 
@@ -76,7 +76,12 @@ def test_machines_from_oci_images(make_up: Callable[..., UpInstance], tiny_image
             cond = seen[name] = ready(m)
             ok = (m.get("status") or {}).get("state") == "Pending" and cond.get("reason") == reason
             return cond if ok and all(w in cond.get("message", "") for w in words) else None
-        return wait_for(check, 60, f"machine {name} Pending because {reason} (last: {seen})")
+        try:
+            return wait_for(check, 60, f"machine {name} Pending because {reason}")
+        except BaseException:
+            print(f"machine {name}: last Ready {seen.get(name)}; status {machine(name).get('status')}")
+            print(up.output()[-3000:])
+            raise
 
     def running(name: str, guests: int = 1) -> dict[str, Any]:
         return wait_for(lambda: (m := machine(name)).get("status", {}).get("state") == "Running" and m,
@@ -123,6 +128,7 @@ spec:
                                        vol["status"]["access"]["volumeAttributes"]["path"]],
                                       capture_output=True, text=True, check=True).stdout)
     assert vinfo["backing-filename"] == info["backing-filename"]
+    up.cli("delete", "machine", "oci-disk")  # it has no bootloader: nothing more to see
 
     # Each failure: Pending, a condition and a Warning event naming image and cause; then fixed.
     apply(machine_yaml("late", f"{reg}/os/late:1"))
@@ -159,9 +165,11 @@ stringData:
     listing = json.loads(up.cli("image", "ls", "--image-cache", str(cache), "-o", "json").stdout)
     assert list((cache / "tmp").iterdir()) == []
     by_digest = {i["digest"]: i for i in listing["images"]}
-    assert len(by_digest[tiny_digest]["users"]) == 3  # oci-tiny, late and chart: one base for all
-    users = {u["user"].split()[0] for u in by_digest[disk_digest]["users"]}
-    assert users == {"machine", "volume"}
+    # oci-tiny, late, chart and private: four references, one content, one copy in the cache
+    assert len(by_digest[tiny_digest]["users"]) == 4
+    assert set(by_digest[tiny_digest]["refs"]) == {
+        f"{reg}/os/tiny:1", f"{reg}/os/late:1", f"{reg}/os/chart:1", f"{locked}/os/tiny:1"}
+    assert [u["user"].split()[0] for u in by_digest[disk_digest]["users"]] == ["volume"]  # oci-disk went
 
 
 def _push_not_an_image(ref: str, work: Path) -> None:
