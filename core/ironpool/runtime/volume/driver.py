@@ -186,6 +186,7 @@ class VolumeDriver:
             image = self.images.resolve(
                 args.image, "volume.spec.volume_data_source.image_data_source.image", args.pull_secret,
                 (",".join(f"{k}={v}" for k, v in sorted(args.labels.items())), self._pull_event(args)),
+                args.architecture,
             )
             source, source_format, min_size = image.path, image.format, image.virtual_size
         elif args.snapshot_id:

@@ -17,6 +17,7 @@ from pathlib import Path
 from ironpool.runtime.errors import InvalidArgument
 from ironpool.runtime.images import Credentials, Image, ImageError, ImageResolver
 from ironpool.runtime.images.diskfile import qemu_img_info
+from ironpool.runtime.images.mediatypes import GOARCH
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,14 @@ class VolumeImages:
         field: str,
         pull_secret: Mapping[str, bytes] | None = None,
         requester: tuple[str, Callable[[str, str], None]] | None = None,
+        architecture: str = "",
     ) -> ImageInfo:
+        host_arch = self.resolver.options.architecture
+        if architecture and GOARCH.get(architecture, architecture) != GOARCH.get(host_arch, host_arch):
+            raise InvalidArgument(
+                f"{field.rsplit('.', 1)[0]}.architecture: {architecture!r} images do not run on this "
+                f"host ({host_arch}); its machines boot the host's architecture"
+            )
         try:
             creds = Credentials.from_secret(dict(pull_secret or {}), "the pull secret")
         except ImageError as exc:

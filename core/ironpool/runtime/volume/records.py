@@ -132,6 +132,7 @@ class CreateVolumeArgs:
     snapshot_id: str = ""
     encrypted: bool = False
     pull_secret: Mapping[str, bytes] = field(default_factory=dict, repr=False)
+    architecture: str = ""
 
 
 def create_args(volume: volume_pb2.Volume) -> CreateVolumeArgs:
@@ -145,6 +146,7 @@ def create_args(volume: volume_pb2.Volume) -> CreateVolumeArgs:
         image=source.image_data_source.image,
         snapshot_id=source.snapshot_data_source.snapshot_id,
         pull_secret=dict(source.image_data_source.pull_secret_data),
+        architecture=source.image_data_source.architecture,
         encrypted=bool(volume.spec.encryption.secret_data),
     )
 
