@@ -216,10 +216,13 @@ class ImageResolver:
         with self._lock:
             self._pulls.pop(key, None)
             if pull.error is not None:
+                now = time.monotonic()
+                for stale in [k for k, f in self._failures.items() if f.until < now - BACKOFF_MAX]:
+                    del self._failures[stale]  # long past its backoff: a later failure starts afresh
                 old = self._failures.get(key)
                 count = old.count + 1 if old else 1
                 delay = min(BACKOFF_START * 2 ** (count - 1), BACKOFF_MAX)
-                self._failures[key] = _Failure(pull.error, time.monotonic() + delay, count)
+                self._failures[key] = _Failure(pull.error, now + delay, count)
                 log.warning("%s (retry allowed in %.0fs)", pull.error.message, delay)
             else:
                 self._failures.pop(key, None)
