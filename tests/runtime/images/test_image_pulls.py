@@ -284,3 +284,22 @@ def test_file_images_only_from_the_folders_the_runtime_serves(work: Path) -> Non
         with pytest.raises(errors.ImageUnauthorized, match="outside the folders"):
             r.resolve(f"file://{outside}")
     no_partial(r)
+
+
+def test_a_create_waits_a_bounded_time_then_hears_the_image_is_still_pulled(registry: Registry,
+                                                                           work: Path) -> None:
+    ref = f"{repo(registry)}/disk:1"
+    push(ref, ImageFiles.from_path(qcow2(work / "d.qcow2")))
+    r = resolver(work / "cache")
+    gate = threading.Event()
+    real_copy = r.skopeo.copy_to_dir
+
+    def held(*args: Any, **kw: Any) -> None:
+        gate.wait(60)
+        real_copy(*args, **kw)
+
+    r.skopeo.copy_to_dir = held  # type: ignore[method-assign]
+    with pytest.raises(errors.ImagePulling, match=rf"image {ref} is being pulled \(0 of \d+ MiB\)"):
+        r.resolve(ref, wait=0.2)
+    gate.set()
+    assert r.resolve(ref).has_disk  # the same pull, finished
