@@ -19,7 +19,7 @@ from ironpool.runtime.images.publish import ImageFiles, push
 from up_harness import UpInstance, machine_domain, wait_for
 
 from tests.helpers.guests import boot_deadline
-from tests.helpers.registry import Registry
+from tests.helpers.registry import Registry, push_not_an_image
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow, pytest.mark.guests]
 
@@ -135,7 +135,7 @@ spec:
     apply(machine_yaml("chart", f"{reg}/os/chart:1"))
     apply(machine_yaml("private", f"{locked}/os/tiny:1"))
     apply(machine_yaml("wrong-digest", f"{reg}/os/tiny@sha256:{'0' * 64}"))
-    _push_not_an_image(f"{reg}/os/chart:1", tmp_path)
+    push_not_an_image(f"{reg}/os/chart:1", tmp_path)
     pending_because("late", "ImageNotFound", f"{reg}/os/late:1", "manifest unknown")
     pending_because("chart", "NotAnImage", f"{reg}/os/chart:1", "not an IronCore image")
     pending_because("private", "ImageUnauthorized", f"{locked}/os/tiny:1", "authentication required")
@@ -171,28 +171,3 @@ stringData:
         f"{reg}/os/tiny:1", f"{reg}/os/late:1", f"{reg}/os/chart:1", f"{locked}/os/tiny:1"}
     assert [u["user"].split()[0] for u in by_digest[disk_digest]["users"]] == ["volume"]  # oci-disk went
 
-
-def _push_not_an_image(ref: str, work: Path) -> None:
-    """A Helm-chart-like OCI artifact: an OCI manifest, but no IronCore image."""
-    import hashlib
-
-    from ironpool.runtime.images import mediatypes
-    from ironpool.runtime.images.reference import parse
-    from ironpool.runtime.images.registry import Skopeo
-
-    layout = work / "chart"
-    (layout / "blobs" / "sha256").mkdir(parents=True)
-    (layout / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
-
-    def blob(data: bytes, media: str) -> mediatypes.Descriptor:
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        (layout / "blobs" / "sha256" / digest[7:]).write_bytes(data)
-        return mediatypes.Descriptor(media, digest, len(data), {})
-
-    config = blob(b"{}", "application/vnd.cncf.helm.config.v1+json")
-    layer = blob(b"chart", "application/vnd.cncf.helm.chart.content.v1.tar+gzip")
-    manifest = blob(mediatypes.manifest_json(config, [layer]), mediatypes.OCI_MANIFEST)
-    (layout / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [
-        {"mediaType": manifest.media_type, "digest": manifest.digest, "size": manifest.size,
-         "annotations": {"org.opencontainers.image.ref.name": "image"}}]}))
-    Skopeo().push_layout(layout, parse(ref), None, work / "chart-digest")

@@ -51,3 +51,30 @@ def auth_registry() -> Iterator[Registry]:
     password = secrets.token_hex(8)
     for reg in _start({"puller": password}):
         yield Registry(reg.address, "puller", password)
+
+
+def push_not_an_image(ref: str, work: Path) -> None:
+    """Push an OCI artifact that is no IronCore image (shaped like a Helm chart) to ``ref``."""
+    import hashlib
+    import json
+
+    from ironpool.runtime.images import mediatypes
+    from ironpool.runtime.images.reference import parse
+    from ironpool.runtime.images.registry import Skopeo
+
+    layout = Path(tempfile.mkdtemp(prefix="artifact-", dir=work))
+    (layout / "blobs" / "sha256").mkdir(parents=True)
+    (layout / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
+
+    def blob(data: bytes, media: str) -> mediatypes.Descriptor:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        (layout / "blobs" / "sha256" / digest[7:]).write_bytes(data)
+        return mediatypes.Descriptor(media, digest, len(data), {})
+
+    config = blob(b"{}", "application/vnd.cncf.helm.config.v1+json")
+    layer = blob(b"chart", "application/vnd.cncf.helm.chart.content.v1.tar+gzip")
+    manifest = blob(mediatypes.manifest_json(config, [layer]), mediatypes.OCI_MANIFEST)
+    (layout / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [
+        {"mediaType": manifest.media_type, "digest": manifest.digest, "size": manifest.size,
+         "annotations": {"org.opencontainers.image.ref.name": "image"}}]}))
+    Skopeo().push_layout(layout, parse(ref), None, layout / "digest")

@@ -138,7 +138,8 @@ def test_images_pull_secret_goes_with_the_image_and_the_booted_digest_comes_back
     m = _machine(volumes=[{"name": "root", "localDisk": {"image": "127.0.0.1:5000/os/d:1"}},
                           {"name": "scratch", "localDisk": {"sizeLimit": "1Gi"}}])
     secret = {".dockerconfigjson": b'{"auths": {}}'}
-    root, scratch = (local_disk_volume(v, d, secret) for v, d in zip(m.spec.volumes or [], ("oda", "odb")))
+    vols = m.spec.volumes or []
+    root, scratch = local_disk_volume(vols[0], "oda", secret), local_disk_volume(vols[1], "odb", secret)
     assert dict(root.local_disk.image.pull_secret_data) == secret
     assert not scratch.local_disk.HasField("image")  # no image, no credentials
     iri = mpb.Machine()
@@ -146,5 +147,6 @@ def test_images_pull_secret_goes_with_the_image_and_the_booted_digest_comes_back
     iri.status.image_ref = "127.0.0.1:5000/os/d:1@sha256:" + "a" * 64
     assert compute_status(m, iri, "rt", "t")["imageRef"] == iri.status.image_ref
     assert "imageRef" not in compute_status(m, mpb.Machine(), "rt", "t")
-    pulling = failed_status(m, "image 127.0.0.1:5000/os/d:1 is being pulled (3 of 9 MiB)", "t", "ImagePulling")
+    message = "image 127.0.0.1:5000/os/d:1 is being pulled (3 of 9 MiB)"
+    pulling = failed_status(m, message, "t", "ImagePulling")
     assert (pulling["state"], pulling["conditions"][0]["reason"]) == ("Pending", "ImagePulling")

@@ -8,7 +8,6 @@ import contextlib
 import functools
 import hashlib
 import http.server
-import json
 import os
 import secrets
 import shutil
@@ -22,11 +21,10 @@ from typing import Any
 
 import pytest
 from ironpool.apiserver.certs import CertificateAuthority, ensure_serving_cert
-from ironpool.runtime.images import Credentials, ImageResolver, errors, mediatypes, open_resolver
+from ironpool.runtime.images import Credentials, ImageResolver, errors, open_resolver
 from ironpool.runtime.images.publish import ImageFiles, push
-from ironpool.runtime.images.registry import Skopeo
 
-from tests.helpers.registry import Registry
+from tests.helpers.registry import Registry, push_not_an_image
 from tests.helpers.wait import wait_for
 
 MiB = 1 << 20
@@ -131,28 +129,6 @@ def test_concurrent_pulls_of_one_image_share_one_download(registry: Registry, wo
     assert other.resolve(ref).path == results[0].path
 
 
-def _push_artifact(registry: Registry, ref: str, work: Path) -> None:
-    """Push something that is not an IronCore image: a Helm-chart-like OCI artifact."""
-    layout = work / "artifact"
-    (layout / "blobs" / "sha256").mkdir(parents=True)
-    (layout / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
-
-    def blob(data: bytes, media: str) -> mediatypes.Descriptor:
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        (layout / "blobs" / "sha256" / digest[7:]).write_bytes(data)
-        return mediatypes.Descriptor(media, digest, len(data), {})
-
-    config = blob(b"{}", "application/vnd.cncf.helm.config.v1+json")
-    layer = blob(b"chart", "application/vnd.cncf.helm.chart.content.v1.tar+gzip")
-    manifest = blob(mediatypes.manifest_json(config, [layer]), mediatypes.OCI_MANIFEST)
-    (layout / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [
-        {"mediaType": manifest.media_type, "digest": manifest.digest, "size": manifest.size,
-         "annotations": {"org.opencontainers.image.ref.name": "image"}}]}))
-    from ironpool.runtime.images.reference import parse
-
-    Skopeo().push_layout(layout, parse(ref), None, work / "digest")
-
-
 def test_each_failure_names_the_image_and_cause_and_keeps_nothing(
     registry: Registry, auth_registry: Registry, work: Path
 ) -> None:
@@ -161,7 +137,7 @@ def test_each_failure_names_the_image_and_cause_and_keeps_nothing(
     missing = f"{base}/missing:1"
     wrong_digest = f"{base}/disk@sha256:{'0' * 64}"
     artifact = f"{base}/chart:1"
-    _push_artifact(registry, artifact, work)
+    push_not_an_image(artifact, work)
     locked = f"{auth_registry.address}/private/disk:1"
     creds = Credentials.basic(auth_registry.address, auth_registry.user, auth_registry.password)
     disk = qcow2(work / "d.qcow2", marker=b"x")

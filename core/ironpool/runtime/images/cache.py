@@ -19,7 +19,6 @@ no live lease needs, least recently used first, while the cache is above its siz
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import hashlib
 import json
@@ -31,7 +30,6 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ironpool.runtime.qemu_access import make_dirs
 
@@ -341,11 +339,3 @@ class ImageCache:
     def free_bytes(self) -> int:
         st = os.statvfs(self.root)
         return st.f_bavail * st.f_frsize
-
-
-def is_enospc(exc: BaseException) -> bool:
-    return isinstance(exc, OSError) and exc.errno == errno.ENOSPC
-
-
-def record_json(rec: ImageRecord) -> dict[str, Any]:
-    return asdict(rec)
