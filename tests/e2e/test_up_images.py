@@ -19,6 +19,7 @@ from ironpool.runtime.images.publish import ImageFiles, push
 from up_harness import UpInstance, machine_domain, wait_for
 
 from tests.helpers.guests import boot_deadline
+from tests.helpers.net import free_port
 from tests.helpers.registry import Registry, push_not_an_image
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow, pytest.mark.guests]
@@ -56,8 +57,12 @@ def test_machines_from_oci_images(make_up: Callable[..., UpInstance], tiny_image
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(disk), "256M"], check=True)
     disk_digest = push(f"{reg}/os/disk:1", ImageFiles.from_path(disk), layout="index")
 
-    up = make_up(extra_args=["--capacity-cpu", "8", "--capacity-memory", "8Gi"])  # guests here idle
+    own = free_port()  # `ironpool up --registry PORT` runs one of its own
+    up = make_up(extra_args=["--capacity-cpu", "8", "--capacity-memory", "8Gi",  # guests here idle
+                             "--registry", str(own)])
     up.start()
+    assert f"OCI registry on 127.0.0.1:{own}" in up.output()
+    assert push(f"127.0.0.1:{own}/os/tiny:1", tiny) == tiny_digest
     client = up.client()
 
     def apply(text: str) -> None:
@@ -88,9 +93,9 @@ def test_machines_from_oci_images(make_up: Callable[..., UpInstance], tiny_image
                         boot_deadline(guests), f"machine {name} Running")
 
     # The tiny image as an OCI artifact (kernel + initramfs layers) boots; the status says which digest.
-    apply(machine_yaml("oci-tiny", f"{reg}/os/tiny:1"))
+    apply(machine_yaml("oci-tiny", f"127.0.0.1:{own}/os/tiny:1"))
     m = running("oci-tiny")
-    assert m["status"]["imageRef"] == f"{reg}/os/tiny:1@{tiny_digest}"
+    assert m["status"]["imageRef"] == f"127.0.0.1:{own}/os/tiny:1@{tiny_digest}"
     iri_id, _ = machine_domain(m["status"]["machineID"])
     wait_for(lambda: "ironpool-tiny-image: init started" in up.console_log(iri_id), boot_deadline(1),
              "the OCI-pulled tiny guest's init line")
@@ -168,6 +173,6 @@ stringData:
     # oci-tiny, late, chart and private: four references, one content, one copy in the cache
     assert len(by_digest[tiny_digest]["users"]) == 4
     assert set(by_digest[tiny_digest]["refs"]) == {
-        f"{reg}/os/tiny:1", f"{reg}/os/late:1", f"{reg}/os/chart:1", f"{locked}/os/tiny:1"}
+        f"127.0.0.1:{own}/os/tiny:1", f"{reg}/os/late:1", f"{reg}/os/chart:1", f"{locked}/os/tiny:1"}
     assert [u["user"].split()[0] for u in by_digest[disk_digest]["users"]] == ["volume"]  # oci-disk went
 
