@@ -88,7 +88,7 @@ def _message(stderr: str) -> str:
     """skopeo's own error text from its log line (``level=fatal msg="…"``), else its last line."""
     found = _MSG.findall(stderr)
     if found:
-        return found[-1].encode().decode("unicode_escape", errors="replace")
+        return re.sub(r'\\(["\\])', r"\1", found[-1])  # logrus quotes " and \ in msg="…"
     lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
     return lines[-1] if lines else "skopeo failed without a message"
 
