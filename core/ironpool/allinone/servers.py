@@ -315,6 +315,7 @@ class VolumeRuntimeRunner:
             self._executor.shutdown(wait=True)
             self._executor = None
         if self._core is not None:
+            self._core.close()
             self._core.pool.host.close()
             self._core = None
         with contextlib.suppress(FileNotFoundError):

@@ -121,6 +121,8 @@ class Skopeo:
     def __init__(self, options: RegistryOptions | None = None, tmp_dir: Path | None = None) -> None:
         self.options = options or RegistryOptions()
         self.tmp_dir = tmp_dir
+        self._running: set[subprocess.Popen[bytes]] = set()
+        self._closed = False
         if shutil.which(SKOPEO) is None:
             self.missing = "skopeo is not installed (Debian's 'skopeo'; scripts/setup-host.sh installs it)"
         else:
@@ -143,11 +145,14 @@ class Skopeo:
              watch: Callable[[], None] | None = None) -> subprocess.CompletedProcess[bytes]:
         if self.missing:
             raise errors.ImageError(f"image {ref}: {self.missing}")
+        if self._closed:
+            raise errors.ImageUnreachable(f"image {ref}: the runtime is stopping")
         try:
             proc = subprocess.Popen([SKOPEO, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     stdin=subprocess.DEVNULL)
         except OSError as exc:
             raise errors.ImageError(f"image {ref}: running skopeo failed: {exc}") from exc
+        self._running.add(proc)
         stop = threading.Event()
         watcher = None
         if watch is not None:
@@ -167,12 +172,19 @@ class Skopeo:
             proc.wait()
             raise
         finally:
+            self._running.discard(proc)
             stop.set()
             if watcher is not None:
                 watcher.join()
         if proc.returncode != 0:
             raise classify(ref, err.decode(errors="replace"))
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+    def close(self) -> None:
+        """Stop the pulls and pushes under way (their scratch goes with them) and refuse new ones."""
+        self._closed = True
+        for proc in list(self._running):
+            proc.kill()
 
     def manifest(self, ref: ImageRef, target: str, creds: Credentials | None) -> bytes:
         """The raw manifest (or index) ``target`` (``registry/repo:tag`` or ``@digest``) names."""

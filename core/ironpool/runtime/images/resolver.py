@@ -119,6 +119,8 @@ class ImageResolver:
             self.cache.ensure()
 
     def close(self) -> None:
+        """Stop pulls under way (a process ending must not wait for a download) and the workers."""
+        self.skopeo.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     # -- users of cached images --------------------------------------------------------------

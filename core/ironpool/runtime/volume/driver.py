@@ -93,6 +93,10 @@ class VolumeDriver:
         with self._lock:
             self._reconcile()
 
+    def close(self) -> None:
+        """Stop image pulls under way; the pool's libvirt connection is its owner's to close."""
+        self.images.resolver.close()
+
     def _take_pool_lock(self) -> None:
         """One runtime per pool: two would race on sidecars and free space. The kernel drops the
         lock when the process dies, so a kill -9 never leaves the pool locked."""
