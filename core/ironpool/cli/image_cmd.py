@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import sys
 import time
@@ -109,6 +110,7 @@ def pull(ref: str, image_cache: Path, authfile: Path | None, insecure: tuple[str
     from ironpool.runtime.images import open_resolver
     from ironpool.runtime.images.errors import ImageError
 
+    logging.getLogger("ironpool.runtime.images").setLevel(logging.ERROR)  # the error is printed below
     creds = _credentials(authfile, None, False, ref)
     resolver = open_resolver(None, image_cache, None, insecure, file_images, wait=24 * 3600)
     resolver.start()

@@ -32,6 +32,7 @@ DOCKER_CONFIG_KEYS = (".dockerconfigjson", ".dockercfg")
 INSPECT_TIMEOUT = 60.0
 COPY_TIMEOUT = 6 * 3600.0
 _MSG = re.compile(r'msg="((?:[^"\\]|\\.)*)"')
+_WRAPPED = re.compile(r'^Error parsing image name "[^"]*": ')
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,9 @@ def _message(stderr: str) -> str:
     """skopeo's own error text from its log line (``level=fatal msg="…"``), else its last line."""
     found = _MSG.findall(stderr)
     if found:
-        return re.sub(r'\\(["\\])', r"\1", found[-1])  # logrus quotes " and \ in msg="…"
+        msg = re.sub(r'\\(["\\])', r"\1", found[-1])  # logrus quotes " and \ in msg="…"
+        # skopeo wraps some failures as 'Error parsing image name "docker://…": <the cause>'
+        return _WRAPPED.sub("", msg)
     lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
     return lines[-1] if lines else "skopeo failed without a message"
 
