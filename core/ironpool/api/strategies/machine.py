@@ -63,8 +63,8 @@ class MachineStrategy(Strategy[Machine]):
         Column("READY", cond_status("Ready"), wide=True),
         Column("MACHINEID", field("status.machineID"), wide=True),
         Column("POOLSELECTOR", mapping("spec.machinePoolSelector"), wide=True),
-        Column("IPS", ADDRESSES, wide=True),
         Column("IMAGE", field("status.imageRef"), wide=True),
+        Column("IPS", ADDRESSES, wide=True),
     )
 
     def default(self, obj: Machine, errs: FieldErrors) -> None:
