@@ -351,7 +351,7 @@ class ImageResolver:
                 rec = cache.record(fetched.digest)
                 if rec is None:
                     info = diskfile.inspect(dest, f"image {ref.text}")
-                    self._make_room(ref, dest.stat().st_size)
+                    cache.collect(reserve=dest.stat().st_size)  # it is on the cache's disk already
                     cache.add_blob(dest, fetched.digest)
                     rec = ImageRecord(ref=ref.text, digest=fetched.digest, disk=fetched.digest,
                                       disk_format=info.format, virtual_size=info.virtual_size,
