@@ -59,7 +59,10 @@ def test_bad_references_say_what_is_wrong(text: str, words: str) -> None:
 def test_pinned_reference_for_status() -> None:
     assert parse("127.0.0.1:5000/os/d:12").at(D) == f"127.0.0.1:5000/os/d:12@{D}"
     assert parse("https://h/x.qcow2").at(D) == f"https://h/x.qcow2#{D}"
-    assert parse("127.0.0.1:5000/os/d:12").loopback and not parse("reg.io/x").loopback
+    assert parse("127.0.0.1:5000/os/d:12").loopback and parse("localhost/x").loopback
+    assert parse("[::1]:5000/x").loopback
+    for remote in ("reg.io/x", "127.example.com/x", "localhost.example.com:5000/x"):
+        assert not parse(remote).loopback, remote
 
 
 def _desc(media: str, digest: str = D, size: int = 1) -> dict[str, object]:

@@ -12,6 +12,7 @@ Three kinds, told apart by their shape:
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import urllib.parse
 from dataclasses import dataclass
@@ -25,7 +26,6 @@ _HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za
 _PATH_COMPONENT = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
 _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 MAX_REFERENCE = 2048
-LOOPBACK_HOSTS = ("localhost", "127.", "[::1]")
 
 Kind = Literal["catalog", "oci", "url"]
 
@@ -65,8 +65,14 @@ class ImageRef:
     @property
     def loopback(self) -> bool:
         """The registry or server is on this host's loopback (plain HTTP is fine there)."""
-        host = self.registry or urllib.parse.urlsplit(self.url).netloc
-        return host == "localhost" or host.startswith(LOOPBACK_HOSTS)
+        netloc = self.registry or urllib.parse.urlsplit(self.url).netloc
+        host = urllib.parse.urlsplit("//" + netloc).hostname
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host or "").is_loopback
+        except ValueError:
+            return False  # a name: only "localhost" is known to stay on this host
 
 
 def _digest(value: str, what: str, text: str) -> str:
