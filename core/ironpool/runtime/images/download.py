@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import ssl
+import stat
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
@@ -129,14 +130,15 @@ def _fetch_file(
             f"({allowed}; see --file-images)"
         )
     try:
-        src = open(path, "rb")  # noqa: SIM115 - closed below
+        # The resolved path, and no symlink at its end: what was checked is what is read.
+        src = open(os.open(path.resolve(), os.O_RDONLY | os.O_NOFOLLOW), "rb")  # noqa: SIM115 - closed below
     except FileNotFoundError:
         raise errors.ImageNotFound(f"image {ref.text}: no such file {path}") from None
     except OSError as exc:
         raise errors.ImageError(f"image {ref.text}: cannot read {path}: {exc.strerror}") from exc
     with src:
         st = os.fstat(src.fileno())
-        if not os.path.isfile(path):
+        if not stat.S_ISREG(st.st_mode):
             raise errors.NotAnImage(f"image {ref.text}: {path} is not a regular file")
         validators = {"size": str(st.st_size), "mtime_ns": str(st.st_mtime_ns), "inode": str(st.st_ino)}
         if known and all(known.get(k) == v for k, v in validators.items()):
