@@ -82,15 +82,17 @@ def test_machines_from_oci_images(make_up: Callable[..., UpInstance], tiny_image
             ok = (m.get("status") or {}).get("state") == "Pending" and cond.get("reason") == reason
             return cond if ok and all(w in cond.get("message", "") for w in words) else None
         try:
-            return wait_for(check, 60, f"machine {name} Pending because {reason}")
+            # the poollet retries a failed create with backoff (up to 30 s), the runtime a failed pull
+            return wait_for(check, 120, f"machine {name} Pending because {reason}")
         except BaseException:
             print(f"machine {name}: last Ready {seen.get(name)}; status {machine(name).get('status')}")
             print(up.output()[-3000:])
             raise
 
     def running(name: str, guests: int = 1) -> dict[str, Any]:
+        # 30 s: the longest a failed create waits for its next try (the poollet's backoff cap)
         return wait_for(lambda: (m := machine(name)).get("status", {}).get("state") == "Running" and m,
-                        boot_deadline(guests), f"machine {name} Running")
+                        boot_deadline(guests) + 30, f"machine {name} Running")
 
     # The tiny image as an OCI artifact (kernel + initramfs layers) boots; the status says which digest.
     apply(machine_yaml("oci-tiny", f"127.0.0.1:{own}/os/tiny:1"))
