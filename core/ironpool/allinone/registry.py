@@ -7,6 +7,8 @@ Its storage is a folder of ours; with ``users`` it asks for HTTP Basic auth from
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import http.client
 import os
 import shutil
@@ -20,10 +22,18 @@ from pathlib import Path
 import yaml
 
 BINARY = "docker-registry"
+PR_SET_PDEATHSIG = 1
 
 
 class RegistryError(Exception):
     """The registry could not be started; the message says why."""
+
+
+def _die_with_parent() -> None:
+    """In the child: end with the process that started it (Linux's parent-death signal), so a
+    SIGKILLed ``ironpool up`` leaves no registry behind."""
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: it outlives a killed parent
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _free_port(host: str) -> int:
@@ -91,7 +101,7 @@ class LocalRegistry:
         try:
             self.process = subprocess.Popen([BINARY, "serve", str(config)], stdout=log,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            start_new_session=True)
+                                            start_new_session=True, preexec_fn=_die_with_parent)
         finally:
             log.close()
         deadline = time.monotonic() + timeout
