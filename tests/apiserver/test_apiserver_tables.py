@@ -62,7 +62,8 @@ async def test_list_as_table_has_the_cli_columns_and_metadata_rows(client: httpx
     assert table["metadata"]["resourceVersion"]
     columns = [(c["name"], c["priority"]) for c in table["columnDefinitions"]]
     assert columns == [("NAME", 0), ("MACHINECLASS", 0), ("POOL", 0), ("STATE", 0), ("POWER", 0), ("AGE", 0),
-                       ("READY", 1), ("MACHINEID", 1), ("POOLSELECTOR", 1), ("IPS", 1)]
+                       ("READY", 1), ("MACHINEID", 1), ("POOLSELECTOR", 1), ("IMAGE", 1),
+                       ("IPS", 1)]
     [row] = table["rows"]
     assert row["cells"][:2] == ["web", "small"] and row["cells"][2] is None and row["cells"][4] == "On"
     assert row["cells"][5].endswith("s") and row["cells"][8] == "zone=a"

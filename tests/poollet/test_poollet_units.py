@@ -130,3 +130,23 @@ def test_probe_health_tolerates_isolated_failures_but_not_a_run_of_them() -> Non
     assert health.record(False, "down") == (False, "down")
     assert health.record(False, "down") == (False, "down")
     assert health.record(True, "back") == (True, "back")
+
+
+def test_images_pull_secret_goes_with_the_image_and_the_booted_digest_comes_back() -> None:
+    from ironpool.poollet.machine_iri import failed_status, local_disk_volume
+
+    m = _machine(volumes=[{"name": "root", "localDisk": {"image": "127.0.0.1:5000/os/d:1"}},
+                          {"name": "scratch", "localDisk": {"sizeLimit": "1Gi"}}])
+    secret = {".dockerconfigjson": b'{"auths": {}}'}
+    vols = m.spec.volumes or []
+    root, scratch = local_disk_volume(vols[0], "oda", secret), local_disk_volume(vols[1], "odb", secret)
+    assert dict(root.local_disk.image.pull_secret_data) == secret
+    assert not scratch.local_disk.HasField("image")  # no image, no credentials
+    iri = mpb.Machine()
+    iri.status.state = mpb.MACHINE_RUNNING
+    iri.status.image_ref = "127.0.0.1:5000/os/d:1@sha256:" + "a" * 64
+    assert compute_status(m, iri, "rt", "t")["imageRef"] == iri.status.image_ref
+    assert "imageRef" not in compute_status(m, mpb.Machine(), "rt", "t")
+    message = "image 127.0.0.1:5000/os/d:1 is being pulled (3 of 9 MiB)"
+    pulling = failed_status(m, message, "t", "ImagePulling")
+    assert (pulling["state"], pulling["conditions"][0]["reason"]) == ("Pending", "ImagePulling")

@@ -25,6 +25,7 @@ _COMMANDS: dict[str, str] = {
     "libvirt-runtime": "ironpool.cli.runtime_cmd:libvirt_runtime",
     "volume-runtime": "ironpool.cli.volume_runtime_cmd:volume_runtime",
     "iri": "ironpool.cli.iri_cmd:iri",
+    "image": "ironpool.cli.image_cmd:image",
     # scheduler
     "scheduler": "ironpool.cli.scheduler_cmd:scheduler",
     "schedule": "ironpool.cli.scheduler_cmd:schedule",

@@ -63,6 +63,7 @@ class MachineStrategy(Strategy[Machine]):
         Column("READY", cond_status("Ready"), wide=True),
         Column("MACHINEID", field("status.machineID"), wide=True),
         Column("POOLSELECTOR", mapping("spec.machinePoolSelector"), wide=True),
+        Column("IMAGE", field("status.imageRef"), wide=True),
         Column("IPS", ADDRESSES, wide=True),
     )
 
@@ -83,6 +84,8 @@ class MachineStrategy(Strategy[Machine]):
             ref_name(spec.machine_pool_ref.name, "spec.machinePoolRef.name", errs)
         if spec.machine_pool_selector:
             validate_labels(spec.machine_pool_selector, "spec.machinePoolSelector", errs)
+        if spec.image_pull_secret is not None:
+            ref_name(spec.image_pull_secret.name, "spec.imagePullSecret.name", errs)
         if spec.ignition_ref is not None:
             ref_name(spec.ignition_ref.name, "spec.ignitionRef.name", errs)
             for msg in secret_key(spec.ignition_ref.key or ""):

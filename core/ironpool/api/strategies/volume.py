@@ -51,6 +51,8 @@ def validate_volume_spec(spec: VolumeSpec, path: str, errs: FieldErrors) -> None
         elif storage.sign() <= 0:
             errs.invalid(f"{path}.resources.storage", str(storage), "must be greater than zero")
         tolerations(spec.tolerations, f"{path}.tolerations", errs)
+        if spec.image_pull_secret is not None:
+            ref_name(spec.image_pull_secret.name, f"{path}.imagePullSecret.name", errs)
     else:
         why = "must not specify if volume class is empty"
         if spec.volume_pool_selector is not None:

@@ -2,10 +2,11 @@
 a pool to what they reference.
 
 - a Machine bound to machine pool P references its ignition Secret (``spec.ignitionRef``), its
+  image pull Secret (``spec.imagePullSecret``), its
   Volumes (``spec.volumes[].volumeRef``, or ``<machine>-<volume>`` when ephemeral) and its
   NetworkInterfaces (``spec.networkInterfaces[].networkInterfaceRef``, or ``<machine>-<nic>``);
-- a Volume bound to volume pool P references its encryption Secret (``spec.encryption.secretRef``)
-  and its access Secret (``status.access.secretRef``).
+- a Volume bound to volume pool P references its encryption Secret (``spec.encryption.secretRef``),
+  its image pull Secret (``spec.imagePullSecret``) and its access Secret (``status.access.secretRef``).
 
 P may get such an object only while an edge to it exists. The graph is kept by a
 :class:`~ironpool.apiserver.admission.mirror.StoreMirror` (so every apiserver on one store agrees);
@@ -53,6 +54,8 @@ def edges_of(info: ResourceInfo, doc: Document) -> tuple[str, str, tuple[tuple[s
         kind, pool = "machine", _name(spec.get("machinePoolRef"))
         if (ign := _name(spec.get("ignitionRef"))) is not None:
             refs.append(("secrets", ign))
+        if (pull := _name(spec.get("imagePullSecret"))) is not None:
+            refs.append(("secrets", pull))
         for plural, key, ref_key in (("volumes", "volumes", "volumeRef"),
                                      ("networkinterfaces", "networkInterfaces", "networkInterfaceRef")):
             for item in _entries(spec, key):
@@ -66,6 +69,8 @@ def edges_of(info: ResourceInfo, doc: Document) -> tuple[str, str, tuple[tuple[s
         encryption = spec.get("encryption")
         if isinstance(encryption, dict) and (sec := _name(encryption.get("secretRef"))) is not None:
             refs.append(("secrets", sec))
+        if (pull := _name(spec.get("imagePullSecret"))) is not None:
+            refs.append(("secrets", pull))
         access = (doc.get("status") or {}).get("access")
         if isinstance(access, dict) and (sec := _name(access.get("secretRef"))) is not None:
             refs.append(("secrets", sec))

@@ -5,45 +5,22 @@ Layout of the catalog directory::
     <dir>/<name>.qcow2 | <name>.raw | <name>.img     a bootable disk image
     <dir>/<name>/kernel, initrd[, cmdline]           a direct-kernel-boot bundle
 
-An IRI ``ImageSpec.image`` names an image; an OCI-style reference (``registry/path/name:tag``)
-is looked up by its last path component without the tag, so IronCore manifests keep working.
+A catalog name may carry path components, a tag or a digest (``os/tiny:1``): it is looked up by its
+last path component without them. References with a registry host are pulled instead (see
+:mod:`.reference`).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+
+from .errors import ImageNotFound, InvalidImageName
+from .image import Image
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$")
 DISK_SUFFIXES: dict[str, str] = {".qcow2": "qcow2", ".raw": "raw", ".img": "raw"}
-
-
-class ImageError(Exception):
-    """Base of catalog errors."""
-
-
-class InvalidImageName(ImageError):
-    """The image reference has characters a catalog name may not have."""
-
-
-class ImageNotFound(ImageError):
-    """No image of that name in the catalog."""
-
-
-@dataclass(frozen=True)
-class Image:
-    """A resolved image: a disk (``path``, ``format``) or a kernel bundle."""
-
-    name: str
-    kind: Literal["disk", "kernel"]
-    path: Path | None = None
-    format: str = ""
-    kernel: Path | None = None
-    initrd: Path | None = None
-    cmdline: str = ""
 
 
 def catalog_name(ref: str) -> str:
@@ -75,7 +52,6 @@ class ImageCatalog:
             cmdline = cmdline_file.read_text().strip() if cmdline_file.is_file() else ""
             return Image(
                 name=name,
-                kind="kernel",
                 kernel=kernel,
                 initrd=initrd if initrd.is_file() else None,
                 cmdline=cmdline,
@@ -83,7 +59,7 @@ class ImageCatalog:
         for suffix, fmt in DISK_SUFFIXES.items():
             path = self.directory / f"{name}{suffix}"
             if path.is_file():
-                return Image(name=name, kind="disk", path=path, format=fmt)
+                return Image(name=name, path=path, format=fmt)
         raise ImageNotFound(f"image {ref!r}: not found in the image catalog {self.directory}")
 
     def names(self) -> list[str]:
