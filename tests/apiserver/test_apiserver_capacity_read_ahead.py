@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from ironpool.api import errors
 from ironpool.api.resources import resolve
-from ironpool.apiserver.registry import Registry
+from ironpool.apiserver.registry.generic import Registry
 from ironpool.store.interface import GuardValue
 from ironpool.store.sqlite import SQLiteStore
 

@@ -85,7 +85,7 @@ def test_no_ca_wrong_token_or_foreign_client_certificate_is_refused(up: UpInstan
     proc = kubectl(up, "get", "machines", check=False, kubeconfig=tmp_path / "wrong")
     assert proc.returncode != 0 and "You must be logged in to the server" in proc.stderr, proc.stderr  # 401
 
-    from ironpool.apiserver.certs import CertificateAuthority, CertPaths
+    from ironpool.apiserver.serving.certs import CertificateAuthority, CertPaths
 
     def with_client_cert(ca: CertificateAuthority, name: str) -> Path:
         cert, key = ca.issue(name, organizations=["system:masters"])

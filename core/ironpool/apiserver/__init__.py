@@ -13,28 +13,29 @@ from ironpool.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ironpool.apiserver.app import build_app, serve
-    from ironpool.apiserver.auth import Authenticator, parse_token_file
-    from ironpool.apiserver.authz import (
+    from ironpool.apiserver.auth.authentication import Authenticator, parse_token_file
+    from ironpool.apiserver.auth.pool_authorizer import (
         MACHINE_POOL_USER_PREFIX,
         MACHINE_POOLS_GROUP,
         VOLUME_POOL_USER_PREFIX,
         VOLUME_POOLS_GROUP,
     )
-    from ironpool.apiserver.certs import CertificateAuthority, ensure_serving_cert, write_private
-    from ironpool.apiserver.connections import ConnectionLimits, uvicorn_options
+    from ironpool.apiserver.auth.tokenfile import append_lines, token_line
     from ironpool.apiserver.options import ServerOptions
-    from ironpool.apiserver.tls import TlsFiles, is_loopback
-    from ironpool.apiserver.tokenfile import append_lines, token_line
+    from ironpool.apiserver.serving.certs import CertificateAuthority, ensure_serving_cert, write_private
+    from ironpool.apiserver.serving.connections import ConnectionLimits, uvicorn_options
+    from ironpool.apiserver.serving.tls import TlsFiles, is_loopback
 
 _MODULES = {
     "build_app": "app", "serve": "app", "ServerOptions": "options",
-    "Authenticator": "auth", "parse_token_file": "auth",
-    "append_lines": "tokenfile", "token_line": "tokenfile",
-    "MACHINE_POOL_USER_PREFIX": "authz", "MACHINE_POOLS_GROUP": "authz",
-    "VOLUME_POOL_USER_PREFIX": "authz", "VOLUME_POOLS_GROUP": "authz",
-    "CertificateAuthority": "certs", "ensure_serving_cert": "certs", "write_private": "certs",
-    "ConnectionLimits": "connections", "uvicorn_options": "connections",
-    "TlsFiles": "tls", "is_loopback": "tls",
+    "Authenticator": "auth.authentication", "parse_token_file": "auth.authentication",
+    "append_lines": "auth.tokenfile", "token_line": "auth.tokenfile",
+    "MACHINE_POOL_USER_PREFIX": "auth.pool_authorizer", "MACHINE_POOLS_GROUP": "auth.pool_authorizer",
+    "VOLUME_POOL_USER_PREFIX": "auth.pool_authorizer", "VOLUME_POOLS_GROUP": "auth.pool_authorizer",
+    "CertificateAuthority": "serving.certs", "ensure_serving_cert": "serving.certs",
+    "write_private": "serving.certs",
+    "ConnectionLimits": "serving.connections", "uvicorn_options": "serving.connections",
+    "TlsFiles": "serving.tls", "is_loopback": "serving.tls",
 }
 
 __all__ = [

@@ -6,8 +6,9 @@ list, create) avoid per-request model round trips: objects travel as the store's
 possible and are validated only on writes.
 
 Here: the resource requests' dispatch to the registry, and the app's assembly. What a request asks
-for is read by :mod:`.request_parsing`; watches stream through :mod:`.watch_stream`; health,
-version, metrics, OpenAPI and discovery are :mod:`.nonresource`.
+for is read by :mod:`.endpoints.request_parsing`; watches stream through
+:mod:`.endpoints.watch_stream`; health, version, metrics, OpenAPI and discovery are
+:mod:`.endpoints.nonresource`.
 """
 
 from __future__ import annotations
@@ -28,21 +29,29 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ironpool.api import errors
 from ironpool.api.resources import ResourceInfo
-from ironpool.apiserver.auth import Authenticator, Authorizer, ObjectCheck, User
-from ironpool.apiserver.bodies import APPLY_PATCH, JSON, STRATEGIC_PATCH, LargeBodies, media_type, read_body
-from ironpool.apiserver.bootstrap import Bootstrap
-from ironpool.apiserver.connections import mark_authenticated, uvicorn_options
-from ironpool.apiserver.inflight import DEFAULT_PER_USER, InFlight
-from ironpool.apiserver.metrics import Metrics
-from ironpool.apiserver.namespace_controller import NamespaceController
-from ironpool.apiserver.networking_controller import NetworkingController
-from ironpool.apiserver.nonresource import NonResourceEndpoints
-from ironpool.apiserver.openapi import discovery_core, discovery_core_v1, discovery_group, discovery_groups
-from ironpool.apiserver.options import ServerOptions
-from ironpool.apiserver.rbac.authorizer import Authorization
-from ironpool.apiserver.rbac.review import SSAR_PATH, self_subject_access_review
-from ironpool.apiserver.registry import Registry
-from ironpool.apiserver.request_parsing import (
+from ironpool.apiserver.auth.authentication import Authenticator, Authorizer, ObjectCheck, User
+from ironpool.apiserver.auth.authorizer import Authorization
+from ironpool.apiserver.auth.review import SSAR_PATH, self_subject_access_review
+from ironpool.apiserver.controllers.bootstrap import Bootstrap
+from ironpool.apiserver.controllers.namespace import NamespaceController
+from ironpool.apiserver.controllers.networking import NetworkingController
+from ironpool.apiserver.endpoints.bodies import (
+    APPLY_PATCH,
+    JSON,
+    STRATEGIC_PATCH,
+    LargeBodies,
+    media_type,
+    read_body,
+)
+from ironpool.apiserver.endpoints.metrics import Metrics
+from ironpool.apiserver.endpoints.nonresource import NonResourceEndpoints
+from ironpool.apiserver.endpoints.openapi import (
+    discovery_core,
+    discovery_core_v1,
+    discovery_group,
+    discovery_groups,
+)
+from ironpool.apiserver.endpoints.request_parsing import (
     RequestInfo,
     WriteOptions,
     cached_request_info,
@@ -51,10 +60,14 @@ from ironpool.apiserver.request_parsing import (
     truthy,
     warnings_header,
 )
-from ironpool.apiserver.responses import error_response, json_response
-from ironpool.apiserver.tables import include_object, table_version, writer_for
-from ironpool.apiserver.tls import TlsFiles, client_subject
-from ironpool.apiserver.watch_stream import WatchStreams
+from ironpool.apiserver.endpoints.responses import error_response, json_response
+from ironpool.apiserver.endpoints.tables import include_object, table_version, writer_for
+from ironpool.apiserver.endpoints.watch_stream import WatchStreams
+from ironpool.apiserver.options import ServerOptions
+from ironpool.apiserver.registry.generic import Registry
+from ironpool.apiserver.serving.connections import mark_authenticated, uvicorn_options
+from ironpool.apiserver.serving.inflight import DEFAULT_PER_USER, InFlight
+from ironpool.apiserver.serving.tls import TlsFiles, client_subject
 from ironpool.gc_tuning import collect_less
 from ironpool.store.interface import Store
 
@@ -91,7 +104,7 @@ class ApiServer:
         return user
 
     async def read_body(self, request: Request, *, patch: bool = False, optional: bool = False) -> Any:
-        """The decoded body (:func:`.bodies.read_body`); a large-body slot it takes is held until
+        """The decoded body (:func:`.endpoints.bodies.read_body`); a large-body slot it takes is held until
         the request is answered."""
         stack: contextlib.AsyncExitStack = request.state.exit_stack
         return await read_body(request, self.large_bodies, stack, patch=patch, optional=optional)
@@ -316,7 +329,7 @@ async def serve(
     """Serve the API on ``host:port`` in the running event loop until cancelled or signalled.
 
     With ``tls`` it serves HTTPS (and accepts client certificates of its client CA), otherwise
-    plain HTTP. It tunes the process's garbage collector for serving (:mod:`.collector`).
+    plain HTTP. It tunes the process's garbage collector for serving (:mod:`ironpool.gc_tuning`).
     """
     import uvicorn
 

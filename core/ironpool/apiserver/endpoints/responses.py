@@ -8,7 +8,7 @@ import orjson
 from starlette.responses import Response
 
 from ironpool.api import errors
-from ironpool.apiserver.bodies import JSON
+from ironpool.apiserver.endpoints.bodies import JSON
 
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:

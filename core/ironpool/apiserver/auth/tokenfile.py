@@ -1,8 +1,10 @@
-"""Writing the static-token file the :class:`~.auth.Authenticator` reads (``--token-file``): one
-user a line, ``token,user,uid[,"group1,group2"]`` as :func:`~.auth.parse_token_file` parses it.
+"""Writing the static-token file the :class:`~.authentication.Authenticator` reads (``--token-file``):
+one user a line, ``token,user,uid[,"group1,group2"]`` as :func:`~.authentication.parse_token_file`
+parses it.
 
-The file holds bearer tokens: it is rewritten atomically with mode 0600 (:func:`.certs.write_private`),
-so a running apiserver, which reads it again when it changes, never sees half a line.
+The file holds bearer tokens: it is rewritten atomically with mode 0600
+(:func:`~ironpool.apiserver.serving.certs.write_private`), so a running apiserver, which reads it
+again when it changes, never sees half a line.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ironpool.apiserver.certs import write_private
+from ironpool.apiserver.serving.certs import write_private
 
 
 def token_line(token: str, user: str, uid: str, groups: Sequence[str] = ()) -> str:

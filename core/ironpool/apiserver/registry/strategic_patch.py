@@ -15,7 +15,7 @@ import copy
 from typing import Any
 
 from ironpool.api import errors
-from ironpool.apiserver.schemas import ANY, Shape
+from ironpool.apiserver.registry.schemas import ANY, Shape
 
 _ORDER = "$setElementOrder/"
 _DELETE_PRIMITIVE = "$deleteFromPrimitiveList/"

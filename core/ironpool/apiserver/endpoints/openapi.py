@@ -1,9 +1,10 @@
 """The OpenAPI v3 documents (``/openapi/v3`` and one per group-version, as kubectl reads them for
 ``explain``, field validation and patch types) and the API discovery documents.
 
-Schemas come from :mod:`.schemas` (the pydantic models, Kubernetes-style); operations carry
-``x-kubernetes-group-version-kind`` and list the query parameters the server honours, so kubectl
-sends ``fieldValidation=Strict`` and lets the server refuse unknown fields.
+Schemas come from :mod:`ironpool.apiserver.registry.schemas` (the pydantic models,
+Kubernetes-style); operations carry ``x-kubernetes-group-version-kind`` and list the query
+parameters the server honours, so kubectl sends ``fieldValidation=Strict`` and lets the server
+refuse unknown fields.
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ import orjson
 
 from ironpool.api import errors
 from ironpool.api.resources import RESOURCES, ResourceInfo
-from ironpool.apiserver.schemas import Schema, all_component_schemas, component_schemas, kind_schema_name
+from ironpool.apiserver.registry.schemas import (
+    Schema,
+    all_component_schemas,
+    component_schemas,
+    kind_schema_name,
+)
 
 _REF = "#/components/schemas/"
 

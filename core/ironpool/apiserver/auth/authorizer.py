@@ -1,9 +1,9 @@
 """The apiserver's authorizer chain, as Kubernetes runs ``--authorization-mode=Node,RBAC``:
 
 1. ``system:masters``: everything;
-2. pool identities: the pool rules and the pool graph (:mod:`ironpool.apiserver.authz`);
-3. everyone else: RBAC (:class:`.index.RBACIndex`), or everything in ``AlwaysAllow`` mode; a write
-   of a role or binding also passes the escalation check (:mod:`.escalation`).
+2. pool identities: the pool rules and the pool graph (:mod:`ironpool.apiserver.auth.pool_authorizer`);
+3. everyone else: RBAC (:class:`.rbac.index.RBACIndex`), or everything in ``AlwaysAllow`` mode; a write
+   of a role or binding also passes the escalation check (:mod:`.rbac.escalation`).
 
 A refusal is a 403 in Kubernetes' wording (``machines.compute.ironcore.dev is forbidden: User "x"
 cannot list resource "machines" in API group "compute.ironcore.dev" in the namespace "b"``).
@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 from ironpool.api import errors
 from ironpool.api.resources import RESOURCES, ResourceInfo
-from ironpool.apiserver.auth import ADMIN_GROUP, Authorizer, Conditions, User
-from ironpool.apiserver.authz import authorize_pool, forbidden, pool_subject
-from ironpool.apiserver.rbac.escalation import BINDING_KINDS, ROLE_KINDS, check_escalation
-from ironpool.apiserver.rbac.graph import PoolGraph
-from ironpool.apiserver.rbac.index import RBACIndex
+from ironpool.apiserver.auth.authentication import ADMIN_GROUP, Authorizer, Conditions, User
+from ironpool.apiserver.auth.pool_authorizer import authorize_pool, forbidden, pool_subject
+from ironpool.apiserver.auth.pool_graph import PoolGraph
+from ironpool.apiserver.auth.rbac.escalation import BINDING_KINDS, ROLE_KINDS, check_escalation
+from ironpool.apiserver.auth.rbac.index import RBACIndex
 from ironpool.store.interface import Document, Store
 
 _GROUP_OF: dict[str, str] = {r.plural: r.group for r in RESOURCES}

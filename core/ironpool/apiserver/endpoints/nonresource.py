@@ -12,18 +12,22 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ironpool.api import errors
-from ironpool.apiserver.bodies import JSON
-from ironpool.apiserver.openapi import openapi_document, openapi_v3_discovery, openapi_v3_group_version
-from ironpool.apiserver.rbac.authorizer import authorize_url
-from ironpool.apiserver.responses import error_response, json_response
-from ironpool.apiserver.version import server_version
+from ironpool.apiserver.auth.authorizer import authorize_url
+from ironpool.apiserver.endpoints.bodies import JSON
+from ironpool.apiserver.endpoints.openapi import (
+    openapi_document,
+    openapi_v3_discovery,
+    openapi_v3_group_version,
+)
+from ironpool.apiserver.endpoints.responses import error_response, json_response
+from ironpool.apiserver.endpoints.version import server_version
 
 if TYPE_CHECKING:
     from ironpool.apiserver.app import ApiServer
 
 
 class NonResourceEndpoints:
-    """The handlers of the non-resource URLs of one :class:`.app.ApiServer`."""
+    """The handlers of the non-resource URLs of one :class:`ironpool.apiserver.app.ApiServer`."""
 
     def __init__(self, server: ApiServer) -> None:
         self.server = server

@@ -1,5 +1,5 @@
 """The objects every installation has from its first request on: the ``kube-system`` namespace and
-the default RBAC policy (:mod:`ironpool.apiserver.rbac.defaults`); and the authorizer's indexes,
+the default RBAC policy (:mod:`ironpool.apiserver.auth.rbac.defaults`); and the authorizer's indexes,
 started once those exist.
 
 The namespace's ``metadata.uid`` is the installation's identity (the cluster uid), as in Kubernetes,
@@ -20,9 +20,9 @@ import orjson
 
 from ironpool.api import errors
 from ironpool.api.resources import resolve
+from ironpool.apiserver.auth.rbac.defaults import AUTOUPDATE, CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES
 from ironpool.apiserver.namespaces import NAMESPACES
-from ironpool.apiserver.rbac.defaults import AUTOUPDATE, CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES
-from ironpool.apiserver.registry import Registry
+from ironpool.apiserver.registry.generic import Registry
 
 SYSTEM_NAMESPACE = "kube-system"
 

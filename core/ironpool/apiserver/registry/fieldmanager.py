@@ -29,7 +29,7 @@ import orjson
 from ironpool.api import errors
 from ironpool.api.meta import now_rfc3339
 from ironpool.api.resource_info import ResourceInfo
-from ironpool.apiserver.schemas import ANY, Shape, shape_of
+from ironpool.apiserver.registry.schemas import ANY, Shape, shape_of
 
 Path = tuple[str, ...]
 FieldSet = frozenset[Path]

@@ -7,14 +7,14 @@ generateName, dry runs, field ownership (``managedFields``, server-side apply; :
 merge and strategic merge patches, and Kubernetes ``Status`` errors for the store's (the per-object
 rules of a write: :mod:`.objectmeta`). What differs per kind
 comes from its strategy (:mod:`ironpool.api.strategies`) through :mod:`ironpool.api.validation`;
-what may refuse a write besides validation is the admission chain (:mod:`.admission`).
+what may refuse a write besides validation is the admission chain (:mod:`ironpool.apiserver.admission`).
 
 One write, in order (Kubernetes' ``BeforeCreate``/``GuaranteedUpdate``):
 
 1. the body is checked against the path (kind, namespace, name);
 2. admission ``admit`` (may read: is the namespace alive?);
 3. server-owned metadata is set or carried over, once;
-4. the authorizer's condition on the stored object (:data:`~.auth.ObjectCheck`);
+4. the authorizer's condition on the stored object (:data:`~ironpool.apiserver.auth.ObjectCheck`);
 5. validation and defaulting by the kind's strategy;
 6. admission ``validate`` (synchronous), then admission ``guard`` around the store write: plugins
    that must hold across apiservers (capacity) attach guard keys the write commits with;
@@ -42,21 +42,18 @@ from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.resources import strategy_for
 from ironpool.api.validation import validate_create, validate_status_update, validate_update
 from ironpool.apiserver.admission import AdmissionChain, AdmissionPlugin, Attributes, default_chain
-from ironpool.apiserver.auth import ObjectCheck
-from ironpool.apiserver.binding import bound, parse_binding, prepare_bound, success
-from ironpool.apiserver.bodies import check_object_size
-from ironpool.apiserver.eviction import SUBRESOURCE as EVICTION
-from ironpool.apiserver.eviction import evicted, mark_evicted, parse_eviction, pool_of, unbound
-from ironpool.apiserver.fieldmanager import (
+from ironpool.apiserver.auth.authentication import ObjectCheck
+from ironpool.apiserver.endpoints.bodies import check_object_size
+from ironpool.apiserver.registry.fieldmanager import (
     Entry,
     FieldSet,
     field_set,
     store_entries,
     track_create,
 )
-from ironpool.apiserver.fieldmanager import apply as apply_configuration
-from ironpool.apiserver.keylocks import KeyLocks
-from ironpool.apiserver.listing import (
+from ironpool.apiserver.registry.fieldmanager import apply as apply_configuration
+from ironpool.apiserver.registry.keylocks import KeyLocks
+from ironpool.apiserver.registry.listing import (
     ListOptions,
     ListPage,
     list_json,
@@ -64,8 +61,8 @@ from ironpool.apiserver.listing import (
     parse_resource_version,
     revision_of,
 )
-from ironpool.apiserver.listing import watch as watch_store
-from ironpool.apiserver.objectmeta import (
+from ironpool.apiserver.registry.listing import watch as watch_store
+from ironpool.apiserver.registry.objectmeta import (
     already_exists,
     carry_over,
     conflict,
@@ -77,14 +74,23 @@ from ironpool.apiserver.objectmeta import (
     stamp_new,
     tracker,
 )
-from ironpool.apiserver.read_modify_write import (
+from ironpool.apiserver.registry.read_modify_write import (
     GuardRetries,
     Unconfirmed,
     read_modify_write,
     too_many_writers,
 )
-from ironpool.apiserver.schemas import shape_of
-from ironpool.apiserver.strategic_patch import apply_strategic_patch
+from ironpool.apiserver.registry.schemas import shape_of
+from ironpool.apiserver.registry.strategic_patch import apply_strategic_patch
+from ironpool.apiserver.registry.subresources.binding import bound, parse_binding, prepare_bound, success
+from ironpool.apiserver.registry.subresources.eviction import SUBRESOURCE as EVICTION
+from ironpool.apiserver.registry.subresources.eviction import (
+    evicted,
+    mark_evicted,
+    parse_eviction,
+    pool_of,
+    unbound,
+)
 from ironpool.store.interface import Document, GuardConflict, KeyExists, Store
 
 
@@ -268,8 +274,8 @@ class Registry:
         dry_run: bool = False,
         check: ObjectCheck | None = None,
     ) -> Document:
-        """POST to the ``binding`` subresource (:mod:`.binding`): set the object's pool reference;
-        the Status it answers with."""
+        """POST to the ``binding`` subresource (:mod:`.subresources.binding`): set the object's pool
+        reference; the Status it answers with."""
         binding = parse_binding(info, name, body)
         obj = await self._update(info, namespace, name, lambda old: bound(info, old, binding),
                                  binding.resource_version, None, dry_run, check,
@@ -286,8 +292,8 @@ class Registry:
         dry_run: bool = False,
         check: ObjectCheck | None = None,
     ) -> Document:
-        """POST to the ``eviction`` subresource (:mod:`.eviction`): unbind the object from its pool;
-        the Status it answers with (201 Success, as Kubernetes answers an eviction)."""
+        """POST to the ``eviction`` subresource (:mod:`.subresources.eviction`): unbind the object from
+        its pool; the Status it answers with (201 Success, as Kubernetes answers an eviction)."""
         eviction = parse_eviction(name, body)
 
         def mark(old: Document, new: Document) -> None:

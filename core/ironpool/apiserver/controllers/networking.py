@@ -39,7 +39,7 @@ from ironpool.api.networking import EPHEMERAL_MANAGED_BY, EPHEMERAL_MANAGER, eph
 from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.resources import resolve
 from ironpool.apiserver.ipam.index import MACHINE, NIC, PREFIX, IPAMIndex, NicEntry, owner_of, view_of
-from ironpool.apiserver.registry import Registry
+from ironpool.apiserver.registry.generic import Registry
 from ironpool.store.interface import Document, StoreError
 
 log = logging.getLogger("ironpool.apiserver.networking")

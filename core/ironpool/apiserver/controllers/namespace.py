@@ -27,9 +27,9 @@ import logging
 from ironpool.api import errors
 from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.resources import RESOURCES
-from ironpool.apiserver.listing import revision_of
 from ironpool.apiserver.namespaces import NAMESPACES
-from ironpool.apiserver.registry import Registry
+from ironpool.apiserver.registry.generic import Registry
+from ironpool.apiserver.registry.listing import revision_of
 from ironpool.store.interface import Document, KeyNotFound, RevisionConflict, StoreError
 
 log = logging.getLogger("ironpool.apiserver.namespaces")

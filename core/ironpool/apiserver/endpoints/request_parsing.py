@@ -12,11 +12,11 @@ from starlette.requests import Request
 
 from ironpool.api import errors
 from ironpool.api.resources import ResourceInfo, by_path
-from ironpool.apiserver.binding import BINDABLE
-from ironpool.apiserver.eviction import EVICTABLE
-from ironpool.apiserver.fieldmanager import manager_from_user_agent
-from ironpool.apiserver.listing import ListOptions
-from ironpool.apiserver.schemas import drop_unknown_fields, shape_of
+from ironpool.apiserver.registry.fieldmanager import manager_from_user_agent
+from ironpool.apiserver.registry.listing import ListOptions
+from ironpool.apiserver.registry.schemas import drop_unknown_fields, shape_of
+from ironpool.apiserver.registry.subresources.binding import BINDABLE
+from ironpool.apiserver.registry.subresources.eviction import EVICTABLE
 
 _FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
 MAX_LIMIT = 2**63 - 1  # an int64, as Kubernetes reads limit

@@ -16,7 +16,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from ironpool.apiserver.certs import subject_identity
+from ironpool.apiserver.serving.certs import subject_identity
 
 
 @dataclass(frozen=True)

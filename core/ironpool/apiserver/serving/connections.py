@@ -24,7 +24,7 @@ import resource
 from dataclasses import dataclass, field
 from typing import Any
 
-from ironpool.apiserver.tls import TlsFiles, TlsIdentityProtocol
+from ironpool.apiserver.serving.tls import TlsFiles, TlsIdentityProtocol
 
 CONNECTION_EXTENSION = "ironpool.connection"
 

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 
 from ironpool.api import errors
 from ironpool.api.resource_info import ResourceInfo
-from ironpool.apiserver.objectmeta import conflict, not_found
+from ironpool.apiserver.registry.objectmeta import conflict, not_found
 from ironpool.store.interface import Document, GuardConflict, KeyNotFound, RevisionConflict
 
 #: attempts before a write gives up on a busy object (409 with Retry-After)

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ironpool.apiserver.auth import User
-from ironpool.apiserver.authz import forbidden
-from ironpool.apiserver.rbac.index import RBACIndex
-from ironpool.apiserver.rbac.rules import Rule, compile_rules
+from ironpool.apiserver.auth.authentication import User
+from ironpool.apiserver.auth.pool_authorizer import forbidden
+from ironpool.apiserver.auth.rbac.index import RBACIndex
+from ironpool.apiserver.auth.rbac.rules import Rule, compile_rules
 from ironpool.store.interface import Document
 
 RBAC_GROUP = "rbac.authorization.k8s.io"

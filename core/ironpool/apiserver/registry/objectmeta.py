@@ -1,7 +1,7 @@
 """The per-object rules of a write, the same for every kind: the request body checked against the
 path (kind, namespace, name), the name made from ``generateName``, the server-owned metadata set
 on create and carried over on update, no finalizers added during deletion, DeleteOptions
-preconditions, and Kubernetes ``Status`` errors about one object. :class:`.registry.Registry`
+preconditions, and Kubernetes ``Status`` errors about one object. :class:`.generic.Registry`
 runs them in order."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 from ironpool.api import errors
 from ironpool.api.meta import now_rfc3339
 from ironpool.api.resource_info import ResourceInfo
-from ironpool.apiserver.fieldmanager import track_update
-from ironpool.apiserver.listing import parse_resource_version
+from ironpool.apiserver.registry.fieldmanager import track_update
+from ironpool.apiserver.registry.listing import parse_resource_version
 from ironpool.store.interface import Document
 
 # Metadata the server owns: a client's values for these are ignored on create and update.

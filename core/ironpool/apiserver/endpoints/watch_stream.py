@@ -17,12 +17,12 @@ from starlette.responses import Response, StreamingResponse
 
 from ironpool.api import errors
 from ironpool.api.resources import ResourceInfo
-from ironpool.apiserver.bodies import JSON
-from ironpool.apiserver.listing import ListOptions, parse_resource_version
-from ironpool.apiserver.metrics import Metrics
-from ironpool.apiserver.registry import Registry
-from ironpool.apiserver.request_parsing import RequestInfo, list_options, truthy
-from ironpool.apiserver.tables import TableWriter, include_object, table_version, writer_for
+from ironpool.apiserver.endpoints.bodies import JSON
+from ironpool.apiserver.endpoints.metrics import Metrics
+from ironpool.apiserver.endpoints.request_parsing import RequestInfo, list_options, truthy
+from ironpool.apiserver.endpoints.tables import TableWriter, include_object, table_version, writer_for
+from ironpool.apiserver.registry.generic import Registry
+from ironpool.apiserver.registry.listing import ListOptions, parse_resource_version
 from ironpool.store.interface import Store
 
 log = logging.getLogger("ironpool.apiserver")

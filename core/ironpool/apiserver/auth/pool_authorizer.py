@@ -7,7 +7,7 @@ Identities (the user and group names IronCore's poollets authenticate as):
 - user ``compute.ironcore.dev:system:machinepool:<pool>`` (group
   ``compute.ironcore.dev:system:machinepools``) and ``storage.ironcore.dev:system:volumepool:<pool>``
   (group ``storage.ironcore.dev:system:volumepools``): only what that pool's poollet needs, below;
-- every other authenticated user: whatever RBAC grants (:mod:`ironpool.apiserver.rbac`), or
+- every other authenticated user: whatever RBAC grants (:mod:`ironpool.apiserver.auth.rbac`), or
   everything with ``--authorization-mode AlwaysAllow``.
 
 A pool identity may read classes and namespaces; get objects of its kind and list/watch them only
@@ -15,7 +15,7 @@ with ``fieldSelector=spec.<kind>PoolRef.name=<pool>`` (what the poollet's inform
 create events; get, create, update and patch its own pool (and its status); update/patch objects
 bound to its pool (spec unchanged, except clearing a stale ``spec.claimRef`` of a volume) and their
 status. Secrets, Volumes and NetworkInterfaces it may get only along the pool graph
-(:mod:`ironpool.apiserver.rbac.graph`, Kubernetes' Node authorizer): while a Machine (or, for a
+(:mod:`ironpool.apiserver.auth.pool_graph`, Kubernetes' Node authorizer): while a Machine (or, for a
 volume pool, a Volume) bound to it references them; it may never list or watch Secrets. A machine
 pool may also set or clear ``spec.claimRef`` of a Volume for a Machine bound to it
 (or clear a stale claim); a volume pool may get Machines and write the access Secrets owned by its
@@ -42,8 +42,8 @@ from ironpool.api import errors
 from ironpool.api.fleet import MACHINE_POOL_LEASE_NAMESPACE, VOLUME_POOL_LEASE_NAMESPACE
 from ironpool.api.resources import RESOURCES, ResourceInfo
 from ironpool.api.selectors import parse_field_selector
-from ironpool.apiserver.auth import Conditions, ObjectCheck, User
-from ironpool.apiserver.rbac.graph import GRAPH_RESOURCES, PoolGraph, confirm
+from ironpool.apiserver.auth.authentication import Conditions, ObjectCheck, User
+from ironpool.apiserver.auth.pool_graph import GRAPH_RESOURCES, PoolGraph, confirm
 from ironpool.store.interface import Document, Store
 
 MACHINE_POOL_USER_PREFIX = "compute.ironcore.dev:system:machinepool:"

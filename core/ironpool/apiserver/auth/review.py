@@ -14,10 +14,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ironpool.api import errors
-from ironpool.apiserver.auth import Authorizer, User
-from ironpool.apiserver.bodies import LargeBodies, media_type, read_bytes
-from ironpool.apiserver.rbac.authorizer import Authorization, Decision
-from ironpool.apiserver.rbac.review_proto import PROTOBUF, review_spec
+from ironpool.apiserver.auth.authentication import Authorizer, User
+from ironpool.apiserver.auth.authorizer import Authorization, Decision
+from ironpool.apiserver.auth.review_proto import PROTOBUF, review_spec
+from ironpool.apiserver.endpoints.bodies import LargeBodies, media_type, read_bytes
 
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 _KIND = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview"}

@@ -1,0 +1,1 @@
+"""The handlers of the subresources a kind's strategy declares."""
