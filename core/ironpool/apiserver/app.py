@@ -31,10 +31,10 @@ from ironpool.api import errors
 from ironpool.api.resources import ResourceInfo
 from ironpool.apiserver.auth.authentication import Authenticator, Authorizer, ObjectCheck, User
 from ironpool.apiserver.auth.authorizer import Authorization
-from ironpool.apiserver.auth.review import SSAR_PATH, self_subject_access_review
 from ironpool.apiserver.controllers.bootstrap import Bootstrap
 from ironpool.apiserver.controllers.namespace import NamespaceController
 from ironpool.apiserver.controllers.networking import NetworkingController
+from ironpool.apiserver.endpoints.access_review import SSAR_PATH, self_subject_access_review
 from ironpool.apiserver.endpoints.bodies import (
     APPLY_PATCH,
     JSON,

@@ -1,8 +1,8 @@
 """Who is asking and what they may do: authentication from client certificates and the static-token
 file (:mod:`.authentication`, :mod:`.tokenfile`), and authorization as Kubernetes' ``Node,RBAC``
 chain (:mod:`.authorizer`): pool identities by the pool rules and the pool graph
-(:mod:`.pool_authorizer`, :mod:`.pool_graph`), everyone else by RBAC (:mod:`.rbac`); and
-SelfSubjectAccessReview (:mod:`.review`)."""
+(:mod:`.pool_authorizer`, :mod:`.pool_graph`), everyone else by RBAC (:mod:`.rbac`). The
+SelfSubjectAccessReview endpoint that asks it is :mod:`ironpool.apiserver.endpoints.access_review`."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """SelfSubjectAccessReview (``authorization.k8s.io/v1``): "may I ...?", asked by ``kubectl auth
 can-i`` and ``ironpool auth can-i``. Not stored: the answer comes back in ``status``, as in Kubernetes.
 Every authenticated user may ask about themselves (Kubernetes' ``system:basic-user``). The review
-may come as JSON or, as kubectl sends it, as Kubernetes protobuf (:mod:`.review_proto`); the answer is
-JSON (both clients accept it)."""
+may come as JSON or, as kubectl sends it, as Kubernetes protobuf (:mod:`.access_review_proto`); the
+answer is JSON (both clients accept it)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from starlette.responses import Response
 from ironpool.api import errors
 from ironpool.apiserver.auth.authentication import Authorizer, User
 from ironpool.apiserver.auth.authorizer import Authorization, Decision
-from ironpool.apiserver.auth.review_proto import PROTOBUF, review_spec
+from ironpool.apiserver.endpoints.access_review_proto import PROTOBUF, review_spec
 from ironpool.apiserver.endpoints.bodies import LargeBodies, media_type, read_bytes
 
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
