@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from ironpool.api import errors
-from ironpool.api.resources import RESOURCES, ResourceInfo
+from ironpool.api.resources import RESOURCES, ResourceInfo, subresources_of
+from ironpool.api.subresources import Subresource
 from ironpool.apiserver.registry.schemas import (
     Schema,
     all_component_schemas,
@@ -141,16 +143,34 @@ def _paths(infos: list[ResourceInfo]) -> dict[str, Any]:
                         body=patch_body),
             "delete": op("delete", f"delete a {info.kind} (finalizers delay removal)", _ops_params("dryRun")),
         }
-        if info.has_status:
-            paths[item + "/status"] = {
-                "parameters": ns_param + name_param,
-                "get": op("get", f"read the status of a {info.kind}", []),
-                "put": op("put", f"replace the status of a {info.kind}", _ops_params(*_WRITE_PARAMS),
-                          body=_content(ref)),
-                "patch": op("patch", f"patch the status of a {info.kind}",
-                            _ops_params(*_WRITE_PARAMS, "force"), body=patch_body),
-            }
+        for sub in subresources_of(info).values():
+            paths[f"{item}/{sub.name}"] = {"parameters": ns_param + name_param,
+                                           **_subresource_ops(info, sub, op, patch_body, status)}
     return paths
+
+
+def _subresource_ops(info: ResourceInfo, sub: Subresource, op: Callable[..., Schema], patch_body: Schema,
+                     status: Schema) -> dict[str, Schema]:
+    """The operations of one subresource: the verbs it declares, on the object's schema or, for a
+    ``create``, on the body kind it takes (answered with a Status)."""
+    what = f"the {sub.name} of a {info.kind}"
+    ops: dict[str, Schema] = {}
+    if "get" in sub.verbs:
+        ops["get"] = op("get", f"read {what}", [])
+    if "update" in sub.verbs:
+        ops["put"] = op("put", f"replace {what}", _ops_params(*_WRITE_PARAMS), body=_content(
+            {"$ref": _REF + kind_schema_name(info)}))
+    if "patch" in sub.verbs:
+        ops["patch"] = op("patch", f"patch {what}", _ops_params(*_WRITE_PARAMS, "force"), body=patch_body)
+    if "create" in sub.verbs and sub.body is not None:
+        api_version, kind = sub.body
+        group, _, version = api_version.rpartition("/")
+        body = {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                "description": f"A {api_version} {kind}."}
+        ops["post"] = op("post", f"create a {kind} for a {info.kind}", _ops_params("dryRun"),
+                         response=status, body=_content(body), code="201",
+                         gvk={"group": group, "version": version, "kind": kind})
+    return ops
 
 
 def _document(infos: list[ResourceInfo], schemas: dict[str, Schema]) -> dict[str, Any]:
@@ -217,16 +237,16 @@ def _api_resources(group: str, version: str) -> list[dict[str, Any]]:
                 "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
             }
         )
-        if info.has_status:
-            out.append(
-                {
-                    "name": f"{info.plural}/status",
-                    "singularName": "",
-                    "namespaced": info.namespaced,
-                    "kind": info.kind,
-                    "verbs": ["get", "patch", "update"],
-                }
-            )
+        for sub in subresources_of(info).values():
+            entry: dict[str, Any] = {"name": f"{info.plural}/{sub.name}", "singularName": "",
+                                     "namespaced": info.namespaced, "kind": info.kind,
+                                     "verbs": sorted(sub.verbs)}
+            if sub.body is not None:  # as Kubernetes lists pods/eviction: group policy, kind Eviction
+                group, _, version = sub.body[0].rpartition("/")
+                entry["kind"] = sub.body[1]
+                if group:
+                    entry.update(group=group, version=version)
+            out.append(entry)
     return out
 
 

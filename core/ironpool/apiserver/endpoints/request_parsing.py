@@ -11,14 +11,14 @@ from typing import Any
 from starlette.requests import Request
 
 from ironpool.api import errors
-from ironpool.api.resources import ResourceInfo, by_path
+from ironpool.api.resources import ResourceInfo, by_path, subresources_of
+from ironpool.api.subresources import Subresource
 from ironpool.apiserver.registry.fieldmanager import manager_from_user_agent
 from ironpool.apiserver.registry.listing import ListOptions
 from ironpool.apiserver.registry.schemas import drop_unknown_fields, shape_of
-from ironpool.apiserver.registry.subresources.binding import BINDABLE
-from ironpool.apiserver.registry.subresources.eviction import EVICTABLE
 
 _FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
+_OF_NAMESPACES = subresources_of(by_path("", "v1", "namespaces"))
 MAX_LIMIT = 2**63 - 1  # an int64, as Kubernetes reads limit
 MAX_PAGE = 2**31
 
@@ -26,12 +26,18 @@ MAX_PAGE = 2**31
 @dataclass(frozen=True)
 class RequestInfo:
     """What a request path names: a resource, and optionally a namespace, an object, a subresource
-    (Kubernetes' ``RequestInfo``)."""
+    (Kubernetes' ``RequestInfo``; the subresource as its kind declares it)."""
 
     info: ResourceInfo
     namespace: str | None
     name: str | None
-    subresource: str | None
+    subresource: Subresource | None
+
+    @property
+    def resource(self) -> str:
+        """What authorization names: the plural, with ``/<subresource>`` (``machines/binding``)."""
+        sub = self.subresource
+        return self.info.plural if sub is None else f"{self.info.plural}/{sub.name}"
 
 
 def parse_path(path: str) -> RequestInfo:
@@ -44,21 +50,19 @@ def parse_path(path: str) -> RequestInfo:
     else:
         raise errors.NotFound(f"the server could not find the requested resource ({path})")
     namespace: str | None = None
-    if rest[0] == "namespaces" and len(rest) >= 3 and not (len(rest) == 3 and rest[2] == "status"):
-        namespace, rest = rest[1], rest[2:]
+    if rest[0] == "namespaces" and len(rest) >= 3 and not (len(rest) == 3 and rest[2] in _OF_NAMESPACES):
+        namespace, rest = rest[1], rest[2:]  # not a Namespace's own subresource: a resource in it
     info = by_path(group, version, rest[0])
     if namespace is not None and not info.namespaced:
         raise errors.NotFound(f"{info.plural} are cluster-scoped; there is no {path}")
-    if len(rest) > 3 or (len(rest) == 3 and rest[2] not in ("status", "binding", "eviction")):
+    if len(rest) > 3:
         raise errors.NotFound(f"the server could not find the requested resource ({path})")
     name = rest[1] if len(rest) >= 2 else None
-    subresource = rest[2] if len(rest) == 3 else None
-    if subresource == "status" and not info.has_status:
-        raise errors.NotFound(f"{info.plural} have no status subresource")
-    if subresource == "binding" and info.kind not in BINDABLE:
-        raise errors.NotFound(f"{info.plural} have no binding subresource")
-    if subresource == "eviction" and info.kind not in EVICTABLE:
-        raise errors.NotFound(f"{info.plural} have no eviction subresource")
+    subresource = None
+    if len(rest) == 3:
+        subresource = subresources_of(info).get(rest[2])
+        if subresource is None:
+            raise errors.NotFound(f"{info.plural} have no {rest[2]} subresource")
     return RequestInfo(info, namespace, name, subresource)
 
 

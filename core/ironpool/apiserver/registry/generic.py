@@ -2,12 +2,13 @@
 
 The store keeps versioned JSON; the registry adds what the API promises: uid, creationTimestamp,
 generation (bumped only when the desired state changes), resourceVersion preconditions, finalizers
-and deletionTimestamp, the status subresource (spec and status are written separately),
-generateName, dry runs, field ownership (``managedFields``, server-side apply; :mod:`.fieldmanager`),
-merge and strategic merge patches, and Kubernetes ``Status`` errors for the store's (the per-object
-rules of a write: :mod:`.objectmeta`). What differs per kind
-comes from its strategy (:mod:`ironpool.api.strategies`) through :mod:`ironpool.api.validation`;
-what may refuse a write besides validation is the admission chain (:mod:`ironpool.apiserver.admission`).
+and deletionTimestamp, generateName, dry runs, field ownership (``managedFields``, server-side
+apply; :mod:`.fieldmanager`), merge and strategic merge patches, and Kubernetes ``Status`` errors
+for the store's (the per-object rules of a write: :mod:`.objectmeta`). What differs per kind comes
+from its strategy (:mod:`ironpool.api.strategies`) through :mod:`ironpool.api.validation`; what
+may refuse a write besides validation is the admission chain (:mod:`ironpool.apiserver.admission`).
+A subresource's writes go through the same loop with its handler's rules (:mod:`.subresources`:
+the status written apart from the rest, a binding, an eviction).
 
 One write, in order (Kubernetes' ``BeforeCreate``/``GuaranteedUpdate``):
 
@@ -30,6 +31,7 @@ in any case: the client's object did not change. Creates retry that way too.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
@@ -40,7 +42,7 @@ from ironpool.api.merge_patch import apply_merge_patch
 from ironpool.api.meta import now_rfc3339
 from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.resources import strategy_for
-from ironpool.api.validation import validate_create, validate_status_update, validate_update
+from ironpool.api.validation import validate_create
 from ironpool.apiserver.admission import AdmissionChain, AdmissionPlugin, Attributes, default_chain
 from ironpool.apiserver.auth.authentication import ObjectCheck
 from ironpool.apiserver.endpoints.bodies import check_object_size
@@ -63,13 +65,13 @@ from ironpool.apiserver.registry.listing import (
 )
 from ironpool.apiserver.registry.listing import watch as watch_store
 from ironpool.apiserver.registry.objectmeta import (
+    Prepare,
     already_exists,
-    carry_over,
     conflict,
     delete_preconditions,
     new_name,
-    no_finalizers_added,
     not_found,
+    prepare_update,
     request_object,
     stamp_new,
     tracker,
@@ -82,15 +84,7 @@ from ironpool.apiserver.registry.read_modify_write import (
 )
 from ironpool.apiserver.registry.schemas import shape_of
 from ironpool.apiserver.registry.strategic_patch import apply_strategic_patch
-from ironpool.apiserver.registry.subresources.binding import bound, parse_binding, prepare_bound, success
-from ironpool.apiserver.registry.subresources.eviction import SUBRESOURCE as EVICTION
-from ironpool.apiserver.registry.subresources.eviction import (
-    evicted,
-    mark_evicted,
-    parse_eviction,
-    pool_of,
-    unbound,
-)
+from ironpool.apiserver.registry.subresources import HANDLERS
 from ironpool.store.interface import Document, GuardConflict, KeyExists, Store
 
 
@@ -225,12 +219,13 @@ class Registry:
         check: ObjectCheck | None = None,
         manager: str | None = None,
     ) -> Document:
-        """PUT: replace the object (or only its status, for ``subresource="status"``)."""
+        """PUT: replace the object (or, with a ``subresource``, what its handler lets it write: the
+        status)."""
         new = request_object(info, body, namespace, name)
         expected = parse_resource_version(new["metadata"].get("resourceVersion"))
-        return await self._update(
+        return await self.modify(
             info, namespace, name, lambda old: new, expected, subresource, dry_run, check,
-            tracker(info, manager, subresource),
+            tracker(info, manager, subresource), _prepare_of(info, subresource),
         )
 
     async def patch(
@@ -246,7 +241,8 @@ class Registry:
         manager: str | None = None,
         strategic: bool = False,
     ) -> Document:
-        """PATCH with a JSON merge patch (RFC 7386), or with ``strategic`` a strategic merge patch."""
+        """PATCH with a JSON merge patch (RFC 7386), or with ``strategic`` a strategic merge patch
+        (``subresource`` as for :meth:`update`)."""
         if not isinstance(patch, dict):
             raise errors.BadRequest(f"a {'strategic' if strategic else 'merge'} patch must be a JSON object")
         patch_meta = patch.get("metadata")
@@ -261,47 +257,8 @@ class Registry:
             return request_object(info, apply_merge_patch(orjson.loads(orjson.dumps(old)), patch), namespace,
                                   name)
 
-        return await self._update(info, namespace, name, patched, expected, subresource, dry_run, check,
-                                  tracker(info, manager, subresource))
-
-    async def bind(
-        self,
-        info: ResourceInfo,
-        namespace: str | None,
-        name: str,
-        body: Any,
-        *,
-        dry_run: bool = False,
-        check: ObjectCheck | None = None,
-    ) -> Document:
-        """POST to the ``binding`` subresource (:mod:`.subresources.binding`): set the object's pool
-        reference; the Status it answers with."""
-        binding = parse_binding(info, name, body)
-        obj = await self._update(info, namespace, name, lambda old: bound(info, old, binding),
-                                 binding.resource_version, None, dry_run, check,
-                                 prepare=lambda old, new: prepare_bound(info, old, new))
-        return success(info, obj)
-
-    async def evict(
-        self,
-        info: ResourceInfo,
-        namespace: str | None,
-        name: str,
-        body: Any,
-        *,
-        dry_run: bool = False,
-        check: ObjectCheck | None = None,
-    ) -> Document:
-        """POST to the ``eviction`` subresource (:mod:`.subresources.eviction`): unbind the object from
-        its pool; the Status it answers with (201 Success, as Kubernetes answers an eviction)."""
-        eviction = parse_eviction(name, body)
-
-        def mark(old: Document, new: Document) -> None:
-            mark_evicted(info, new, pool_of(info, old))
-
-        obj = await self._update(info, namespace, name, lambda old: evicted(info, old, eviction),
-                                 eviction.resource_version, EVICTION, dry_run, check, mark)
-        return success(info, obj)  # the same Status a binding answers with
+        return await self.modify(info, namespace, name, patched, expected, subresource, dry_run, check,
+                                 tracker(info, manager, subresource), _prepare_of(info, subresource))
 
     async def apply(
         self,
@@ -319,7 +276,8 @@ class Registry:
     ) -> Document:
         """Server-side apply of ``config`` by ``manager`` (see :mod:`.fieldmanager`): creates the
         object if it does not exist, once ``may_create`` (the authorizer's say on a create: raises
-        Forbidden, or returns its condition) allows it."""
+        Forbidden, or returns its condition) allows it (``subresource`` as for :meth:`update`; a
+        subresource is never created)."""
         if not isinstance(config, dict):
             raise errors.BadRequest("an apply configuration must be an object")
         config = request_object(info, config, namespace, name)
@@ -340,9 +298,10 @@ class Registry:
         def owned(old: Document, new: Document) -> None:
             store_entries(new, owners.pop(id(old)))
 
-        return await self._update(info, namespace, name, merged, None, subresource, dry_run, check, owned)
+        return await self.modify(info, namespace, name, merged, None, subresource, dry_run, check, owned,
+                                 _prepare_of(info, subresource))
 
-    async def _update(
+    async def modify(
         self,
         info: ResourceInfo,
         namespace: str | None,
@@ -353,11 +312,12 @@ class Registry:
         dry_run: bool,
         check: ObjectCheck | None,
         ownership: Callable[[Document, Document], None] | None = None,
-        prepare: Callable[[Document, Document], Document] | None = None,
+        prepare: Prepare | None = None,
     ) -> Document:
-        """One read-modify-write: ``mutate`` the stored object, validate the result (``prepare``
-        instead of :meth:`_prepare_update` when a write validates only what it changes, as a binding
-        does), admit it and store it if it changed."""
+        """One read-modify-write (Kubernetes' ``GuaranteedUpdate``): ``mutate`` the stored object,
+        make the object to store of it (``prepare``; :func:`.objectmeta.prepare_update` unless a
+        subresource's handler gives its own), record field ownership (``ownership``), admit it and
+        store it if it changed. ``subresource`` is what admission and field ownership are told."""
         key = info.key(namespace, name)
         strategy = strategy_for(info)
         await self.admission.ready()
@@ -372,10 +332,7 @@ class Registry:
                 Attributes("UPDATE", info, namespace, name, old, new, subresource, dry_run)
             )
             try:
-                if prepare is None:
-                    obj = self._prepare_update(info, old, new, subresource)
-                else:
-                    obj = prepare(old, new)
+                obj = prepare_update(info, old, new) if prepare is None else prepare(old, new)
             except errors.Invalid:
                 if check is not None:
                     # Authorization answers before validation (as in Kubernetes): judge the request
@@ -413,30 +370,6 @@ class Registry:
         async with self._key_locks.hold(key):
             return await read_modify_write(info, name, expected is not None, attempt,
                                          fresh=dry_run or not self.store.recent_may_be_stale)
-
-    @staticmethod
-    def _prepare_update(
-        info: ResourceInfo, old: Document, new: Document, subresource: str | None
-    ) -> Document:
-        """The object to store: the status subresource takes only ``new``'s status; the main resource
-        takes everything but status and server-owned fields, and bumps the generation when the
-        desired state changed."""
-        if subresource == "status":
-            validated = validate_status_update(info, old, new)
-            result = dict(old)
-            if "status" in validated:
-                result["status"] = validated["status"]
-            else:
-                result.pop("status", None)
-            return result
-        candidate = carry_over(info, old, new)
-        no_finalizers_added(info, old, candidate)
-        # An eviction is the one write that may clear the set-once pool reference (see .eviction).
-        validated = validate_update(info, unbound(info, old) if subresource == EVICTION else old, candidate)
-        strategy = strategy_for(info)
-        if strategy.spec_of(old) != strategy.spec_of(validated):
-            validated["metadata"]["generation"] = int(old["metadata"].get("generation") or 0) + 1
-        return validated
 
     # -- delete --------------------------------------------------------------------------------
 
@@ -489,3 +422,11 @@ class Registry:
         async with self._key_locks.hold(key):
             # Always a fresh read: a delete may answer without a write (deletionTimestamp set already).
             return await read_modify_write(info, name, expected_rv is not None, attempt, fresh=True)
+
+
+def _prepare_of(info: ResourceInfo, subresource: str | None) -> Prepare | None:
+    """What makes the object to store for an update or patch of ``subresource``: its handler's
+    rules (the status handler's: only the status changes), or None for the main resource's."""
+    if subresource is None:
+        return None
+    return functools.partial(HANDLERS[subresource].prepare, info)

@@ -14,9 +14,15 @@ from typing import Any, TypeVar
 from ironpool.api import errors
 from ironpool.api.meta import now_rfc3339
 from ironpool.api.resource_info import ResourceInfo
+from ironpool.api.resources import strategy_for
+from ironpool.api.validation import validate_update
 from ironpool.apiserver.registry.fieldmanager import track_update
 from ironpool.apiserver.registry.listing import parse_resource_version
 from ironpool.store.interface import Document
+
+Prepare = Callable[[Document, Document], Document]
+"""``prepare(old, new)``: the object to store for a write that turned ``old`` into ``new``; raises
+Invalid naming the field."""
 
 # Metadata the server owns: a client's values for these are ignored on create and update.
 _SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation",
@@ -189,3 +195,18 @@ def tracker(
         track_update(info, old, new, manager, subresource)
 
     return track
+
+
+def prepare_update(info: ResourceInfo, old: Document, new: Document,
+                   validate_against: Document | None = None) -> Document:
+    """The object to store when the main resource is written: everything of ``new`` but its status
+    and server-owned fields, validated against ``old`` (or ``validate_against``, when a
+    subresource's handler allows a change the kind's update rules refuse, as an eviction clears the
+    set-once pool reference), with the generation bumped when the desired state changed."""
+    candidate = carry_over(info, old, new)
+    no_finalizers_added(info, old, candidate)
+    validated = validate_update(info, old if validate_against is None else validate_against, candidate)
+    strategy = strategy_for(info)
+    if strategy.spec_of(old) != strategy.spec_of(validated):
+        validated["metadata"]["generation"] = int(old["metadata"].get("generation") or 0) + 1
+    return validated

@@ -1,4 +1,5 @@
-"""The ``binding`` subresource of Machines and Volumes, as Kubernetes' ``pods/binding``.
+"""The ``binding`` subresource (declared as :class:`~ironpool.api.subresources.PoolBinding`: Machines
+and Volumes), as Kubernetes' ``pods/binding``.
 
 ``POST .../machines/{name}/binding`` with a small ``v1`` ``Binding`` naming the pool::
 
@@ -6,12 +7,13 @@
      "metadata": {"name": "web-1", "resourceVersion": "42"},
      "target": {"kind": "MachinePool", "name": "host-1"}}
 
-sets the object's ``spec.machinePoolRef`` (``spec.volumePoolRef`` for a Volume) through the same
-update path as any write (admission with its capacity check, the store's compare-and-swap), without
-sending or merging the whole object. As Kubernetes' binding does not run the pod's whole update
-validation, only what a binding changes is validated (:func:`prepare_bound`: the pool's name, and
-for a Volume that it has a class): the rest is the stored object, valid already, and decoding all
-of it through its model on every bind was the largest part of what a bind cost the apiserver.
+sets the object's pool reference (the declaration's ``pool_ref``: ``spec.machinePoolRef``,
+``spec.volumePoolRef``) through the same update path as any write (admission with its capacity
+check, the store's compare-and-swap), without sending or merging the whole object. As Kubernetes'
+binding does not run the pod's whole update validation, only what a binding changes is validated
+(:func:`prepare_bound`: the pool's name, and with the declaration's ``class_ref`` that the object
+has a class): the rest is the stored object, valid already, and decoding all of it through its
+model on every bind was the largest part of what a bind cost the apiserver.
 ``metadata.resourceVersion`` and ``metadata.uid``, when given, are preconditions (409 if the object
 moved on). An object that is already bound is a 409 Conflict, as Kubernetes answers for a pod
 already assigned to a node. As Kubernetes sets ``PodScheduled``, the binding sets the object's
@@ -22,18 +24,41 @@ already assigned to a node. As Kubernetes sets ``PodScheduled``, the binding set
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ironpool.api import errors
 from ironpool.api.conditions import SCHEDULED, scheduled_message, set_condition
 from ironpool.api.fieldpath import FieldErrors
 from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.rules import ref_name
+from ironpool.api.subresources import PoolBinding
 from ironpool.api.validation import raise_if_invalid
+from ironpool.apiserver.registry.subresources.handler import SubresourceHandler, created
 from ironpool.store.interface import Document
 
-#: kind -> (the pool kind a Binding targets, the spec field it sets)
-BINDABLE = {"Machine": ("MachinePool", "machinePoolRef"), "Volume": ("VolumePool", "volumePoolRef")}
+if TYPE_CHECKING:
+    from ironpool.apiserver.auth import ObjectCheck
+    from ironpool.apiserver.registry.generic import Registry
+
+
+class BindingHandler(SubresourceHandler):
+    """``<plural>/binding``: POST a Binding."""
+
+    name = "binding"
+
+    def declaration(self, info: ResourceInfo) -> PoolBinding:
+        declared = super().declaration(info)
+        assert isinstance(declared, PoolBinding), declared
+        return declared
+
+    async def create(self, registry: Registry, info: ResourceInfo, namespace: str | None, name: str,
+                     body: Any, *, dry_run: bool = False, check: ObjectCheck | None = None) -> Document:
+        declared = self.declaration(info)
+        binding = parse_binding(declared, info, name, body)
+        obj = await registry.modify(info, namespace, name, lambda old: bound(declared, info, old, binding),
+                                    binding.resource_version, self.name, dry_run, check,
+                                    prepare=lambda old, new: prepare_bound(declared, info, old, new))
+        return created(info, obj)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +75,9 @@ def _invalid(field: str, message: str) -> errors.Invalid:
                           causes=[errors.Cause(field, message, "FieldValueInvalid")])
 
 
-def parse_binding(info: ResourceInfo, name: str, body: Any) -> Binding:
+def parse_binding(declared: PoolBinding, info: ResourceInfo, name: str, body: Any) -> Binding:
     """The Binding in ``body`` for the object ``name`` of ``info``'s kind; 400/422 naming the field."""
-    pool_kind, _ = BINDABLE[info.kind]
+    pool_kind = declared.pool_kind
     if not isinstance(body, dict):
         raise errors.BadRequest("the request body must be a v1 Binding object")
     if body.get("kind", "Binding") != "Binding" or body.get("apiVersion", "v1") != "v1":
@@ -77,9 +102,9 @@ def parse_binding(info: ResourceInfo, name: str, body: Any) -> Binding:
     return Binding(pool, int(rv) if rv else None, meta.get("uid") or None)
 
 
-def bound(info: ResourceInfo, old: Document, binding: Binding) -> Document:
+def bound(declared: PoolBinding, info: ResourceInfo, old: Document, binding: Binding) -> Document:
     """``old`` bound to the pool (a shallow copy); 409 if it is bound already or another object."""
-    _, field = BINDABLE[info.kind]
+    field = declared.pool_ref
     m = old["metadata"]
     name = m.get("name")
     if binding.uid is not None and binding.uid != m.get("uid"):
@@ -89,22 +114,22 @@ def bound(info: ResourceInfo, old: Document, binding: Binding) -> Document:
     current = (spec.get(field) or {}).get("name")
     if current:
         raise errors.Conflict(f'{info.kind.lower()} {m.get("namespace")}/{name} is already bound to '
-                              f'{BINDABLE[info.kind][0].lower()} "{current}"', kind=info.plural, name=name,
+                              f'{declared.pool_kind.lower()} "{current}"', kind=info.plural, name=name,
                               group=info.group)
     return {**old, "spec": {**spec, field: {"name": binding.pool}}}
 
 
-def prepare_bound(info: ResourceInfo, old: Document, new: Document) -> Document:
+def prepare_bound(declared: PoolBinding, info: ResourceInfo, old: Document, new: Document) -> Document:
     """The object to store for ``new`` (:func:`bound`'s answer): what the binding changed validated
     (422 naming the field), the generation bumped (the spec changed), ``Scheduled=True`` set, as
     Kubernetes sets ``PodScheduled``. Used in place of the whole update validation (see above)."""
-    _, field = BINDABLE[info.kind]
+    field = declared.pool_ref
     spec = new["spec"]
     pool = spec[field]["name"]
     errs = FieldErrors()
     ref_name(pool, f"spec.{field}.name", errs)
-    if info.kind == "Volume" and spec.get("volumeClassRef") is None:
-        errs.forbidden("spec.volumePoolRef", "must not specify if volume class is empty")
+    if declared.class_ref is not None and spec.get(declared.class_ref) is None:
+        errs.forbidden(f"spec.{field}", f"must not specify if {info.kind.lower()} class is empty")
     raise_if_invalid(info, new, errs)
     m = old["metadata"]
     obj = {**new, "metadata": {**m, "generation": int(m.get("generation") or 0) + 1}}
@@ -116,11 +141,3 @@ def mark_scheduled(obj: Document, pool: str) -> None:
     """Set ``Scheduled=True`` on the object about to be stored (in place)."""
     key = f"{obj['metadata'].get('namespace')}/{obj['metadata'].get('name')}"
     set_condition(obj, SCHEDULED, "True", SCHEDULED, scheduled_message(key, pool))
-
-
-def success(info: ResourceInfo, obj: Document) -> Document:
-    """The Status a binding answers with: Success, and the bound object's resourceVersion."""
-    m = obj["metadata"]
-    return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201,
-            "metadata": {"resourceVersion": m.get("resourceVersion", "")},
-            "details": {"name": m.get("name"), "group": info.group, "kind": info.plural}}
