@@ -27,8 +27,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ironpool.api import errors
-from ironpool.apiserver.auth.authentication import Authenticator, Authorizer, User
+from ironpool.apiserver.auth.authentication import Authenticator, User
 from ironpool.apiserver.auth.authorizer import Authorization
+from ironpool.apiserver.auth.interface import Authorizer
 from ironpool.apiserver.controllers.bootstrap import Bootstrap
 from ironpool.apiserver.controllers.namespace import NamespaceController
 from ironpool.apiserver.controllers.networking import NetworkingController

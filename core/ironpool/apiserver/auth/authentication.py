@@ -1,5 +1,4 @@
-"""Authentication from client certificates and a Kubernetes static-token file, and the
-authorization hook.
+"""Authentication from client certificates and a Kubernetes static-token file.
 
 A verified client certificate names the user by its CN and the groups by its O attributes, as in
 Kubernetes; it is tried first. The token file has one ``token,user,uid[,"group1,group2"]`` line per
@@ -16,12 +15,10 @@ import csv
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ironpool.api import errors
-from ironpool.store.interface import Document, Store
 
 ADMIN_GROUP = "system:masters"
 _RELOAD_CHECK_SECONDS = 1.0
@@ -102,34 +99,6 @@ class Authenticator:
         if user is None:
             raise errors.Unauthorized("invalid bearer token")
         return user
-
-
-ObjectCheck = Callable[[Document | None, Document | None, Store], Awaitable[None]]
-"""``check(old, new, store)``: an authorizer's condition on the stored object (``None`` on create)
-and the object about to be written (``None`` on delete); raises Forbidden to refuse. It runs inside
-the write's read-modify-write loop, so it sees the object the write applies to without another read.
-On a get it runs before the read with ``old`` and ``new`` None: an index unsure of its answer asks
-the store (the pool graph a moment behind another apiserver).
-"""
-
-
-@dataclass(frozen=True)
-class Conditions:
-    """What an authorizer still has to see before it allows a request it could not decide from the
-    request line alone: ``selector(fieldSelector)`` for list and watch, ``objects`` (see
-    :data:`ObjectCheck`) for create, update, patch, delete and get. Either raises Forbidden."""
-
-    selector: Callable[[str], None] | None = None
-    objects: ObjectCheck | None = None
-
-
-Authorizer = Callable[[User, str, str, str | None, str | None], Conditions | None]
-"""``authorize(user, verb, resource, namespace, name)``: return to allow, raise Forbidden to deny.
-
-``verb`` is a Kubernetes verb (get, list, watch, create, update, patch, delete) and ``resource``
-the plural, with ``/status`` for the status subresource. Returning :class:`Conditions` allows the
-request only if they hold; ``None`` allows it outright (the common, free case).
-"""
 
 
 def parse_token_file(text: str, source: str = "token file") -> dict[str, User]:

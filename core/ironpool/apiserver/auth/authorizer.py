@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from ironpool.api import errors
 from ironpool.api.resources import RESOURCES, ResourceInfo
-from ironpool.apiserver.auth.authentication import ADMIN_GROUP, Authorizer, Conditions, User
+from ironpool.apiserver.auth.authentication import ADMIN_GROUP, User
+from ironpool.apiserver.auth.interface import Authorizer, Conditions
 from ironpool.apiserver.auth.pool_authorizer import authorize_pool, forbidden, pool_subject
 from ironpool.apiserver.auth.pool_graph import PoolGraph
 from ironpool.apiserver.auth.rbac.escalation import BINDING_KINDS, ROLE_KINDS, check_escalation

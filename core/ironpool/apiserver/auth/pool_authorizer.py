@@ -42,7 +42,8 @@ from ironpool.api import errors
 from ironpool.api.fleet import MACHINE_POOL_LEASE_NAMESPACE, VOLUME_POOL_LEASE_NAMESPACE
 from ironpool.api.resources import RESOURCES, ResourceInfo
 from ironpool.api.selectors import parse_field_selector
-from ironpool.apiserver.auth.authentication import Conditions, ObjectCheck, User
+from ironpool.apiserver.auth.authentication import User
+from ironpool.apiserver.auth.interface import Conditions, ObjectCheck
 from ironpool.apiserver.auth.pool_graph import GRAPH_RESOURCES, PoolGraph, confirm
 from ironpool.store.interface import Document, Store
 

@@ -14,8 +14,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ironpool.api import errors
-from ironpool.apiserver.auth.authentication import Authorizer, User
+from ironpool.apiserver.auth.authentication import User
 from ironpool.apiserver.auth.authorizer import Authorization, Decision
+from ironpool.apiserver.auth.interface import Authorizer
 from ironpool.apiserver.endpoints.access_review_proto import PROTOBUF, review_spec
 from ironpool.apiserver.endpoints.bodies import LargeBodies, media_type, read_bytes
 

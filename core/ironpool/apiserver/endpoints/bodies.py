@@ -45,6 +45,7 @@ import yaml
 from starlette.requests import Request
 
 from ironpool.api import errors
+from ironpool.apiserver.registry.objectmeta import RequestEntityTooLarge
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -55,7 +56,6 @@ CURL_DEFAULT = "application/x-www-form-urlencoded"
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", APPLY_PATCH)
 
 MAX_BODY = 3 * 1024 * 1024  # Kubernetes' limit for one request body
-MAX_OBJECT_BYTES = 1536 * 1024  # one stored object, as JSON (Kubernetes: etcd's 1.5 MiB request limit)
 MAX_DEPTH = 64  # objects and lists nested in each other; real objects nest fewer than 15
 OFF_LOOP_BYTES = 64 * 1024  # larger bodies are decoded in a worker thread
 LARGE_BODIES = 2  # requests with a large body handled at once
@@ -69,23 +69,6 @@ _switch_interval = sys.getswitchinterval()
 _DECODING_SWITCH_INTERVAL = 0.001  # seconds (CPython's default: 0.005)
 _OPEN = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
 _CLOSE = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
-
-
-class RequestEntityTooLarge(errors.ApiError):
-    """413: a body, or the document it decodes to, or the object a write would store, is too large."""
-
-    code = 413
-    reason = "RequestEntityTooLarge"
-
-
-def check_object_size(kind: str, name: str, obj: dict[str, Any]) -> None:
-    """Refuse (413) to store an object whose JSON is larger than :data:`MAX_OBJECT_BYTES`."""
-    size = len(orjson.dumps(obj))
-    if size > MAX_OBJECT_BYTES:
-        raise RequestEntityTooLarge(
-            f"{kind} {name!r} would be {size} bytes stored, more than the limit of {MAX_OBJECT_BYTES} "
-            "bytes per object", kind=kind, name=name,
-        )
 
 
 def media_type(request: Request) -> str:

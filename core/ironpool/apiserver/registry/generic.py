@@ -44,8 +44,7 @@ from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.resources import strategy_for
 from ironpool.api.validation import validate_create
 from ironpool.apiserver.admission import AdmissionChain, AdmissionPlugin, Attributes, default_chain
-from ironpool.apiserver.auth.authentication import ObjectCheck
-from ironpool.apiserver.endpoints.bodies import check_object_size
+from ironpool.apiserver.auth.interface import ObjectCheck
 from ironpool.apiserver.registry.fieldmanager import (
     Entry,
     FieldSet,
@@ -67,6 +66,7 @@ from ironpool.apiserver.registry.listing import watch as watch_store
 from ironpool.apiserver.registry.objectmeta import (
     Prepare,
     already_exists,
+    check_object_size,
     conflict,
     delete_preconditions,
     new_name,

@@ -1,7 +1,8 @@
 """The per-object rules of a write, the same for every kind: the request body checked against the
 path (kind, namespace, name), the name made from ``generateName``, the server-owned metadata set
 on create and carried over on update, no finalizers added during deletion, DeleteOptions
-preconditions, and Kubernetes ``Status`` errors about one object. :class:`.generic.Registry`
+preconditions, the size limit of a stored object, the main resource's update rules
+(:func:`prepare_update`), and Kubernetes ``Status`` errors about one object. :class:`.generic.Registry`
 runs them in order."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import secrets
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+import orjson
 
 from ironpool.api import errors
 from ironpool.api.meta import now_rfc3339
@@ -28,7 +31,25 @@ Invalid naming the field."""
 _SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation",
                   "managedFields")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' generateName alphabet
+MAX_OBJECT_BYTES = 1536 * 1024  # one stored object, as JSON (Kubernetes: etcd's 1.5 MiB request limit)
 E = TypeVar("E", bound=errors.ApiError)
+
+
+class RequestEntityTooLarge(errors.ApiError):
+    """413: a body, or the document it decodes to, or the object a write would store, is too large."""
+
+    code = 413
+    reason = "RequestEntityTooLarge"
+
+
+def check_object_size(kind: str, name: str, obj: dict[str, Any]) -> None:
+    """Refuse (413) to store an object whose JSON is larger than :data:`MAX_OBJECT_BYTES`."""
+    size = len(orjson.dumps(obj))
+    if size > MAX_OBJECT_BYTES:
+        raise RequestEntityTooLarge(
+            f"{kind} {name!r} would be {size} bytes stored, more than the limit of {MAX_OBJECT_BYTES} "
+            "bytes per object", kind=kind, name=name,
+        )
 
 
 def _about(cls: type[E], info: ResourceInfo, name: str, message: str) -> E:

@@ -36,11 +36,6 @@ class TlsFiles:
         return options
 
 
-def uvicorn_tls(tls: TlsFiles | None) -> dict[str, Any]:
-    """``uvicorn.Config`` keyword arguments: the protocol, and the TLS files when serving HTTPS."""
-    return {"http": TlsIdentityProtocol, **(tls.uvicorn_options() if tls else {})}
-
-
 class TlsIdentityProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol that tells the app who the verified client certificate names."""
 
