@@ -8,7 +8,7 @@ a pool to what they reference.
   and its access Secret (``status.access.secretRef``).
 
 P may get such an object only while an edge to it exists. The graph is kept by a
-:class:`~ironpool.apiserver.registry.mirror.StoreMirror` (so every apiserver on one store agrees);
+:class:`~ironpool.store.mirror.StoreMirror` (so every apiserver on one store agrees);
 when it says no, :func:`confirm` asks the store, so a mirror a moment behind another apiserver's
 write refuses nothing it should allow.
 """
@@ -19,8 +19,8 @@ from collections.abc import Iterator
 
 from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.resources import by_path
-from ironpool.apiserver.registry.mirror import StoreMirror
 from ironpool.store.interface import Document, Store
+from ironpool.store.mirror import StoreMirror
 
 MACHINES = by_path("compute.ironcore.dev", "v1alpha1", "machines")
 VOLUMES = by_path("storage.ironcore.dev", "v1alpha1", "volumes")

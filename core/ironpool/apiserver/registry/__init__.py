@@ -2,5 +2,4 @@
 per-object rules of a write (:mod:`.objectmeta`), the read-modify-write loop (:mod:`.read_modify_write`,
 :mod:`.keylocks`), lists and watches (:mod:`.listing`), field ownership and server-side apply
 (:mod:`.fieldmanager`), strategic merge patch (:mod:`.strategic_patch`), the kinds' schemas and shapes
-(:mod:`.schemas`), the subresources' handlers (:mod:`.subresources`), and the in-memory store mirror
-other rooms keep their indexes with (:mod:`.mirror`)."""
+(:mod:`.schemas`), and the subresources' handlers (:mod:`.subresources`)."""

@@ -1,6 +1,6 @@
 """Who may do what, from the RBAC objects in the store, answered from memory.
 
-A :class:`~ironpool.apiserver.registry.mirror.StoreMirror` keeps the Roles, ClusterRoles and
+A :class:`~ironpool.store.mirror.StoreMirror` keeps the Roles, ClusterRoles and
 bindings current (with several apiservers too), with one watch over the whole RBAC group rather
 than one per kind: every store watcher wakes on every write, so each watch costs every create a
 little. Bindings are indexed by subject (``User``/``Group``
@@ -21,8 +21,8 @@ from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.resources import by_path
 from ironpool.apiserver.auth.authentication import User
 from ironpool.apiserver.auth.rbac.rules import ALL, Rule, compile_rules
-from ironpool.apiserver.registry.mirror import StoreMirror
 from ironpool.store.interface import Document, RevisionCompacted, Store, StoreError
+from ironpool.store.mirror import StoreMirror
 
 log = logging.getLogger("ironpool.apiserver.auth.rbac")
 

@@ -1,4 +1,5 @@
-"""A plugin's in-memory view of some kinds, current with the writes of every apiserver over the store.
+"""An in-memory view of some kinds of a store, current with the writes of every apiserver over it:
+what the apiserver's indexes are built on (capacity admission, IPAM, the RBAC index, the pool graph).
 
 With several apiservers the registry's commit observers only hear of this process's writes. A
 :class:`StoreMirror` lists its kinds at one revision and then watches the store from there (like an
@@ -26,7 +27,7 @@ from collections.abc import Callable, Sequence
 from ironpool.api.resource_info import ResourceInfo
 from ironpool.store.interface import Document, RevisionCompacted, Store, StoreError
 
-log = logging.getLogger("ironpool.apiserver.admission")
+log = logging.getLogger("ironpool.store.mirror")
 
 Apply = Callable[[ResourceInfo, str, Document | None], None]
 _REMOVED_HERE = math.inf
