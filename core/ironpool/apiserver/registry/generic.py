@@ -224,8 +224,9 @@ class Registry:
         new = request_object(info, body, namespace, name)
         expected = parse_resource_version(new["metadata"].get("resourceVersion"))
         return await self.modify(
-            info, namespace, name, lambda old: new, expected, subresource, dry_run, check,
-            tracker(info, manager, subresource), _prepare_of(info, subresource),
+            info, namespace, name, lambda old: new, expected=expected, subresource=subresource,
+            dry_run=dry_run, check=check, ownership=tracker(info, manager, subresource),
+            prepare=_prepare_of(info, subresource),
         )
 
     async def patch(
@@ -257,8 +258,9 @@ class Registry:
             return request_object(info, apply_merge_patch(orjson.loads(orjson.dumps(old)), patch), namespace,
                                   name)
 
-        return await self.modify(info, namespace, name, patched, expected, subresource, dry_run, check,
-                                 tracker(info, manager, subresource), _prepare_of(info, subresource))
+        return await self.modify(info, namespace, name, patched, expected=expected, subresource=subresource,
+                                 dry_run=dry_run, check=check, ownership=tracker(info, manager, subresource),
+                                 prepare=_prepare_of(info, subresource))
 
     async def apply(
         self,
@@ -298,8 +300,9 @@ class Registry:
         def owned(old: Document, new: Document) -> None:
             store_entries(new, owners.pop(id(old)))
 
-        return await self.modify(info, namespace, name, merged, None, subresource, dry_run, check, owned,
-                                 _prepare_of(info, subresource))
+        return await self.modify(info, namespace, name, merged, expected=None, subresource=subresource,
+                                 dry_run=dry_run, check=check, ownership=owned,
+                                 prepare=_prepare_of(info, subresource))
 
     async def modify(
         self,
@@ -307,10 +310,11 @@ class Registry:
         namespace: str | None,
         name: str,
         mutate: Callable[[Document], Document],
+        *,
         expected: int | None,
         subresource: str | None,
-        dry_run: bool,
-        check: ObjectCheck | None,
+        dry_run: bool = False,
+        check: ObjectCheck | None = None,
         ownership: Callable[[Document, Document], None] | None = None,
         prepare: Prepare | None = None,
     ) -> Document:

@@ -55,9 +55,13 @@ class BindingHandler(SubresourceHandler):
                      body: Any, *, dry_run: bool = False, check: ObjectCheck | None = None) -> Document:
         declared = self.declaration(info)
         binding = parse_binding(declared, info, name, body)
+
+        def prepare(old: Document, new: Document) -> Document:
+            return prepare_bound(declared, info, old, new)  # validates only what a binding changes
+
         obj = await registry.modify(info, namespace, name, lambda old: bound(declared, info, old, binding),
-                                    binding.resource_version, self.name, dry_run, check,
-                                    prepare=lambda old, new: prepare_bound(declared, info, old, new))
+                                    expected=binding.resource_version, subresource=self.name,
+                                    dry_run=dry_run, check=check, prepare=prepare)
         return created(info, obj)
 
 

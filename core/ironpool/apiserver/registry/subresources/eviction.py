@@ -65,7 +65,8 @@ class EvictionHandler(SubresourceHandler):
             mark_evicted(field, new, pool_of(field, old))
 
         obj = await registry.modify(info, namespace, name, lambda old: evicted(field, info, old, eviction),
-                                    eviction.resource_version, self.name, dry_run, check, mark, prepare)
+                                    expected=eviction.resource_version, subresource=self.name,
+                                    dry_run=dry_run, check=check, ownership=mark, prepare=prepare)
         return created(info, obj)
 
 

@@ -62,7 +62,8 @@ class SubresourceHandler:
 
     def prepare(self, info: ResourceInfo, old: Document, new: Document) -> Document:
         """PUT and PATCH: the object to store when a write of this subresource turned ``old`` into
-        ``new`` (in place of the main resource's :func:`~..objectmeta.prepare_update`)."""
+        ``new`` (in place of the main resource's
+        :func:`~ironpool.apiserver.registry.objectmeta.prepare_update`)."""
         raise NotImplementedError
 
 
