@@ -22,6 +22,7 @@ from ironpool.apiserver.endpoints.openapi import openapi_document
 from ironpool.apiserver.endpoints.request_parsing import cached_request_info
 from ironpool.apiserver.registry.generic import Registry
 from ironpool.apiserver.registry.subresources import HANDLERS, SubresourceHandler, check_handlers
+from ironpool.apiserver.registry.subresources.eviction import EvictionHandler
 from ironpool.store.sqlite import SQLiteStore
 
 TOKENS = 'a,admin,1,"system:masters"\n'
@@ -100,7 +101,7 @@ async def test_undeclared_subresources_and_verbs_are_refused_before_authorizatio
     assert served.asked == []
 
 
-class GenerationHandler(SubresourceHandler):
+class GenerationHandler(SubresourceHandler[Subresource]):
     """A subresource made up for this test: GET answers the object's ``metadata.generation``."""
 
     name = "generation"
@@ -143,7 +144,7 @@ def test_a_declared_subresource_without_its_handler_is_refused_naming_both() -> 
     with pytest.raises(RuntimeError, match="Machine declares the subresource 'eviction', which has no hand"):
         check_handlers(without)
 
-    class GetOnly(SubresourceHandler):
+    class GetOnly(SubresourceHandler[Subresource]):
         name = "binding"
 
         async def get(self, registry: Registry, info: ResourceInfo, namespace: str | None,
@@ -152,3 +153,10 @@ def test_a_declared_subresource_without_its_handler_is_refused_naming_both() -> 
 
     with pytest.raises(RuntimeError, match="machines/binding with the verbs create, which GetOnly does not"):
         check_handlers({**HANDLERS, "binding": GetOnly()})
+
+    class EvictsOnBinding(EvictionHandler):
+        name = "binding"
+
+    with pytest.raises(RuntimeError, match="machines/binding as a PoolBinding, but EvictsOnBinding serves a "
+                                           "PoolEviction"):
+        check_handlers({**HANDLERS, "binding": EvictsOnBinding()})

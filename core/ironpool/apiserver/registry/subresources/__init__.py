@@ -11,6 +11,7 @@ the declaration.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from ironpool.api.resources import RESOURCES, subresources_of
 from ironpool.apiserver.registry.subresources.binding import BindingHandler
@@ -18,20 +19,24 @@ from ironpool.apiserver.registry.subresources.eviction import EvictionHandler
 from ironpool.apiserver.registry.subresources.handler import SubresourceHandler
 from ironpool.apiserver.registry.subresources.status import StatusHandler
 
-HANDLERS: dict[str, SubresourceHandler] = {
+HANDLERS: dict[str, SubresourceHandler[Any]] = {
     h.name: h for h in (StatusHandler(), BindingHandler(), EvictionHandler())
 }
 
 
-def check_handlers(handlers: Mapping[str, SubresourceHandler]) -> None:
-    """Refuse (at import) a subresource some kind declares that no handler serves, or whose verbs
-    its handler does not serve, naming both."""
+def check_handlers(handlers: Mapping[str, SubresourceHandler[Any]]) -> None:
+    """Refuse (at import) a subresource some kind declares that no handler serves, or not with the
+    settings or verbs it declares, naming both."""
     for info in RESOURCES:
         for sub in subresources_of(info).values():
             handler = handlers.get(sub.name)
             if handler is None:
                 raise RuntimeError(f"{info.kind} declares the subresource {sub.name!r}, which has no handler "
                                    f"(handlers: {', '.join(handlers)})")
+            if not isinstance(sub, handler.declared_as):
+                raise RuntimeError(f"{info.kind} declares {info.plural}/{sub.name} as a "
+                                   f"{type(sub).__name__}, but {type(handler).__name__} serves a "
+                                   f"{handler.declared_as.__name__}")
             missing = set(sub.verbs) - handler.serves()
             if missing:
                 raise RuntimeError(f"{info.kind} declares {info.plural}/{sub.name} with the verbs "

@@ -41,15 +41,11 @@ if TYPE_CHECKING:
     from ironpool.apiserver.registry.generic import Registry
 
 
-class BindingHandler(SubresourceHandler):
+class BindingHandler(SubresourceHandler[PoolBinding]):
     """``<plural>/binding``: POST a Binding."""
 
     name = "binding"
-
-    def declaration(self, info: ResourceInfo) -> PoolBinding:
-        declared = super().declaration(info)
-        assert isinstance(declared, PoolBinding), declared
-        return declared
+    declared_as = PoolBinding
 
     async def create(self, registry: Registry, info: ResourceInfo, namespace: str | None, name: str,
                      body: Any, *, dry_run: bool = False, check: ObjectCheck | None = None) -> Document:

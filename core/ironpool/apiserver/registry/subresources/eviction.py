@@ -40,15 +40,11 @@ EVICTED_REASON = "Evicted"
 _KEPT_STATUS = ("conditions", "observedGeneration")
 
 
-class EvictionHandler(SubresourceHandler):
+class EvictionHandler(SubresourceHandler[PoolEviction]):
     """``<plural>/eviction``: POST an Eviction."""
 
     name = "eviction"
-
-    def declaration(self, info: ResourceInfo) -> PoolEviction:
-        declared = super().declaration(info)
-        assert isinstance(declared, PoolEviction), declared
-        return declared
+    declared_as = PoolEviction
 
     async def create(self, registry: Registry, info: ResourceInfo, namespace: str | None, name: str,
                      body: Any, *, dry_run: bool = False, check: ObjectCheck | None = None) -> Document:

@@ -19,7 +19,7 @@ every declaration of its name (checked when the handlers are registered).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
 from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.resources import subresources_of
@@ -31,19 +31,23 @@ if TYPE_CHECKING:
     from ironpool.apiserver.registry.generic import Registry
 
 
+S = TypeVar("S", bound=Subresource)
 #: the handler's method that serves each verb
 _METHOD_OF_VERB = {"get": "get", "create": "create", "update": "prepare", "patch": "prepare"}
 
 
-class SubresourceHandler:
-    """Serves the subresource :attr:`name` of every kind whose strategy declares it; subclasses
-    override the methods of the verbs they serve."""
+class SubresourceHandler(Generic[S]):
+    """Serves the subresource :attr:`name` of every kind whose strategy declares it (as a
+    :attr:`declared_as`, whose settings it reads); subclasses override the methods of the verbs they
+    serve."""
 
     name: ClassVar[str]
+    declared_as: type[Subresource] = Subresource
 
-    def declaration(self, info: ResourceInfo) -> Subresource:
-        """What ``info``'s strategy declares for this subresource (its settings: the pool field...)."""
-        return subresources_of(info)[self.name]
+    def declaration(self, info: ResourceInfo) -> S:
+        """What ``info``'s strategy declares for this subresource, with its settings (the pool field
+        of a :class:`~ironpool.api.subresources.PoolBinding`...)."""
+        return cast(S, subresources_of(info)[self.name])
 
     def serves(self) -> frozenset[str]:
         """The verbs this handler implements (the methods it overrides)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ironpool.api.resource_info import ResourceInfo
+from ironpool.api.subresources import Subresource
 from ironpool.api.validation import validate_status_update
 from ironpool.apiserver.registry.subresources.handler import SubresourceHandler
 from ironpool.store.interface import Document
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from ironpool.apiserver.registry.generic import Registry
 
 
-class StatusHandler(SubresourceHandler):
+class StatusHandler(SubresourceHandler[Subresource]):
     """``<plural>/status`` of every kind with a status."""
 
     name = "status"
