@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 from ironpool.allinone.classes import ClassesError, load_class_manifests, seed_classes, write_runtime_files
 from ironpool.allinone.datadir import DataDir, DataDirError, InstanceLock, dns_label, ensure_admin_token
-from ironpool.apiserver.auth import Authenticator
+from ironpool.apiserver.auth.authentication import Authenticator
 from ironpool.client import AsyncClient, ClientConfig
 from ironpool.runtime.machine.classes import load_classes as load_machine_classes
 from ironpool.runtime.volume.classes import load_classes as load_volume_classes

@@ -11,8 +11,8 @@ import orjson
 import pytest
 from ironpool.api.resources import STRATEGIES
 from ironpool.apiserver.app import build_app
-from ironpool.apiserver.auth import Authenticator, parse_token_file
-from ironpool.apiserver.tables import table_version
+from ironpool.apiserver.auth.authentication import Authenticator, parse_token_file
+from ironpool.apiserver.endpoints.tables import table_version
 from ironpool.store.sqlite import SQLiteStore
 
 COMPUTE = "/apis/compute.ironcore.dev/v1alpha1"
@@ -110,7 +110,7 @@ async def test_watch_as_table_sends_columns_once(client: httpx.AsyncClient) -> N
 
 def test_every_kind_is_printed_with_its_strategy_columns() -> None:
     from ironpool.api.columns import NAME
-    from ironpool.apiserver.tables import writer_for
+    from ironpool.apiserver.endpoints.tables import writer_for
 
     for strategy in STRATEGIES:
         definitions = writer_for(strategy.info).definitions

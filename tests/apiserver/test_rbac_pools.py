@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from ironpool.apiserver.app import build_app
-from ironpool.apiserver.auth import Authenticator, parse_token_file
+from ironpool.apiserver.auth.authentication import Authenticator, parse_token_file
 from ironpool.store.etcd import EtcdStore
 from ironpool.store.interface import Store
 from ironpool.store.sqlite import SQLiteStore

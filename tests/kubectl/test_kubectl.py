@@ -89,7 +89,7 @@ def test_no_ca_wrong_token_or_foreign_client_certificate_is_refused(up: UpInstan
     proc = kubectl(up, "get", "machines", "-v=6", check=False, kubeconfig=tmp_path / "wrong")
     assert proc.returncode != 0 and re.search(r"\b401 Unauthorized\b", proc.stderr), proc.stderr
 
-    from ironpool.apiserver.certs import CertificateAuthority, CertPaths
+    from ironpool.apiserver.serving.certs import CertificateAuthority, CertPaths
 
     def with_client_cert(ca: CertificateAuthority, name: str) -> Path:
         cert, key = ca.issue(name, organizations=["system:masters"])

@@ -25,8 +25,8 @@ from typing import Any
 
 import uvicorn
 
+from ironpool.apiserver import TlsFiles
 from ironpool.apiserver.options import ServerOptions
-from ironpool.apiserver.tls import TlsFiles
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +106,9 @@ class ApiServerRunner:
         return sock
 
     async def start(self, timeout: float = 30.0) -> None:
+        from ironpool.apiserver import uvicorn_options
         from ironpool.apiserver.app import build_app
         from ironpool.apiserver.auth import Authenticator
-        from ironpool.apiserver.connections import uvicorn_options
         from ironpool.store.interface import open_store
 
         authenticator = Authenticator.from_file(self.token_file)

@@ -86,7 +86,7 @@ def up(data_dir: Path | None, libvirt_uri: str, listen: str, insecure_http: bool
     from ironpool.allinone.datadir import DataDirError, default_data_dir, dns_label
     from ironpool.allinone.progress import Progress
     from ironpool.allinone.up import AllInOne, UpError, UpOptions
-    from ironpool.apiserver.tls import is_loopback
+    from ironpool.apiserver import is_loopback
     host, port = _listen(listen)
     if insecure_http and not is_loopback(host):
         raise click.BadParameter(f"--insecure-http serves plain HTTP only on a loopback address, not {host}",
