@@ -145,7 +145,7 @@ try:
     from ironpool.api.errors import ApiError, Invalid, NotFound
     from ironpool.api.resources import by_kind
     from ironpool.api.validation import validate_create
-    from ironpool.cli.config import CommandError
+    from ironpool.cli.errors import CommandError
     from ironpool.cli.manifests import load_manifests, parse_documents
 except ImportError:  # reported by IronpoolModule.execute
     pass
