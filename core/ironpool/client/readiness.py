@@ -5,9 +5,11 @@ where the object is, so the CLI, the Ansible modules and the Pulumi provider say
 A :class:`Readiness` is a function from the object as last seen (None: it does not exist) to a
 :class:`Verdict`. A Machine is **running** when the poollet has acted on its current spec
 (``status.observedGeneration`` reported and at least ``metadata.generation``), its state is the one
-its power asks for (``Running``, or ``Shutdown`` for power Off), and its ``VolumesReady`` and
-``NetworkInterfacesReady`` conditions are True (required once the spec lists volumes or NICs). A
-Volume is **available** when its state is ``Available`` at least at the size it asks for.
+its power asks for (``Running``, or ``Shutdown`` for power Off), and its volumes and network
+interfaces are attached: its ``VolumesReady`` and ``NetworkInterfacesReady`` conditions are True
+(without them, each one the spec lists is ``Attached`` in the status, as IronCore reports them). A
+Volume is **available** when its state is ``Available`` at least at the size it asks for. A pool
+is **ready** when its ``Ready`` condition is True, as the scheduler judges it.
 
 While an object is not bound to a pool, the verdict carries the scheduler's latest reason (its
 ``Scheduled`` condition), and says when that reason cannot change unless the fleet does: every pool
@@ -127,12 +129,18 @@ def _lag(obj: Obj) -> str | None:
 
 
 def _attachments(obj: Obj, ctype: str, spec_key: str, what: str) -> str | None:
+    """Why the volumes (or NICs) are not all attached: their condition, or without one the status
+    entry of each the spec lists; None when they are."""
     cond = condition(obj, ctype)
-    if cond is None:
-        return f"{what} not reported yet" if _dig(obj, "spec", spec_key) else None
-    if cond.get("status") == "True":
-        return None
-    return f"{what}: {cond.get('message') or cond.get('reason') or 'not ready'}"
+    if cond is not None:
+        if cond.get("status") == "True":
+            return None
+        return f"{what}: {cond.get('message') or cond.get('reason') or 'not ready'}"
+    attached = {e.get("name") for e in _dig(obj, "status", spec_key) or () if isinstance(e, dict)
+                and e.get("state") == "Attached"}
+    pending = [str(e.get("name")) for e in _dig(obj, "spec", spec_key) or () if isinstance(e, dict)
+               and e.get("name") not in attached]
+    return f"{what} not attached: {', '.join(pending)}" if pending else None
 
 
 def machine_running(obj: Obj | None) -> Verdict:
@@ -180,6 +188,21 @@ def volume_available(obj: Obj | None) -> Verdict:
     return Verdict(True, f"Available {where}")
 
 
+def pool_ready(obj: Obj | None) -> Verdict:
+    """A MachinePool or VolumePool is ready: its ``Ready`` condition is True (without one, its state
+    is ``Ready`` or ``Available``), as the scheduler judges it."""
+    if obj is None:
+        return Verdict(False, "does not exist")
+    cond = condition(obj, READY)
+    if cond is not None:
+        ok = cond.get("status") == "True"
+        why = f": {cond.get('message') or cond.get('reason')}" if not ok and (cond.get("message") or
+                                                                             cond.get("reason")) else ""
+        return Verdict(ok, f"Ready={cond.get('status')}{why}")
+    state = _dig(obj, "status", "state")
+    return Verdict(state in ("Ready", "Available"), f"state {state or 'not reported yet'}")
+
+
 def exists(obj: Obj | None) -> Verdict:
     """The object exists."""
     return Verdict(obj is not None, "exists" if obj is not None else "does not exist")
@@ -203,6 +226,8 @@ READINESS: dict[tuple[str, str], Readiness] = {
     ("Volume", "scheduled"): scheduled,
     ("Volume", "available"): volume_available,
     ("Volume", "ready"): volume_available,
+    ("MachinePool", "ready"): pool_ready,
+    ("VolumePool", "ready"): pool_ready,
 }
 
 

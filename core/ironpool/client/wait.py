@@ -57,7 +57,12 @@ class Unschedulable(WaitError):
 
 
 class Gone(WaitError):
-    """An object was deleted while the wait wanted it in some state."""
+    """An object (``name``) was deleted while the wait wanted it in some state."""
+
+    def __init__(self, message: str, last: Mapping[str, Obj | None], pending: Mapping[str, Verdict],
+                 name: str) -> None:
+        super().__init__(message, last, pending)
+        self.name = name
 
 
 def key_of(obj: Obj, across_namespaces: bool) -> str:
@@ -185,7 +190,8 @@ def _check(tracker: _Tracker, info: ResourceInfo, deadline: float, fail_unschedu
         return dict(tracker.latest)
     vanished = tracker.vanished()
     if vanished is not None:
-        raise Gone(f"{info.kind} {vanished} was deleted while waiting for it", tracker.latest, pending)
+        raise Gone(f"{info.kind} {vanished} was deleted while waiting for it", tracker.latest, pending,
+                   vanished)
     if fail_unschedulable:
         stuck = tracker.settled(settle)
         if stuck is not None:
