@@ -10,9 +10,9 @@ from ironpool.api.columns import age
 from ironpool.api.errors import Cause, Invalid
 from ironpool.api.resources import resolve
 from ironpool.cli.common import parse_duration
+from ironpool.cli.edit_cmd import split_changes
 from ironpool.cli.errors import CommandError, format_api_error
 from ironpool.cli.manifests import load_manifests, parse_documents
-from ironpool.cli.edit_cmd import split_changes
 from ironpool.cli.objects import jsonpath_get, parse_condition, parse_kinds, parse_targets
 from ironpool.cli.printers import describe, qualified_name
 from ironpool.cli.tables import TablePrinter
@@ -139,7 +139,8 @@ def test_wait_conditions() -> None:
     assert done("jsonpath={.status.conditions[0].type}", obj)
     assert jsonpath_get(obj, ".status.conditions[3]") is None
     # The named conditions are the readiness every front end shares (not scheduled: not running).
-    assert not done("running", obj) and parse_condition("running", machines)(obj).progress == "not scheduled yet"
+    assert not done("running", obj)
+    assert parse_condition("running", machines)(obj).progress == "not scheduled yet"
     with pytest.raises(CommandError, match="--for: a MachineClass cannot be waited for 'running'"):
         parse_condition("running", resolve("mc"))
     with pytest.raises(CommandError, match="--for: expected delete"):

@@ -128,6 +128,17 @@ def _lag(obj: Obj) -> str | None:
     return None
 
 
+def state_of(obj: Obj | None) -> str:
+    """A Machine's or Volume's state as of its current spec: ``status.state``, but ``Pending`` before
+    its poollet reported one, and while the status is of an older generation of the spec (a change
+    not acted on yet)."""
+    generation = _dig(obj, "metadata", "generation")
+    observed = _dig(obj, "status", "observedGeneration")
+    if isinstance(generation, int) and isinstance(observed, int) and observed < generation:
+        return "Pending"
+    return str(_dig(obj, "status", "state") or "Pending")
+
+
 def _attachments(obj: Obj, ctype: str, spec_key: str, what: str) -> str | None:
     """Why the volumes (or NICs) are not all attached: their condition, or without one the status
     entry of each the spec lists; None when they are."""

@@ -161,13 +161,12 @@ def wait_for(
         outcome = _check(tracker, info, deadline, fail_unschedulable, settle)
         if outcome is not None:
             return outcome
-        timeout = deadline - time.monotonic()
-        if fail_unschedulable and (until := tracker.next_settle(settle)) is not None:
-            timeout = min(timeout, until)
+        timeout = max(1, math.ceil(_watch_time(tracker, deadline, fail_unschedulable, settle)))
+        ends = time.monotonic() + timeout
         try:
             for event in client.watch_raw(info, ns, resource_version=page.resource_version,
                                           field_selector=selector, allow_bookmarks=False,
-                                          timeout_seconds=max(1, math.ceil(timeout))):
+                                          timeout_seconds=timeout):
                 name = key_of(event.object, across)
                 if name not in tracker.names:
                     continue
@@ -175,11 +174,20 @@ def wait_for(
                 outcome = _check(tracker, info, deadline, fail_unschedulable, settle)
                 if outcome is not None:
                     return outcome
+                if _watch_time(tracker, deadline, fail_unschedulable, settle) < ends - time.monotonic() - 1:
+                    break  # a reason started to settle: watch again, until it has
         except Expired:
             pass  # our revision was compacted away: list again
         outcome = _check(tracker, info, deadline, fail_unschedulable, settle)
         if outcome is not None:
             return outcome
+
+
+def _watch_time(tracker: _Tracker, deadline: float, fail_unschedulable: bool, settle: float) -> float:
+    """How long the next watch may last: to the deadline, or until a reason has settled."""
+    remaining = deadline - time.monotonic()
+    until = tracker.next_settle(settle) if fail_unschedulable else None
+    return remaining if until is None else min(remaining, until)
 
 
 def _check(tracker: _Tracker, info: ResourceInfo, deadline: float, fail_unschedulable: bool,
