@@ -394,3 +394,27 @@ def test_lookups_read_pools_classes_and_a_machine(apiserver: ApiServer, tmp_path
             get_machine("nope")
     finally:
         pulumi.runtime.set_all_config({}, [])
+
+
+def test_state_output_is_as_of_the_current_spec_when_nothing_waits(plugin: Plugin,
+                                                                   apiserver: ApiServer) -> None:
+    """After a create or replace that does not wait the state is there (Pending); after an update
+    that does not wait it is not the state of the spec before (a change not acted on is Pending)."""
+    res, client = Resources(plugin), client_of(apiserver)
+    res.classes()
+    props = {"__provider": provider_payload(MachineProvider()), "name": "web", "machine_class": "tiny",
+             "power": "On", "wait_for": "none"}
+    rid, inputs, outs = res.create("Machine", MachineProvider(), props)
+    assert outs["state"] == "Pending"
+    live = client.patch_raw(MACHINES, "web", {"status": {"state": "Running", "observedGeneration": 1}},
+                            "default", subresource="status")
+    assert live["metadata"]["generation"] == 1
+    urn = res.urn("Machine", "web")
+    _, running, _ = plugin.read(rid, urn, outs, inputs)
+    assert running["state"] == "Running"
+    news, _ = plugin.check(urn, inputs, {**props, "power": "Off"})
+    updated = plugin.update(rid, urn, running, news, inputs)
+    assert updated["state"] == "Pending"  # the poollet has not acted on power Off yet
+    client.patch_raw(MACHINES, "web", {"status": {"state": "Shutdown", "observedGeneration": 2}}, "default",
+                     subresource="status")
+    assert plugin.read(rid, urn, updated, news)[1]["state"] == "Shutdown"

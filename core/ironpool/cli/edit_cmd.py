@@ -61,10 +61,11 @@ def split_changes(args: tuple[str, ...], what: str) -> tuple[tuple[str, ...], di
     objects: list[str] = []
     changes: dict[str, str | None] = {}
     for i, arg in enumerate(args):
-        match = _CHANGE.fullmatch(arg)
-        if i == 0 or (match is None and not changes):
+        # Object names never hold "=" nor end with "-" (DNS names): anything else that does is a change.
+        if not changes and (i == 0 or not ("=" in arg or arg.endswith("-"))):
             objects.append(arg)
             continue
+        match = _CHANGE.fullmatch(arg)
         if match is None:
             raise CommandError(f"{arg!r}: expected KEY=VALUE or KEY- after the first {what}")
         key = match.group(1) or match.group(3)
