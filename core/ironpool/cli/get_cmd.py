@@ -15,7 +15,7 @@ from ironpool.cli.common import parse_duration
 from ironpool.cli.connection import client_config, connection_options
 from ironpool.cli.errors import CommandError, format_api_error, handle_errors
 from ironpool.cli.objects import list_all, parse_kinds, watch_events
-from ironpool.cli.printers import as_list, qualified_name, to_json, to_yaml
+from ironpool.cli.printers import as_list, column_widths, qualified_name, to_json, to_yaml
 from ironpool.cli.tables import TablePrinter, get_table, list_tables
 from ironpool.client.rest import Client
 from ironpool.client.wire import TABLE_ACCEPT, Obj
@@ -135,7 +135,7 @@ def _watch_table(client: Client, printer: TablePrinter, ns: str | None, selector
         header, found = printer.rows(table)
         rows = [cells for meta, cells in found if _matches(meta, names)]
         if printer.widths is None and rows:  # nothing listed before: leave room for what comes later
-            printer.widths = [max(12, *(len(r[i]) for r in [header, *rows])) for i in range(len(header))]
+            printer.widths = [max(12, w) for w in column_widths(header, rows)]
         text = printer.render(header, rows)
         if text is not None:
             click.echo(text)

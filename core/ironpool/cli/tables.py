@@ -15,7 +15,7 @@ from typing import Any
 
 from ironpool.api.columns import NONE, age
 from ironpool.api.resources import ResourceInfo
-from ironpool.cli.printers import format_table, qualified_name
+from ironpool.cli.printers import column_widths, format_table, qualified_name
 from ironpool.client.rest import Client
 from ironpool.client.wire import TABLE_ACCEPT
 
@@ -86,7 +86,7 @@ class TablePrinter:
         if not rows:
             return None
         if self.widths is None:
-            self.widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+            self.widths = column_widths(header, rows)
         text = format_table(header, rows, self.widths, show_header=not self.printed)
         self.printed += len(rows)
         return text
