@@ -16,8 +16,7 @@ options:
         gone (state V(absent)).
       - Never waits in check mode.
       - When O(wait_timeout) passes first, the task fails with where the object was last (for a
-        Machine or Volume not placed yet, the scheduler's reason, such as
-        C(0/3 pools: 3 have too little memory)) and still returns the object.
+        Machine or Volume not placed yet, the scheduler's reason) and still returns the object.
     type: bool
     default: false
   wait_timeout:

@@ -22,7 +22,7 @@ options:
   wait_for:
     description:
       - With O(wait=true), wait until every listed Machine is V(scheduled) (bound to a pool) or
-        V(running) (as O(ironpool.iaas.machine#module:wait_for=running) means: its poollet acted on its
+        V(running) (as O(ironpool.iaas.machine#module:wait_for=running) means - its poollet acted on its
         current spec, it is in its power state, its volumes and network interfaces are attached).
     type: str
     choices: [scheduled, running]

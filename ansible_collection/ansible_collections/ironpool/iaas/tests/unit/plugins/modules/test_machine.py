@@ -170,8 +170,8 @@ def scheduler_says(client: Any, message: str) -> None:
         {"type": "Scheduled", "status": "False", "reason": "FailedScheduling", "message": message}]})
 
 
-def test_a_machine_no_pool_can_take_fails_early_naming_the_schedulers_reason(run_module: Any,
-                                                                           client: Any) -> None:
+def test_a_machine_no_pool_can_take_fails_early_naming_the_schedulers_reason(
+        run_module: Any, client: Any) -> None:
     run_module(machine.main, WEB)
     scheduler_says(client, "0/2 pools: 1 do not offer class x-small, 1 do not match the pool selector")
     out = run_module(machine.main, {**WEB, "wait": True, "wait_timeout": 120})
