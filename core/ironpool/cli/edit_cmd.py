@@ -36,7 +36,7 @@ def _suffix(dry_run: bool) -> str:
 
 @click.group()
 def create() -> None:
-    """Create an object from the command line (``ironpool apply -f`` takes manifests)."""
+    """Create an object from the command line (`ironpool apply -f` takes manifests)."""
 
 
 @create.command("namespace")
@@ -101,33 +101,27 @@ def _edit_metadata(field: str, verb: str, args: tuple[str, ...], overwrite: bool
             click.echo(f"{target.label} {verb}{_suffix(dry_run)}")
 
 
-_EDIT_HELP = """Objects as KIND NAME... or KIND/NAME..., then KEY=VALUE to set and KEY- to remove."""
+def _metadata_command(name: str, field: str, verb: str, doc: str) -> click.Command:
+    """``label`` or ``annotate``: set and remove keys of ``metadata.<field>``."""
+
+    @click.command(name, help=doc)
+    @click.argument("args", nargs=-1, required=True)
+    @click.option("--overwrite", is_flag=True, help="Change a value that is set already.")
+    @click.option("--dry-run", is_flag=True, help="Ask the server what would change; write nothing.")
+    @connection_options()
+    @handle_errors
+    def command(args: tuple[str, ...], overwrite: bool, dry_run: bool, server: str | None, token: str | None,
+                token_file: Path | None, namespace: str | None) -> None:
+        _edit_metadata(field, verb, args, overwrite, dry_run, server, token, token_file, namespace)
+
+    return command
 
 
-@click.command()
-@click.argument("args", nargs=-1, required=True)
-@click.option("--overwrite", is_flag=True, help="Change a value that is set already.")
-@click.option("--dry-run", is_flag=True, help="Ask the server what would change; write nothing.")
-@connection_options()
-@handle_errors
-def label(args: tuple[str, ...], overwrite: bool, dry_run: bool, server: str | None, token: str | None,
-          token_file: Path | None, namespace: str | None) -> None:
-    """Set or remove labels of objects. Objects as KIND NAME... or KIND/NAME..., then KEY=VALUE to set
-    and KEY- to remove."""
-    _edit_metadata("labels", "labeled", args, overwrite, dry_run, server, token, token_file, namespace)
-
-
-@click.command()
-@click.argument("args", nargs=-1, required=True)
-@click.option("--overwrite", is_flag=True, help="Change a value that is set already.")
-@click.option("--dry-run", is_flag=True, help="Ask the server what would change; write nothing.")
-@connection_options()
-@handle_errors
-def annotate(args: tuple[str, ...], overwrite: bool, dry_run: bool, server: str | None, token: str | None,
-             token_file: Path | None, namespace: str | None) -> None:
-    """Set or remove annotations of objects. Objects as KIND NAME... or KIND/NAME..., then KEY=VALUE
-    to set and KEY- to remove."""
-    _edit_metadata("annotations", "annotated", args, overwrite, dry_run, server, token, token_file, namespace)
+_OBJECTS_THEN_KEYS = "KIND NAME... or KIND/NAME..., then KEY=VALUE to set and KEY- to remove."
+label = _metadata_command("label", "labels", "labeled",
+                          f"Set or remove labels of objects: {_OBJECTS_THEN_KEYS}")
+annotate = _metadata_command("annotate", "annotations", "annotated",
+                             f"Set or remove annotations of objects: {_OBJECTS_THEN_KEYS}")
 
 
 def _patch_body(text: str) -> Obj:

@@ -17,7 +17,8 @@ from ironpool.api.resources import ResourceInfo
 Obj = dict[str, Any]
 
 
-def _cell(value: Any) -> str:
+def cell(value: Any) -> str:
+    """A value as a table cell: ``<none>`` for nothing, booleans in lower case."""
     if value is None or value == "":
         return NONE
     if isinstance(value, bool):
@@ -123,13 +124,13 @@ def describe(info: ResourceInfo, obj: Obj, events: list[Obj]) -> str:
         out.append("Conditions:")
         header = ["Type", "Status", "Reason", "Message", "LastTransitionTime"]
         keys = ("type", "status", "reason", "message", "lastTransitionTime")
-        rows = [[_cell(c.get(k)) for k in keys] for c in conditions]
+        rows = [[cell(c.get(k)) for k in keys] for c in conditions]
         out.append(_indent(format_table(header, rows)))
     out.append("Events:" if events else f"{'Events:':<20}{NONE}")
     if events:
         header = ["Type", "Reason", "Age", "From", "Message"]
-        rows = [[_cell(e.get("type")), _cell(e.get("reason")), last_seen(e),
-                 _cell(dig(e, "source.component") or e.get("reportingComponent")), _cell(e.get("message"))]
+        rows = [[cell(e.get("type")), cell(e.get("reason")), last_seen(e),
+                 cell(dig(e, "source.component") or e.get("reportingComponent")), cell(e.get("message"))]
                 for e in events]
         out.append(_indent(format_table(header, rows)))
     return "\n".join(out) + "\n"

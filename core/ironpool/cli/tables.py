@@ -13,21 +13,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ironpool.api.columns import NONE, age
+from ironpool.api.columns import age
 from ironpool.api.resources import ResourceInfo
-from ironpool.cli.printers import column_widths, format_table, qualified_name
+from ironpool.cli.printers import cell, column_widths, format_table, qualified_name
 from ironpool.client.rest import Client
 from ironpool.client.wire import TABLE_ACCEPT
 
 Obj = dict[str, Any]
-
-
-def _cell(value: Any) -> str:
-    if value is None or value == "":
-        return NONE
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
 
 
 @dataclass
@@ -60,7 +52,7 @@ class TablePrinter:
         return self._framed(header, out)
 
     def _value(self, cells: list[Any], index: int, meta: Obj) -> str:
-        value = _cell(cells[index] if index < len(cells) else None)
+        value = cell(cells[index] if index < len(cells) else None)
         if self.qualify and self.columns[index].get("format") == "name":
             return qualified_name(self.info, str(meta.get("name") or value))
         return value
@@ -70,7 +62,7 @@ class TablePrinter:
         out = []
         for obj in items or []:
             meta = obj.get("metadata") or {}
-            name = qualified_name(self.info, obj) if self.qualify else _cell(meta.get("name"))
+            name = qualified_name(self.info, obj) if self.qualify else cell(meta.get("name"))
             out.append((meta, [name, age(meta.get("creationTimestamp"))]))
         return self._framed(["NAME", "AGE"], out)
 
@@ -78,7 +70,7 @@ class TablePrinter:
                 ) -> tuple[list[str], list[tuple[Obj, list[str]]]]:
         if self.all_namespaces and self.info.namespaced:
             header = ["NAMESPACE", *header]
-            rows = [(meta, [_cell(meta.get("namespace")), *cells]) for meta, cells in rows]
+            rows = [(meta, [cell(meta.get("namespace")), *cells]) for meta, cells in rows]
         return header, rows
 
     def render(self, header: list[str], rows: list[list[str]]) -> str | None:

@@ -221,31 +221,6 @@ class Operations:
         continue_: str | None = None,
     ) -> Op[ListResult[Obj]]:
         """A list; ``namespace=None`` lists every namespace of a namespaced kind."""
-        return self._list(info, namespace, label_selector, field_selector, limit, continue_)
-
-    def table_raw(
-        self,
-        info: ResourceInfo,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        limit: int | None = None,
-        continue_: str | None = None,
-    ) -> Op[Obj]:
-        """A list as the server prints it: a ``meta.k8s.io/v1`` Table (a server that cannot print
-        answers the plain list; the caller checks ``kind``)."""
-        op = self._list(info, namespace, label_selector, field_selector, limit, continue_)
-        return Op(replace(op.request, accept=TABLE_ACCEPT), _identity)
-
-    def _list(
-        self,
-        info: ResourceInfo,
-        namespace: str | None,
-        label_selector: str | None,
-        field_selector: str | None,
-        limit: int | None,
-        continue_: str | None,
-    ) -> Op[ListResult[Obj]]:
         params: dict[str, str] = {}
         if label_selector:
             params["labelSelector"] = label_selector
@@ -257,6 +232,14 @@ class Operations:
             params["continue"] = continue_
         ns = namespace if info.namespaced else None
         return Op(Request("GET", self.path(info, ns), params), _decode_list)
+
+    def table_raw(self, info: ResourceInfo, namespace: str | None = None, label_selector: str | None = None,
+                  field_selector: str | None = None, limit: int | None = None,
+                  continue_: str | None = None) -> Op[Obj]:
+        """A list as the server prints it: a ``meta.k8s.io/v1`` Table (a server that cannot print
+        answers the plain list; the caller checks ``kind``)."""
+        op = self.list_raw(info, namespace, label_selector, field_selector, limit, continue_)
+        return Op(replace(op.request, accept=TABLE_ACCEPT), _identity)
 
     def create_raw(self, info: ResourceInfo, obj: Obj, namespace: str | None = None,
                    dry_run: bool = False, field_manager: str | None = None) -> Op[Obj]:

@@ -89,6 +89,29 @@ class IronpoolModule:
         predicted = predict_pools(self.client, [obj], self.namespace).get(key, {})
         return {"pool": predicted.get("pool") or "", "placement_reason": predicted.get("reason", "")}
 
+    def finish_present(self, declarer: TaskDeclarer, obj: dict[str, Any] | None, result: dict[str, Any],
+                       summary: Callable[[dict[str, Any] | None], dict[str, Any]]) -> NoReturn:
+        """The end of state present for a Machine or Volume: in check mode, the pool it would land on
+        (named in the diff's header too); else, with ``wait``, wait for ``wait_for`` and return the
+        object as it was then (``summary`` turns it into the result's fields)."""
+        p = self.params
+        if self.check_mode:
+            placed = self.placement(declarer, obj)
+            if placed and self.diff_mode:
+                diffs = result["diff"] if isinstance(result["diff"], list) else [result["diff"]]
+                what = f"{declarer.info.kind} {object_key(declarer.with_identity(obj or {}))}"
+                diffs[0]["after_header"] = placement_header(what, placed)
+            self.exit(**{**result, **placed})
+        if p["wait"]:
+            try:
+                found = await_objects(self.client, declarer.info, declarer.namespace, [p["name"]],
+                                      p["wait_for"], p)
+            except WaitFailed as exc:
+                result.update(summary(exc.last.get(p["name"])))
+                self.fail(str(exc), **result)
+            result.update(summary(found[p["name"]]))
+        self.exit(**result)
+
     def delete_and_wait(self, declarer: TaskDeclarer, current: dict[str, Any] | None, result_key: str,
                         still_there: str, then: Callable[[], bool] | None = None) -> NoReturn:
         """State absent: delete (then run ``then``, which says whether it changed something), and

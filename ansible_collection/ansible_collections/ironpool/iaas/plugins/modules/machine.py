@@ -265,7 +265,7 @@ action:
 
 from typing import TYPE_CHECKING, Any
 
-from ansible_collections.ironpool.iaas.plugins.module_utils.base import IronpoolModule, placement_header
+from ansible_collections.ironpool.iaas.plugins.module_utils.base import IronpoolModule
 from ansible_collections.ironpool.iaas.plugins.module_utils.checks import require_class
 from ansible_collections.ironpool.iaas.plugins.module_utils.kinds import COMPUTE, resource
 from ansible_collections.ironpool.iaas.plugins.module_utils.machine_spec import (
@@ -283,7 +283,6 @@ from ansible_collections.ironpool.iaas.plugins.module_utils.resource import (
     with_owned_labels,
 )
 from ansible_collections.ironpool.iaas.plugins.module_utils.views import machine_summary, secret_diff
-from ansible_collections.ironpool.iaas.plugins.module_utils.wait import WaitFailed, await_objects
 
 if TYPE_CHECKING:
     from ironpool.client.declare import Outcome
@@ -330,21 +329,7 @@ class MachineModule(IronpoolModule):
         secret_outcome = self.declare_ignition()
         outcome = machines.present(desired, current, force=p["force"])
         result = self.result(outcome, secret_outcome)
-        if self.check_mode:
-            placed = self.placement(machines, outcome.obj)
-            if placed and self.diff_mode:
-                diffs = result["diff"] if isinstance(result["diff"], list) else [result["diff"]]
-                diffs[0]["after_header"] = placement_header(f"Machine {self.namespace}/{p['name']}", placed)
-            self.exit(**{**result, **placed})
-        if p["wait"]:
-            try:
-                found = await_objects(self.client, machines.info, self.namespace, [p["name"]], p["wait_for"],
-                                      p)
-            except WaitFailed as exc:
-                result.update(machine_summary(exc.last.get(p["name"])))
-                self.fail(str(exc), **result)
-            result.update(machine_summary(found[p["name"]]))
-        self.exit(**result)
+        self.finish_present(machines, outcome.obj, result, machine_summary)
 
     def declare_ignition(self) -> Outcome | None:
         if self.params["ignition"] is None:

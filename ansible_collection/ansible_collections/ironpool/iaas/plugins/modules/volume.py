@@ -144,14 +144,13 @@ action:
 import contextlib
 from typing import Any
 
-from ansible_collections.ironpool.iaas.plugins.module_utils.base import IronpoolModule, placement_header
+from ansible_collections.ironpool.iaas.plugins.module_utils.base import IronpoolModule
 from ansible_collections.ironpool.iaas.plugins.module_utils.checks import check_quantity, require_class
 from ansible_collections.ironpool.iaas.plugins.module_utils.client import wait_argument_spec
 from ansible_collections.ironpool.iaas.plugins.module_utils.errors import OptionError, cause_text
 from ansible_collections.ironpool.iaas.plugins.module_utils.kinds import resource
 from ansible_collections.ironpool.iaas.plugins.module_utils.resource import TaskDeclarer, declared_metadata
 from ansible_collections.ironpool.iaas.plugins.module_utils.views import volume_summary
-from ansible_collections.ironpool.iaas.plugins.module_utils.wait import WaitFailed, await_objects
 
 with contextlib.suppress(ImportError):  # reported by IronpoolModule.execute
     from ironpool.api.errors import Invalid
@@ -231,20 +230,7 @@ class VolumeModule(IronpoolModule):
                                   **volume_summary(outcome.obj)}
         if self.diff_mode:
             result["diff"] = outcome.diff()
-        if self.check_mode:
-            placed = self.placement(volumes, outcome.obj)
-            if placed and self.diff_mode:
-                result["diff"]["after_header"] = placement_header(f"Volume {key}", placed)
-            self.exit(**{**result, **placed})
-        if p["wait"]:
-            try:
-                found = await_objects(self.client, volumes.info, self.namespace, [p["name"]], p["wait_for"],
-                                      p)
-            except WaitFailed as exc:
-                result.update(volume_summary(exc.last.get(p["name"])))
-                self.fail(str(exc), **result)
-            result.update(volume_summary(found[p["name"]]))
-        self.exit(**result)
+        self.finish_present(volumes, outcome.obj, result, volume_summary)
 
     def recreating(self, current: dict[str, Any]) -> bool:
         """Whether ``force`` will replace ``current`` (so its size rules do not apply)."""
