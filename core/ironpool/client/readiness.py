@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ironpool.api.quantity import parse_quantity
+
 Obj = dict[str, Any]
 
 # The condition types the scheduler and the machinepoollet write (``ironpool.api.conditions`` and
@@ -161,11 +163,11 @@ def machine_running(obj: Obj | None) -> Verdict:
         return placed
     want = "Shutdown" if _dig(obj, "spec", "power") == "Off" else "Running"
     state = _dig(obj, "status", "state")
-    problems = [p for p in (_lag(obj),) if p]
+    lag = _lag(obj)
+    problems = [lag] if lag else []
     if state != want:
-        ready = condition(obj, READY)
-        why = f" ({ready['message']})" if ready and ready.get("status") != "True" and ready.get("message") \
-            else ""
+        ready = condition(obj, READY) or {}
+        why = f" ({ready['message']})" if ready.get("status") == "False" and ready.get("message") else ""
         problems.append(f"state {state or 'not reported yet'}{why}, wants {want}")
     for ctype, key, what in ((VOLUMES_READY, "volumes", "volumes"),
                              (NICS_READY, "networkInterfaces", "network interfaces")):
@@ -178,12 +180,6 @@ def machine_running(obj: Obj | None) -> Verdict:
     return Verdict(True, f"{want} {where}")
 
 
-def _bytes(quantity: Any) -> Any:
-    from ironpool.api.quantity import parse_quantity  # pydantic-free; only needed to compare sizes
-
-    return parse_quantity(str(quantity))
-
-
 def volume_available(obj: Obj | None) -> Verdict:
     """A Volume is ``Available`` at least at its requested size."""
     placed = scheduled(obj)
@@ -194,7 +190,7 @@ def volume_available(obj: Obj | None) -> Verdict:
     if state != "Available":
         return Verdict(False, f"{where}: state {state or 'not reported yet'}, wants Available")
     want, have = _dig(obj, "spec", "resources", "storage"), _dig(obj, "status", "resources", "storage")
-    if want is not None and have is not None and _bytes(have) < _bytes(want):
+    if want is not None and have is not None and parse_quantity(str(have)) < parse_quantity(str(want)):
         return Verdict(False, f"{where}: Available at {have}, growing to {want}")
     return Verdict(True, f"Available {where}")
 
