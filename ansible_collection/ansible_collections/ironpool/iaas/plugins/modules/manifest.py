@@ -129,7 +129,11 @@ from typing import Any
 from ansible_collections.ironpool.iaas.plugins.module_utils.base import IronpoolModule, placement_header
 from ansible_collections.ironpool.iaas.plugins.module_utils.client import list_all_raw, wait_argument_spec
 from ansible_collections.ironpool.iaas.plugins.module_utils.errors import OptionError, cause_text
-from ansible_collections.ironpool.iaas.plugins.module_utils.placement import pool_of, predict_pools
+from ansible_collections.ironpool.iaas.plugins.module_utils.placement import (
+    SCHEDULED_KINDS,
+    pool_of,
+    predict_pools,
+)
 from ansible_collections.ironpool.iaas.plugins.module_utils.resource import TaskDeclarer, object_key
 from ansible_collections.ironpool.iaas.plugins.module_utils.views import redact_secret, secret_diff
 from ansible_collections.ironpool.iaas.plugins.module_utils.wait import WaitFailed, await_objects
@@ -142,7 +146,6 @@ try:
     from ironpool.cli.errors import CommandError
     from ironpool.cli.manifests import load_manifests, parse_documents
     from ironpool.client.declare import Outcome
-    from ironpool.client.readiness import READINESS
 except ImportError:  # reported by IronpoolModule.execute
     pass
 
@@ -289,7 +292,7 @@ class ManifestModule(IronpoolModule):
     def wait(self, items: list[Item], wait_for: str) -> None:
         groups: dict[tuple[str, str | None], list[Item]] = {}
         for item in items:
-            if (item.kind, wait_for) in READINESS or wait_for == "gone":
+            if item.kind in SCHEDULED_KINDS or wait_for == "gone":
                 groups.setdefault((item.kind, item.namespace), []).append(item)
         for (_kind, namespace), group in groups.items():
             names = [i.name for i in group]
