@@ -183,7 +183,7 @@ class ApiResourceProvider(ResourceProvider):
             return obj
         meta = obj.get("metadata") or {}
         found = wait_for_one(client, self.info, meta.get("namespace"), meta["name"], readiness, deadline,
-                             fail_unschedulable=inputs.get("fail_on_unschedulable") is not False)
+                             fail_unschedulable=inputs.get("fail_on_unschedulable") is not False, known=obj)
         return found or obj
 
     def wait_failure(self, exc: WaitError, inputs: Props) -> str:

@@ -153,3 +153,15 @@ def test_several_objects_across_namespaces(config: ClientConfig) -> None:
             client.patch_raw(MACHINES, "m", {"spec": {"machinePoolRef": {"name": "p1"}}}, ns)
         found = wait_for(client, MACHINES, None, ["default/m", "other/m"], scheduled, time.monotonic() + 10)
         assert sorted(found) == ["default/m", "other/m"] and all(found.values())
+
+
+def test_a_wait_from_a_known_object_sees_every_change_since(config: ClientConfig) -> None:
+    """Given the create's answer, the wait watches on from its revision (no list first), so a change
+    made before the wait started is not missed."""
+    with Client(config) as client:
+        created = make_machine(client, "quick")
+        bound = client.patch_raw(MACHINES, "quick", {"spec": {"machinePoolRef": {"name": "p1"}}}, "default")
+        found = wait_for_one(client, MACHINES, "default", "quick", scheduled, time.monotonic() + 30,
+                             known=created)
+        assert found is not None
+        assert found["metadata"]["resourceVersion"] == bound["metadata"]["resourceVersion"]

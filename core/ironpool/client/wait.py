@@ -142,20 +142,26 @@ def wait_for(
     progress: Progress | None = None,
     fail_unschedulable: bool = False,
     settle: float = UNSCHEDULABLE_SETTLE,
+    known: Mapping[str, Obj] | None = None,
 ) -> dict[str, Obj | None]:
     """Wait until ``readiness`` holds for every object of ``names`` (of kind ``info`` in
     ``namespace``; ``namespace=None`` for a namespaced kind spans every namespace and the names are
     ``namespace/name``) or ``deadline`` (``time.monotonic()``) passes. Returns each object as it was
     when done (None: it does not exist); raises :class:`WaitTimeout`, :class:`Unschedulable` or
-    :class:`Gone`."""
+    :class:`Gone`. ``known``: every object as the caller just got it from the server (a create's
+    answer), to watch on from instead of listing first."""
     ns = namespace if info.namespaced else None
     across = info.namespaced and ns is None
     tracker = _Tracker(names, readiness, progress)
     only = next(iter(tracker.names)) if len(tracker.names) == 1 and not across else None
     selector = f"metadata.name={only}" if only is not None else None
+    start = _known_revision(known or {}, tracker.names)
     while True:
-        page = client.list_raw(info, ns, field_selector=selector)
-        listed = {key_of(o, across): o for o in page.items}
+        if start is None:
+            page = client.list_raw(info, ns, field_selector=selector)
+            listed, revision = {key_of(o, across): o for o in page.items}, page.resource_version
+        else:
+            listed, revision, start = dict(known or {}), start, None
         for name in sorted(tracker.names):
             tracker.update(name, listed.get(name))
         outcome = _check(tracker, info, deadline, fail_unschedulable, settle)
@@ -164,7 +170,7 @@ def wait_for(
         timeout = max(1, math.ceil(_watch_time(tracker, deadline, fail_unschedulable, settle)))
         ends = time.monotonic() + timeout
         try:
-            for event in client.watch_raw(info, ns, resource_version=page.resource_version,
+            for event in client.watch_raw(info, ns, resource_version=revision,
                                           field_selector=selector, allow_bookmarks=False,
                                           timeout_seconds=timeout):
                 name = key_of(event.object, across)
@@ -181,6 +187,16 @@ def wait_for(
         outcome = _check(tracker, info, deadline, fail_unschedulable, settle)
         if outcome is not None:
             return outcome
+
+
+def _known_revision(known: Mapping[str, Obj], names: set[str]) -> str | None:
+    """The revision to watch on from when ``known`` holds every object of ``names`` (the oldest of
+    theirs, so no change to any is missed); None: list first."""
+    revisions = [str((known[n].get("metadata") or {}).get("resourceVersion") or "") if n in known else ""
+                 for n in names]
+    if not revisions or not all(r.isdigit() for r in revisions):
+        return None
+    return min(revisions, key=int)
 
 
 def _watch_time(tracker: _Tracker, deadline: float, fail_unschedulable: bool, settle: float) -> float:
@@ -213,7 +229,8 @@ def _check(tracker: _Tracker, info: ResourceInfo, deadline: float, fail_unschedu
 
 def wait_for_one(client: Client, info: ResourceInfo, namespace: str | None, name: str, readiness: Readiness,
                  deadline: float, progress: Progress | None = None, fail_unschedulable: bool = False,
-                 settle: float = UNSCHEDULABLE_SETTLE) -> Obj | None:
-    """:func:`wait_for` of one object; returns it as it was when done."""
+                 settle: float = UNSCHEDULABLE_SETTLE, known: Obj | None = None) -> Obj | None:
+    """:func:`wait_for` of one object (``known``: as the caller just got it); returns it as it was
+    when done."""
     return wait_for(client, info, namespace, [name], readiness, deadline, progress, fail_unschedulable,
-                    settle)[name]
+                    settle, {name: known} if known is not None else None)[name]
