@@ -22,6 +22,8 @@ def test_desired_patch_declares_spec_labels_and_annotations_and_removes_what_was
         "data": {"a": "YQ==", "b": None}, "type": None,
         "metadata": {"labels": {"app": "web", "tier": None}, "annotations": None}}
     assert desired_patch({"spec": {"a": {}}}, {"spec": {"a": {"x": 1}}}) == {"spec": {"a": {"x": None}}}
+    assert desired_patch({"metadata": {"name": "s"}}, {"metadata": {"labels": {"a": "b"}}}) == \
+        {"metadata": {"labels": None}}
     assert declared_view({"status": {}, "metadata": {"name": "s", "resourceVersion": "3", "labels": {}}}) == \
         {"metadata": {"name": "s", "labels": {}}}
 

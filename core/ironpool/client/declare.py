@@ -60,6 +60,7 @@ def desired_patch(desired: Obj, previous: Obj | None = None) -> Obj:
         old_meta = {k: v for k, v in (previous.get("metadata") or {}).items() if k in DECLARED_METADATA}
         if old_meta:
             before["metadata"] = old_meta
+            patch.setdefault("metadata", {})  # labels or annotations to remove, never the metadata
         patch = _with_removals(patch, before)
     return patch
 
