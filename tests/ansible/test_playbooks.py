@@ -38,6 +38,9 @@ def test_example_playbooks_check_converge_idempotence_inventory_teardown(up: UpI
     assert check.recap()["changed"] >= 2
     predicted = re.findall(r"(web-\d): pool (\S+),", check.stdout)
     assert dict(predicted) == {"web-1": up.pool, "web-2": up.pool}, check.stdout[-3000:]
+    # --diff names the pool in each new Machine's diff.
+    for host in ("web-1", "web-2"):
+        assert f"+++ after: Machine default/{host} would land on pool {up.pool}" in check.stdout
     assert names(up, MACHINES) == [] and names(up, VOLUMES) == [] and names(up, SECRETS) == []
 
     # The real run: both machines Running where check mode said, as real running domains, and each

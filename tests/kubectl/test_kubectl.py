@@ -112,8 +112,17 @@ def test_no_ca_wrong_token_or_foreign_client_certificate_is_refused(up: UpInstan
     assert "machineclass.compute.ironcore.dev/small" in proc.stdout.split()
 
 
+def example_secret(up: UpInstance) -> Path:
+    """The Ignition Secret the example Machine boots from, as ``web-ignition.sh`` prints it."""
+    path = up.workdir / "web-ignition.yaml"
+    script = REPO / "examples" / "manifests" / "web-ignition.sh"
+    path.write_text(subprocess.run(["bash", str(script)], env=up.env, capture_output=True, text=True,
+                                   timeout=60, check=True).stdout)
+    return path
+
+
 def test_apply_validates_and_a_second_apply_is_unchanged(up: UpInstance) -> None:
-    args = [a for m in MANIFESTS for a in ("-f", str(m))]
+    args = [a for m in [example_secret(up), *MANIFESTS] for a in ("-f", str(m))]
     first = kubectl(up, "apply", *args).stdout
     assert "machine.compute.ironcore.dev/web created" in first
     assert "machinepool.compute.ironcore.dev/machinepool-sample created" in first

@@ -7,8 +7,10 @@ from pathlib import Path
 import click
 import pytest
 from ironpool.api.compute import Machine
-from ironpool.cli.common import quantity_option, read_token
+from ironpool.cli.common import quantity_option
+from ironpool.cli.connection import read_token
 from ironpool.cli.poollet_cmd import _addresses
+from ironpool.client.config import ConfigError
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.poollet import keys
 from ironpool.poollet.capacity import HostResources, fits, machine_pool_resources, volume_pool_resources
@@ -109,7 +111,7 @@ def test_cli_parsing(tmp_path: Path) -> None:
     assert read_token(plain) == "secret-token"
     assert read_token(csv) == "abc123"
     (tmp_path / "empty").write_text("")
-    with pytest.raises(click.BadParameter, match="no token"):
+    with pytest.raises(ConfigError, match=r"--token-file: .* holds no token"):
         read_token(tmp_path / "empty")
     assert _addresses(("InternalIP=10.0.0.1",)) == (("InternalIP", "10.0.0.1"),)
     with pytest.raises(click.BadParameter, match="TYPE=ADDRESS"):
