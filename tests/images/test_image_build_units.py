@@ -40,7 +40,7 @@ def test_an_image_built_from_the_same_recipe_is_not_built_again(tmp_path: Path) 
     recipe = build.recipe_text(debian.RECIPES["debian-12"])
     _fake_build(tmp_path, "debian-12", recipe)
     out = CliRunner().invoke(cli, ["image", "build", "debian-12", "--images", str(tmp_path),
-                                   "--cache-dir", str(tmp_path / "cache"), "-o", "json"])
+                                   "--build-cache", str(tmp_path / "cache"), "-o", "json"])
     assert out.exit_code == 0, out.output
     result = json.loads(out.stdout)
     assert result["cached"] is True and result["path"] == str(tmp_path / "debian-12.qcow2")

@@ -156,7 +156,7 @@ class HostProcess(abc.ABC):
         self.machine_runtime = MachineRuntimeRunner(MachineRuntimeSettings(
             libvirt_uri=opts.libvirt_uri, classes_file=machine_classes, images=images,
             state_dir=dirs.machine_state, socket=dirs.machine_socket, domain_type=opts.domain_type,
-            network_mode=opts.network_mode, network_bridge=opts.network_bridge,
+            network_mode=opts.network_mode, network_bridge=opts.network_bridge, image_cache=dirs.image_cache,
         ))
         await self.machine_runtime.start()
         mr = self.machine_runtime
@@ -168,6 +168,7 @@ class HostProcess(abc.ABC):
             libvirt_uri=opts.libvirt_uri, storage_pool=opts.storage_pool, pool_path=dirs.volumes,
             classes_file=volume_classes, images=images, socket=dirs.volume_socket,
             owner=installation_owner(dirs.root), share_pool=opts.share_storage_pool,
+            image_cache=dirs.image_cache,
         ))
         await self.volume_runtime.start()
         vr = self.volume_runtime

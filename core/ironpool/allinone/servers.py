@@ -25,8 +25,8 @@ from typing import Any
 
 import uvicorn
 
+from ironpool.apiserver import TlsFiles
 from ironpool.apiserver.options import ServerOptions
-from ironpool.apiserver.tls import TlsFiles
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +106,9 @@ class ApiServerRunner:
         return sock
 
     async def start(self, timeout: float = 30.0) -> None:
+        from ironpool.apiserver import uvicorn_options
         from ironpool.apiserver.app import build_app
         from ironpool.apiserver.auth import Authenticator
-        from ironpool.apiserver.connections import uvicorn_options
         from ironpool.store.interface import open_store
 
         authenticator = Authenticator.from_file(self.token_file)
@@ -153,6 +153,7 @@ class MachineRuntimeSettings:
     shutdown_timeout: float = 10.0
     network_mode: str = "user"
     network_bridge: str = ""
+    image_cache: Path | None = None  # default: beside the catalog folder
 
 
 class MachineRuntimeRunner:
@@ -171,7 +172,7 @@ class MachineRuntimeRunner:
     def _open_core(self) -> Any:
         from ironpool.runtime import libvirt_util
         from ironpool.runtime.events import EventRing
-        from ironpool.runtime.images import ImageCatalog
+        from ironpool.runtime.images import open_resolver
         from ironpool.runtime.machine.classes import load_classes
         from ironpool.runtime.machine.domain_xml import DomainOptions
         from ironpool.runtime.machine.driver import MachineDriver
@@ -183,8 +184,9 @@ class MachineRuntimeRunner:
         classes = load_classes(s.classes_file)
         host = Host(s.libvirt_uri)
         self.domain_type = libvirt_util.choose_domain_type(host.conn, s.domain_type)
+        images = open_resolver(s.images, s.image_cache or s.images.parent / "image-cache")
         core = MachineDriver(
-            host, classes, ImageCatalog(s.images), s.state_dir,
+            host, classes, images, s.state_dir,
             options=DomainOptions(domain_type=self.domain_type), shutdown_timeout=s.shutdown_timeout,
             events=EventRing(100, 300.0), networks=networks,
         )
@@ -240,6 +242,7 @@ class VolumeRuntimeSettings:
     workers: int = 8
     owner: str | None = None
     share_pool: bool = False
+    image_cache: Path | None = None  # default: beside the catalog folder
 
 
 class VolumeRuntimeRunner:
@@ -267,11 +270,12 @@ class VolumeRuntimeRunner:
 
         from ironpool.iri.gen.volume.v1alpha1 import api_pb2_grpc as volume_grpc
         from ironpool.runtime.errors import IriError
+        from ironpool.runtime.images import open_resolver
         from ironpool.runtime.service import bind_address
         from ironpool.runtime.volume.classes import load_classes
         from ironpool.runtime.volume.driver import VolumeDriver
         from ironpool.runtime.volume.host import StorageHost
-        from ironpool.runtime.volume.images import ImageCatalog
+        from ironpool.runtime.volume.images import VolumeImages
         from ironpool.runtime.volume.pool import PoolConfigError, StoragePool
         from ironpool.runtime.volume.server import VolumeRuntimeServicer
 
@@ -282,7 +286,8 @@ class VolumeRuntimeRunner:
             raise StartError(f"volume runtime: {exc}") from exc
         core = VolumeDriver(
             StoragePool(host, s.storage_pool, s.pool_path), load_classes(s.classes_file),
-            ImageCatalog(s.images), owner=s.owner, share_pool=s.share_pool,
+            VolumeImages(open_resolver(s.images, s.image_cache or s.images.parent / "image-cache")),
+            owner=s.owner, share_pool=s.share_pool,
         )
         self._executor = ThreadPoolExecutor(max_workers=s.workers, thread_name_prefix="volume-runtime")
         loop = asyncio.get_running_loop()
@@ -310,6 +315,7 @@ class VolumeRuntimeRunner:
             self._executor.shutdown(wait=True)
             self._executor = None
         if self._core is not None:
+            self._core.close()
             self._core.pool.host.close()
             self._core = None
         with contextlib.suppress(FileNotFoundError):

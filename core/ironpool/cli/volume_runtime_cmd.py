@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ironpool.cli.common import setup_logging
+from ironpool.cli.image_options import image_options, open_images
 
 
 @click.command("volume-runtime")
@@ -38,8 +39,9 @@ from ironpool.cli.common import setup_logging
     "images_dir",
     type=click.Path(path_type=Path, file_okay=False, exists=True),
     default=None,
-    help="Folder of qcow2/raw images that volumes can be created from, by name.",
+    help="Image catalog: qcow2/raw images that volumes can be created from, by name.",
 )
+@image_options
 @click.option(
     "--address",
     default="unix:///var/run/iri-volumeprovider.sock",
@@ -76,6 +78,11 @@ def volume_runtime(
     pool_path: Path,
     classes_file: Path,
     images_dir: Path | None,
+    image_cache: Path,
+    image_cache_size: str,
+    insecure_registries: tuple[str, ...],
+    file_images: tuple[Path, ...],
+    image_pull_wait: float,
     address: str,
     workers: int,
     owner: str | None,
@@ -89,7 +96,7 @@ def volume_runtime(
     from ironpool.runtime.volume.classes import ClassFileError, load_classes
     from ironpool.runtime.volume.driver import VolumeDriver
     from ironpool.runtime.volume.host import StorageHost
-    from ironpool.runtime.volume.images import ImageCatalog
+    from ironpool.runtime.volume.images import VolumeImages
     from ironpool.runtime.volume.pool import PoolConfigError, StoragePool
     from ironpool.runtime.volume.server import serve
 
@@ -102,7 +109,8 @@ def volume_runtime(
     owner = owner or f"volume-runtime@{socket.gethostname()}:{pool_path}"
     try:
         pool = StoragePool(StorageHost(libvirt_uri), storage_pool, pool_path)
-        images = ImageCatalog(images_dir)
+        images = VolumeImages(open_images(images_dir, image_cache, image_cache_size, insecure_registries,
+                                          file_images, image_pull_wait))
         driver = VolumeDriver(pool, classes, images, owner=owner, share_pool=share_storage_pool)
         asyncio.run(serve(driver, address, workers=workers))
     except (PoolConfigError, IriError, ConnectionError, ValueError) as exc:

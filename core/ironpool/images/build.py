@@ -26,7 +26,7 @@ from pathlib import Path
 from . import bootdisk, debian
 from .tools import ImageBuildError
 
-DEFAULT_CACHE = Path("/var/cache/ironpool")
+BUILD_CACHE = Path("/var/cache/ironpool")
 SCRATCH = Path("/dev/shm")
 SCRATCH_NEEDS = 4 * 1024**3
 BUILDS = ".builds"  # hidden from the catalog, which lists only <name>.qcow2 and kernel bundles
@@ -79,7 +79,7 @@ def _recipe_of(image: Path) -> str:
         return ""
 
 
-def build(name: str, output: Path, cache: Path = DEFAULT_CACHE, mirror: str | None = None,
+def build(name: str, output: Path, cache: Path = BUILD_CACHE, mirror: str | None = None,
           rebuild: bool = False, progress: Callable[[str], None] = lambda _m: None,
           log: Callable[[str], None] = lambda _l: None) -> BuiltImage:
     """Build image ``name`` into the folder ``output`` unless the cached one matches its recipe.

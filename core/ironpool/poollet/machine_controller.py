@@ -39,6 +39,7 @@ from ironpool.poollet.machine_iri import (
     connection_volume,
     desired_power,
     device_names,
+    error_reason,
     failed_status,
     local_disk_volume,
     status_differs,
@@ -57,6 +58,8 @@ from ironpool.poollet.machine_nics import (
 from ironpool.poollet.machine_plan import apply, plan
 from ironpool.poollet.secret_reader import SECRET_RETRY, SecretReader
 
+PULL_RETRY = 2.0  # seconds between asking a runtime that is still pulling a machine's image
+
 log = logging.getLogger(__name__)
 
 
@@ -66,6 +69,7 @@ class Dependencies:
 
     runtime_class: str = ""
     ignition: bytes = b""
+    pull_secret: dict[str, bytes] = field(default_factory=dict)
     volumes: dict[str, mpb.Volume] = field(default_factory=dict)
     nics: dict[str, mpb.NetworkInterface] = field(default_factory=dict)
     nic_refs: dict[str, NicRef] = field(default_factory=dict)  # machine NIC name -> its object
@@ -152,7 +156,10 @@ class MachineReconciler:
         ign = machine.spec.ignition_ref
         if ign is not None:  # read by name: a pool may not watch Secrets
             await self.secrets.refresh(machine.metadata.namespace or "default", ign.name)
-        deps = self.resolve(machine)
+        pull = machine.spec.image_pull_secret
+        if pull is not None and not found:
+            await self.secrets.refresh(machine.metadata.namespace or "default", pull.name)
+        deps = self.resolve(machine, creating=not found)
         now = now_rfc3339()
         await self._release_unused_claims(machine)
         if not found:
@@ -171,11 +178,18 @@ class MachineReconciler:
                 iri = await self.runtime.create_machine(desired)
             except grpc.aio.AioRpcError as exc:
                 # Tell the user why (an unknown image, no room left), then retry with backoff; a request
-                # the runtime calls invalid stays invalid until the Machine changes.
+                # the runtime calls invalid stays invalid until the Machine changes. An image still
+                # being pulled is no failure: the runtime reports its progress as events.
+                reason = error_reason(exc)
+                if reason == "ImagePulling":
+                    pulling = failed_status(machine, exc.details() or "", now, reason)
+                    await self._patch_status(machine, pulling)
+                    return Result(requeue_after=PULL_RETRY)
                 if exc.code() != grpc.StatusCode.CANCELLED:
                     message = f"runtime refused CreateMachine: {exc.code().name}: {exc.details()}"
-                    await self._patch_status(machine, failed_status(machine, message, now))
-                    await self._event(machine, "Warning", "FailedCreate", message)
+                    await self._patch_status(machine, failed_status(machine, message, now, reason))
+                    event_reason = "FailedCreate" if reason == "CreateFailed" else reason
+                    await self._event(machine, "Warning", event_reason, message)
                 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
                     raise TerminalError(message) from exc
                 raise
@@ -244,8 +258,9 @@ class MachineReconciler:
         deps.ignition = data
         return ""
 
-    def resolve(self, machine: Machine) -> Dependencies:
-        """The class, ignition and volumes of ``machine``, or what it still waits for."""
+    def resolve(self, machine: Machine, creating: bool = True) -> Dependencies:
+        """The class, ignition and volumes of ``machine``, or what it still waits for (the image pull
+        secret only while ``creating``: a machine that exists has its disks)."""
         deps = Dependencies()
         ns = machine.metadata.namespace or "default"
         class_name = machine.spec.machine_class_ref.name
@@ -267,12 +282,22 @@ class MachineReconciler:
                 problem = self._boot_data(secret, ign.key, deps)
                 if problem:
                     deps.waiting.append(f"Secret {ns}/{ign.name} ({problem})")
+        pull = machine.spec.image_pull_secret
+        if pull is not None and creating:
+            secret = self.secrets.get(f"{ns}/{pull.name}")
+            if secret is None:
+                deps.waiting.append(f"Secret {ns}/{pull.name} (not found; the image pull secret)")
+            else:
+                for key in (secret.data or {}) | (secret.string_data or {}):
+                    value = secret_value(secret, key)
+                    if value is not None:
+                        deps.pull_secret[key] = value
         spec_volumes = machine.spec.volumes or []
         devices = device_names(spec_volumes)
         for v in spec_volumes:
             obj_name = volume_object_name(machine, v)
             if obj_name is None:
-                deps.volumes[v.name] = local_disk_volume(v, devices[v.name])
+                deps.volumes[v.name] = local_disk_volume(v, devices[v.name], deps.pull_secret)
                 continue
             vol = self.volumes.get(f"{ns}/{obj_name}")
             reason = self._volume_problem(machine, vol)

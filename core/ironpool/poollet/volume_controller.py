@@ -13,6 +13,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import grpc
+import grpc.aio
+
 from ironpool.api.compute import Machine
 from ironpool.api.core import Secret
 from ironpool.api.errors import AlreadyExists, NotFound
@@ -27,7 +30,7 @@ from ironpool.poollet import keys
 from ironpool.poollet.classes import ClassMapper
 from ironpool.poollet.conditions import condition, now_rfc3339
 from ironpool.poollet.machine_controller import secret_value
-from ironpool.poollet.machine_iri import status_differs
+from ironpool.poollet.machine_iri import error_reason, status_differs
 from ironpool.poollet.secret_reader import SECRET_RETRY, SecretReader
 
 log = logging.getLogger(__name__)
@@ -116,12 +119,26 @@ class VolumeReconciler:
         if not found:
             if vol.spec.encryption is not None:  # read by name: a pool may not watch Secrets
                 await self.secrets.refresh(ns_of(vol), vol.spec.encryption.secret_ref.name)
+            if vol.spec.image_pull_secret is not None:
+                await self.secrets.refresh(ns_of(vol), vol.spec.image_pull_secret.name)
             desired, waiting = self._build(vol)
             if desired is None:
                 await self._patch_status(vol, self._waiting_status(vol, waiting, now))
                 secret = any(w.startswith("Secret ") for w in waiting)  # no watch tells when it appears
                 return Result(requeue_after=SECRET_RETRY) if secret else DONE
-            iri = await self.runtime.create_volume(desired)
+            try:
+                iri = await self.runtime.create_volume(desired)
+            except grpc.aio.AioRpcError as exc:
+                reason = error_reason(exc, "")
+                if not reason:
+                    raise
+                # An image being pulled, or one that cannot be: say so in the status, retry.
+                previous = vol.status.conditions if vol.status else None
+                await self._patch_status(vol, {"state": "Pending", "conditions": [
+                    condition("Ready", "False", reason, exc.details() or "", previous, now)]})
+                if reason == "ImagePulling":
+                    return Result(requeue_after=SECRET_RETRY)
+                raise
             log.info("volume %s: created IRI volume %s", key, iri.metadata.id)
         else:
             iri = found[0]
@@ -166,8 +183,19 @@ class VolumeReconciler:
                 spec.encryption.secret_data["encryptionKey"] = data
         ds = vol.spec.data_source
         if ds is not None and ds.os_image is not None:
-            spec.volume_data_source.image_data_source.image = ds.os_image.image
-            spec.volume_data_source.image_data_source.architecture = ds.os_image.architecture or ""
+            source = spec.volume_data_source.image_data_source
+            source.image = ds.os_image.image
+            source.architecture = ds.os_image.architecture or ""
+            pull = vol.spec.image_pull_secret
+            if pull is not None:
+                secret = self.secrets.get(f"{ns}/{pull.name}")
+                if secret is None:
+                    waiting.append(f"Secret {ns}/{pull.name} (not found; the image pull secret)")
+                else:
+                    for key in (secret.data or {}) | (secret.string_data or {}):
+                        value = secret_value(secret, key)
+                        if value is not None:
+                            source.pull_secret_data[key] = value
         if waiting:
             return None, waiting
         iri = vpb.Volume(spec=spec)

@@ -14,6 +14,7 @@ import libvirt
 
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as machine_pb2
 from ironpool.runtime.errors import Internal, NotFound
+from ironpool.runtime.images import ImageResolver
 
 from . import disks, records
 from .domain_xml import disk_element, interface_element, nic_alias, to_string, volume_alias
@@ -31,6 +32,7 @@ class DeviceOps:
     driver's index and host."""
 
     index: MachineIndex
+    images: ImageResolver
     lookups: records.Lookups
     host_networks: HostNetworks
     user_nics: UserNics
@@ -58,7 +60,8 @@ class DeviceOps:
             )
             records.attachable(vrec, image)
             guest = self._guest(rec)
-            disks.make_local(vrec, image)
+            with self.images.lease(image, vrec.path, f"machine {rec.id}"):
+                disks.make_local(vrec, image)
             try:
                 if vrec.path:
                     xml, what = to_string(disk_element(vrec)), f"volume {vrec.name!r}"
@@ -66,6 +69,7 @@ class DeviceOps:
             except Internal:
                 if vrec.owned:
                     Path(vrec.path).unlink(missing_ok=True)
+                    self.images.release(vrec.path)
                 raise
             rec.volumes.append(vrec)
             self._persist(entry, guest)
@@ -92,6 +96,7 @@ class DeviceOps:
             self._persist(entry, guest)
             if vrec.owned and vrec.path:
                 Path(vrec.path).unlink(missing_ok=True)
+                self.images.release(vrec.path)
             self.record_event(
                 entry.rec, "DetachVolumeSucceeded", f"volume {name!r} detached", action="DetachVolume"
             )

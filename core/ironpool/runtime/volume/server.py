@@ -137,5 +137,6 @@ async def serve(
     finally:
         await server.stop(grace=5)
         executor.shutdown(wait=True)
+        driver.close()
         driver.pool.host.close()
         remove_socket(address)
