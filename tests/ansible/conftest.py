@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.up_harness import UpInstance
+from tests.helpers.net import free_port
 from tests.helpers.runtimes import REPO, build_debian_image, build_tiny_image, require_libvirt
 
 BIN = Path(sys.executable).parent
@@ -78,7 +79,9 @@ def _untag(obj: dict[str, Any]) -> Any:
 @pytest.fixture(scope="module")
 def up() -> Iterator[UpInstance]:
     require_libvirt()
-    inst = UpInstance(images=build_debian_image(build_tiny_image()))  # the example boots debian-12
+    # The example boots debian-12; the tests publish it to the registry of `ironpool up --registry`.
+    inst = UpInstance(images=build_debian_image(build_tiny_image()),
+                      extra_args=["--registry", str(free_port())])
     try:
         inst.start()
         yield inst

@@ -34,9 +34,17 @@ def names(up: UpInstance, info: object) -> list[str]:
 @pytest.mark.timeout(1800)
 def test_example_playbooks_check_converge_idempotence_inventory_teardown(up: UpInstance,
                                                                          ansible: Ansible) -> None:
+    # The image, as `make demo` does it: built by `ironpool image build`, published to the registry of
+    # `ironpool up --registry`, booted from there.
+    found = re.search(r"OCI registry on (127\.0\.0\.1:\d+)", up.output())
+    assert found, up.output()
+    ref = f"{found[1]}/os/debian:12"
+    digest = up.cli("image", "push", ref, str(up.images / "debian-12.qcow2"), timeout=600).stdout.strip()
+    image = ("-e", f"image={ref}")
+
     # Check mode on the fresh state: everything would change, nothing is created, and each machine
     # is predicted to land on this host's pool.
-    check = ansible.playbook(EXAMPLES / "site.yml", *INVENTORY, "--check", "--diff").ok()
+    check = ansible.playbook(EXAMPLES / "site.yml", *INVENTORY, *image, "--check", "--diff").ok()
     assert check.recap()["changed"] >= 2
     predicted = re.findall(r"(web-\d): pool (\S+),", check.stdout)
     assert dict(predicted) == {"web-1": up.pool, "web-2": up.pool}, check.stdout[-3000:]
@@ -45,10 +53,11 @@ def test_example_playbooks_check_converge_idempotence_inventory_teardown(up: UpI
         assert f"+++ after: Machine default/{host} would land on pool {up.pool}" in check.stdout
     assert names(up, MACHINES) == [] and names(up, VOLUMES) == [] and names(up, SECRETS) == []
 
-    # The real run: both Debian machines Running where check mode said, as real running domains, and
-    # each configured over SSH through the inventory: its service answers with a page rendered from
-    # its facts (hostname from cloud-init's meta-data, the address IPAM allocated).
-    run = ansible.playbook(EXAMPLES / "site.yml", *INVENTORY, timeout=1200).ok()
+    # The real run: both Debian machines Running where check mode said, as real running domains, from
+    # the registry's image pinned to its digest, and each configured over SSH with the key from its
+    # cloud-init user data, through the inventory: gather_facts, then its service answers with a page
+    # rendered from its facts (hostname from cloud-init's meta-data, the address IPAM allocated).
+    run = ansible.playbook(EXAMPLES / "site.yml", *INVENTORY, *image, timeout=1200).ok()
     for host in ("web-1", "web-2"):
         assert re.search(rf"{host} answered: {host} \(10\.10\.0\.\d+\) runs Debian 12", run.stdout), \
             run.stdout[-3000:]
@@ -57,11 +66,12 @@ def test_example_playbooks_check_converge_idempotence_inventory_teardown(up: UpI
     assert sorted(machines) == ["web-1", "web-2"]
     for m in machines.values():
         assert m["status"]["state"] == "Running" and m["spec"]["machinePoolRef"]["name"] == up.pool
+        assert m["status"]["imageRef"] == f"{ref}@{digest}"
         assert up.domains().get(machine_domain(m["status"]["machineID"])[1]) == libvirt.VIR_DOMAIN_RUNNING
     assert names(up, SECRETS) == ["web-1-ignition", "web-2-ignition"]
 
     # A second run changes nothing.
-    assert ansible.playbook(EXAMPLES / "site.yml", *INVENTORY).ok().recap()["changed"] == 0
+    assert ansible.playbook(EXAMPLES / "site.yml", *INVENTORY, *image).ok().recap()["changed"] == 0
 
     # The inventory plugin lists both, grouped by pool and class, with their hostvars.
     inv = ansible.inventory(EXAMPLES / "machines.ironpool.yml")

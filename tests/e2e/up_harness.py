@@ -47,6 +47,7 @@ class UpInstance:
     default_names: bool = False
     python: str = sys.executable  # another environment's interpreter runs its own installed ironpool
     build_tiny: bool = False  # let `up` run its packaged image build (a no-op when --images is current)
+    environment: dict[str, str] = field(default_factory=dict)  # more for `up` (e.g. SSL_CERT_FILE)
     tag: str = field(default_factory=lambda: secrets.token_hex(4))
     process: subprocess.Popen[bytes] | None = None
     port: int = field(default_factory=free_port)
@@ -87,7 +88,8 @@ class UpInstance:
 
     @property
     def env(self) -> dict[str, str]:
-        return {**os.environ, "IRONPOOL_CONFIG": str(self.config_path), "PYTHONUNBUFFERED": "1"}
+        return {**os.environ, **self.environment, "IRONPOOL_CONFIG": str(self.config_path),
+                "PYTHONUNBUFFERED": "1"}
 
     def command(self) -> list[str]:
         cmd = [self.python, "-m", "ironpool.cli.main", "up", "--data-dir", str(self.data_dir),

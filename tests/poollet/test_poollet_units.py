@@ -146,9 +146,15 @@ def test_build_machine_creates_with_the_declared_power() -> None:
     ({"user-data": "users: []\n"}, None, None, "key 'user-data' is not cloud-init user data"),
     ({"other": "x"}, None, None, "has neither key 'ignition.yaml' nor 'user-data'"),
     ({"mine": "#cloud-config\n"}, "mine", b"#cloud-config\n", ""),
+    # What the API fills in when no key is named: the Secret's user-data serves all the same.
+    ({"user-data": "#cloud-config\n"}, "ignition.yaml", b"#cloud-config\n", ""),
+    ({"ignition.yaml": "{}", "user-data": "#cloud-config\n"}, "ignition.yaml", b"{}", ""),
+    ({"other": "x"}, "ignition.yaml", None, "has neither key 'ignition.yaml' nor 'user-data'"),
+    ({"user-data": "#!/bin/sh\n"}, "user-data", b"#!/bin/sh\n", ""),
+    ({"user-data": "{}"}, "user-data", None, "key 'user-data' is not cloud-init user data"),
     ({"user-data": "#cloud-config\n"}, "mine", None, "has no key 'mine'"),
 ])
-def test_boot_data_comes_from_the_named_key_else_ignition_else_user_data(
+def test_boot_data_comes_from_the_named_key_else_user_data(
     data: dict[str, str], key: str | None, want: bytes | None, problem: str
 ) -> None:
     from ironpool.api.core import Secret

@@ -239,19 +239,17 @@ class MachineReconciler:
 
     @staticmethod
     def _boot_data(secret: Secret, key: str | None, deps: Dependencies) -> str:
-        """Put the Secret's boot configuration into ``deps``: the named key, else Ignition's default
-        key, else cloud-init's ``user-data``; what is wrong with it otherwise."""
-        if key:
-            data = secret_value(secret, key)
-            if data is None:
-                return f"has no key {key!r}"
-        else:
-            data = secret_value(secret, keys.DEFAULT_IGNITION_KEY)
-            key = keys.DEFAULT_IGNITION_KEY
-            if data is None:
-                data, key = secret_value(secret, guest_data.USER_DATA_KEY), guest_data.USER_DATA_KEY
+        """Put the Secret's boot configuration into ``deps``: the key ``ignitionRef.key`` names; when
+        that is Ignition's default key (what the API fills in when none is named) and the Secret lacks
+        it, cloud-init's ``user-data``. What is wrong with it otherwise."""
+        key = key or keys.DEFAULT_IGNITION_KEY
+        data = secret_value(secret, key)
+        if data is None and key == keys.DEFAULT_IGNITION_KEY:
+            data, key = secret_value(secret, guest_data.USER_DATA_KEY), guest_data.USER_DATA_KEY
             if data is None:
                 return f"has neither key {keys.DEFAULT_IGNITION_KEY!r} nor {guest_data.USER_DATA_KEY!r}"
+        if data is None:
+            return f"has no key {key!r}"
         if key == guest_data.USER_DATA_KEY and not guest_data.is_cloud_init(data):
             return (f"key {key!r} is not cloud-init user data: it must start with #cloud-config, "
                     "another cloud-init header or #!, or be a MIME multipart message")

@@ -5,13 +5,10 @@ a failure leaves nothing in the cache."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
-import http.server
 import os
 import secrets
 import shutil
-import ssl
 import subprocess
 import tempfile
 import threading
@@ -20,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ironpool.apiserver.certs import CertificateAuthority, ensure_serving_cert
 from ironpool.runtime.images import Credentials, ImageResolver, errors, open_resolver
 from ironpool.runtime.images.publish import ImageFiles, push
 
+from tests.helpers.https import serve_https
 from tests.helpers.registry import Registry, push_not_an_image
 from tests.helpers.wait import wait_for
 
@@ -202,20 +199,8 @@ def https_server(work: Path) -> Iterator[tuple[str, Path, Path]]:
     """A real HTTPS server on loopback serving ``work/www``; (base URL, folder, CA file)."""
     www = work / "www"
     www.mkdir()
-    ca = CertificateAuthority.ensure(work / "pki")
-    paths = ensure_serving_cert(ca, work / "pki", ["127.0.0.1"])
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(paths.cert, paths.key)
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(www))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.socket = ctx.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"https://127.0.0.1:{server.server_address[1]}", www, ca.paths.cert
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_https(www, work / "pki") as server:
+        yield server.url, www, server.ca_file
 
 
 def test_https_images_with_and_without_checksum(
