@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.helpers.net import free_port
-from tests.helpers.registry import auth_registry, registry  # noqa: F401 - fixtures for every package
+from tests.helpers.registry import auth_registry, registry, token_registry  # noqa: F401 - fixtures for every package
 from tests.helpers.runtimes import stop_process
 from tests.helpers.wait import wait_until
 

@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 from ironpool.runtime.images import Credentials, ImageResolver, errors, open_resolver
+from ironpool.runtime.images.blobs import BlobClient
 from ironpool.runtime.images.publish import ImageFiles, push
 
 from tests.helpers.https import serve_https
-from tests.helpers.registry import Registry, push_not_an_image
+from tests.helpers.registry import Registry, TokenRegistry, push_not_an_image
 from tests.helpers.wait import wait_for
 
 MiB = 1 << 20
@@ -99,18 +100,19 @@ def test_push_then_pull_every_layout(registry: Registry, work: Path) -> None:
     no_partial(r)
 
 
-def test_concurrent_pulls_of_one_image_share_one_download(registry: Registry, work: Path) -> None:
+def test_concurrent_pulls_of_one_image_share_one_download(registry: Registry, work: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     ref = f"{repo(registry)}/disk:1"
     push(ref, ImageFiles.from_path(qcow2(work / "d.qcow2", "256M", marker=b"x")))
     r = resolver(work / "cache")
-    copies = []
-    real_copy = r.skopeo.copy_to_dir
+    fetched: list[str] = []
+    real_fetch = BlobClient.fetch
 
-    def counted(*args: Any, **kw: Any) -> None:
-        copies.append(args[1])
-        real_copy(*args, **kw)
+    def counted(self: BlobClient, desc: Any, *args: Any, **kw: Any) -> None:
+        fetched.append(desc.digest)
+        real_fetch(self, desc, *args, **kw)
 
-    r.skopeo.copy_to_dir = counted  # type: ignore[method-assign]
+    monkeypatch.setattr(BlobClient, "fetch", counted)
     results: list[Any] = []
     threads = [threading.Thread(target=lambda i=i: results.append(r.resolve(ref, requester=(f"m{i}", print))))
                for i in range(10)]
@@ -119,10 +121,10 @@ def test_concurrent_pulls_of_one_image_share_one_download(registry: Registry, wo
     for t in threads:
         t.join(120)
     assert len(results) == 10 and len({x.path for x in results}) == 1
-    assert len(copies) == 1
+    assert len(fetched) == len(set(fetched)) == 2  # the config and the disk, each once
     # another process of the host (the volume runtime) finds it in the shared cache
     other = resolver(work / "cache")
-    other.skopeo.copy_to_dir = None  # type: ignore[assignment,method-assign]  # must not be needed
+    monkeypatch.setattr(BlobClient, "fetch", None)  # must not be needed
     assert other.resolve(ref).path == results[0].path
 
 
@@ -247,20 +249,68 @@ def test_file_images_only_from_the_folders_the_runtime_serves(work: Path) -> Non
     no_partial(r)
 
 
-def test_a_create_waits_a_bounded_time_then_hears_the_image_is_still_pulled(registry: Registry,
-                                                                           work: Path) -> None:
+def test_a_create_waits_a_bounded_time_then_hears_the_image_is_still_pulled(
+    registry: Registry, work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ref = f"{repo(registry)}/disk:1"
     push(ref, ImageFiles.from_path(qcow2(work / "d.qcow2")))
     r = resolver(work / "cache")
     gate = threading.Event()
-    real_copy = r.skopeo.copy_to_dir
+    real_fetch = BlobClient.fetch
 
     def held(*args: Any, **kw: Any) -> None:
         gate.wait(60)
-        real_copy(*args, **kw)
+        real_fetch(*args, **kw)
 
-    r.skopeo.copy_to_dir = held  # type: ignore[method-assign]
+    monkeypatch.setattr(BlobClient, "fetch", held)
     with pytest.raises(errors.ImagePulling, match=rf"image {ref} is being pulled \(0 of \d+ MiB\)"):
         r.resolve(ref, wait=0.2)
     gate.set()
     assert r.resolve(ref).has_disk  # the same pull, finished
+
+
+# -- blobs straight over HTTP -----------------------------------------------------------------------
+def test_blobs_come_with_a_bearer_token_anonymous_or_for_the_credentials(token_registry: TokenRegistry,
+                                                                         work: Path) -> None:
+    """As public registries want it: a 401 names the token service, whose token the blob GETs carry
+    (anonymously for a public repository; with the credentials for a private one)."""
+    creds = Credentials.basic(token_registry.address, token_registry.user, token_registry.password)
+    public, private = f"{token_registry.address}/public/disk:1", f"{token_registry.address}/private/disk:1"
+    disk = ImageFiles.from_path(qcow2(work / "d.qcow2", marker=b"token"))
+    digest = push(public, disk, creds)  # skopeo speaks the same token protocol
+    assert push(private, disk, creds) == digest
+    r = resolver(work / "cache")
+    before = token_registry.tokens[0]
+    img = r.resolve(public)
+    assert img.digest == digest and img.path is not None
+    assert hashlib.sha256(img.path.read_bytes()).hexdigest() == img.path.name
+    assert token_registry.tokens[0] > before  # the blobs came with a token
+    with pytest.raises(errors.ImageUnauthorized):
+        r.resolve(private)
+    no_partial(r)
+    r2 = resolver(work / "cache2")
+    assert r2.resolve(private, creds).digest == digest
+
+
+def test_a_blob_that_is_not_what_the_manifest_says_is_refused_and_not_kept(registry: Registry,
+                                                                           work: Path) -> None:
+    from ironpool.runtime.images import mediatypes
+    from ironpool.runtime.images.reference import parse
+    from ironpool.runtime.images.registry import RegistryOptions
+
+    ref = parse(f"{repo(registry)}/disk:1")
+    data = qcow2(work / "d.qcow2", marker=b"size").read_bytes()
+    push(ref.text, ImageFiles.from_path(work / "d.qcow2"))
+    real = "sha256:" + hashlib.sha256(data).hexdigest()
+    client = BlobClient(ref, None, RegistryOptions())
+    dest = work / "blob"
+    client.fetch(mediatypes.Descriptor("x", real, len(data), {}), dest)
+    assert dest.read_bytes() == data
+    dest.unlink()
+    with pytest.raises(errors.DigestMismatch, match=rf"blob {real}: arrived as {real} \({len(data)} bytes, "):
+        client.fetch(mediatypes.Descriptor("x", real, len(data) + 1, {}), dest)
+    assert not dest.exists()
+    with pytest.raises(errors.ImageNotFound, match="404"):
+        client.fetch(mediatypes.Descriptor("x", "sha256:" + "2" * 64, 1, {}), dest)
+    assert not dest.exists()
+

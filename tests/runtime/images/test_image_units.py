@@ -3,10 +3,12 @@ skopeo's failures, pull secrets, and the cache's users and collection."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ironpool.runtime.images import errors, mediatypes
@@ -205,3 +207,21 @@ def test_cache_drops_scratch_of_dead_pulls_only(tmp_path: Path) -> None:
         (scratch / "f").write_bytes(b"x")
         raise_inside = scratch
     assert not raise_inside.exists()
+
+
+def test_credentials_for_a_registry_are_found_under_each_key_docker_writes() -> None:
+    from ironpool.runtime.images.blobs import identity_token, login
+
+    def config(auths: dict[str, Any]) -> Credentials:
+        return Credentials(json.dumps({"auths": auths}).encode())
+
+    b64 = base64.b64encode(b"u:p:with:colons").decode()
+    assert login(config({"r.example:5000": {"auth": b64}}), "r.example:5000") == ("u", "p:with:colons")
+    url_key = {"https://r.example/v1/": {"username": "u", "password": "p"}}
+    assert login(config(url_key), "r.example") == ("u", "p")
+    hub = {"https://index.docker.io/v1/": {"auth": b64}}
+    assert login(config(hub), "docker.io") == ("u", "p:with:colons")
+    assert login(config({"other.example": {"auth": b64}}), "r.example") is None
+    assert login(None, "r.example") is None
+    assert identity_token(config({"r.example": {"identitytoken": "t"}}), "r.example")
+    assert not identity_token(config({"r.example": {"auth": b64}}), "r.example")

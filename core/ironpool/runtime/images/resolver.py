@@ -26,6 +26,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import blobs as blobs_http
 from . import diskfile, download, errors, mediatypes
 from .cache import DEFAULT_LIMIT, ImageCache, ImageRecord
 from .catalog import ImageCatalog
@@ -39,6 +40,7 @@ MiB = 1024 * 1024
 Emit = Callable[[str, str], None]  # (reason, message): a Normal event about one requester
 BACKOFF_START, BACKOFF_MAX = 1.0, 60.0
 PROGRESS_STEPS = 4  # progress events per pull: at 25 %, 50 %, 75 %
+PROGRESS_AFTER = 1.0  # seconds: a pull done sooner tells only that it started and ended
 
 
 @dataclass(frozen=True)
@@ -280,26 +282,7 @@ class ImageResolver:
         started = time.monotonic()
         pull.emit("Pulling", f"pulling image {ref.text} ({total / MiB:.1f} MiB)")
         with cache.scratch() as tmp:
-            dest = tmp / "image"
-            steps = [0]
-
-            def watch() -> None:
-                done = sum(f.stat().st_size for f in tmp.rglob("*") if f.is_file())
-                pull.progress = f"{done / MiB:.0f} of {total / MiB:.0f} MiB"
-                step = min(PROGRESS_STEPS - 1, done * PROGRESS_STEPS // max(total, 1))
-                if step > steps[0]:
-                    steps[0] = step
-                    pull.emit("PullProgress", f"image {ref.text}: {pull.progress} pulled")
-
-            pull.progress = f"0 of {total / MiB:.0f} MiB"
-            self.skopeo.copy_to_dir(ref, manifest_digest, dest, creds, watch)
-            files = {d.digest: dest / d.hex for d in lay.blobs}
-            for d in lay.blobs:
-                f = files[d.digest]
-                if not f.is_file() or f.stat().st_size != d.size:
-                    raise errors.DigestMismatch(
-                        f"image {ref.text}: blob {d.digest} is missing or has the wrong size"
-                    )
+            files = self._download(ref, creds, manifest_digest, lay.blobs, tmp, pull, total)
             cmdline = mediatypes.command_line(files[lay.config.digest].read_bytes())
             disk_format, vsize = "", 0
             if lay.disk is not None:
@@ -316,6 +299,52 @@ class ImageResolver:
         cache.put(rec)
         self._pulled(ref, pull, rec, total, started)
         return rec
+
+    def _download(self, ref: ImageRef, creds: Credentials | None, manifest_digest: str,
+                  blobs: Sequence[mediatypes.Descriptor], tmp: Path, pull: _Pull,
+                  total: int) -> dict[str, Path]:
+        """The verified ``blobs`` as files in ``tmp``, by digest: each one GET (see :mod:`.blobs`),
+        unless the credentials are an identity token, which skopeo exchanges."""
+        steps = [0]
+        started = time.monotonic()
+
+        def report(done: int) -> None:
+            pull.progress = f"{done / MiB:.0f} of {total / MiB:.0f} MiB"
+            step = min(PROGRESS_STEPS - 1, done * PROGRESS_STEPS // max(total, 1))
+            if step > steps[0] and time.monotonic() - started >= PROGRESS_AFTER:
+                steps[0] = step
+                pull.emit("PullProgress", f"image {ref.text}: {pull.progress} pulled")
+
+        report(0)
+        if blobs_http.identity_token(creds, ref.registry):
+            return self._download_with_skopeo(ref, creds, manifest_digest, blobs, tmp / "image", report)
+        client = blobs_http.BlobClient(ref, creds, self.options.registry)
+        files: dict[str, Path] = {}
+        before = 0
+        for d in blobs:
+            files[d.digest] = tmp / d.hex
+
+            def progress(done: int, _size: int, base: int = before) -> None:
+                report(base + done)
+
+            client.fetch(d, files[d.digest], progress)
+            before += d.size
+        return files
+
+    def _download_with_skopeo(self, ref: ImageRef, creds: Credentials | None, manifest_digest: str,
+                              blobs: Sequence[mediatypes.Descriptor], dest: Path,
+                              report: Callable[[int], None]) -> dict[str, Path]:
+        def watch() -> None:
+            report(sum(f.stat().st_size for f in dest.rglob("*") if f.is_file()) if dest.is_dir() else 0)
+
+        self.skopeo.copy_to_dir(ref, manifest_digest, dest, creds, watch)
+        files = {d.digest: dest / d.hex for d in blobs}
+        for d in blobs:
+            f = files[d.digest]
+            if not f.is_file() or f.stat().st_size != d.size:
+                raise errors.DigestMismatch(
+                    f"image {ref.text}: blob {d.digest} is missing or has the wrong size")
+        return files
 
     def _fetch_url(self, ref: ImageRef, pull: _Pull) -> ImageRecord:
         cache = self.cache
