@@ -314,3 +314,32 @@ def test_a_blob_that_is_not_what_the_manifest_says_is_refused_and_not_kept(regis
         client.fetch(mediatypes.Descriptor("x", "sha256:" + "2" * 64, 1, {}), dest)
     assert not dest.exists()
 
+
+
+def test_closing_the_resolver_ends_a_blob_download_under_way(registry: Registry, work: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runtime that stops does not wait for its pulls: the download ends, its scratch goes."""
+    from ironpool.runtime.images import blobs
+
+    ref = f"{repo(registry)}/disk:1"
+    push(ref, ImageFiles.from_path(qcow2(work / "d.qcow2", "64M", marker=b"close")))
+    r = resolver(work / "cache")
+    reading, gate = threading.Event(), threading.Event()
+    real_read = blobs._Stoppable.read
+
+    def held(self: Any, size: int = -1) -> bytes:
+        reading.set()
+        gate.wait(30)
+        return real_read(self, size)
+
+    monkeypatch.setattr(blobs._Stoppable, "read", held)
+    with pytest.raises(errors.ImagePulling):
+        r.resolve(ref, wait=0)
+    assert reading.wait(30)
+    r.close()
+    gate.set()
+    assert r.cache is not None
+    wait_for(lambda: list(r.cache.tmp.iterdir()) == [], 30, "the pull's scratch removed")
+    with pytest.raises(errors.ImageUnreachable, match="the runtime is stopping"):
+        r.resolve(ref)
+    assert list(r.cache.blobs.iterdir()) == []

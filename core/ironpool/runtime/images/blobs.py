@@ -16,6 +16,7 @@ others verified TLS, unless listed as insecure (unverified TLS, else plain HTTP,
 from __future__ import annotations
 
 import base64
+import io
 import json
 import re
 import ssl
@@ -24,7 +25,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 from . import errors
 from .download import copy_stream
@@ -79,12 +80,31 @@ def identity_token(creds: Credentials | None, registry: str) -> bool:
                for k, v in auths.items() if k == registry or urllib.parse.urlsplit(k).netloc == registry)
 
 
+class _Stoppable(io.RawIOBase):
+    """A response body that ends the download when ``stopped()`` (the runtime is stopping): a
+    process never waits for a pull to finish before it exits."""
+
+    def __init__(self, body: Any, stopped: Callable[[], bool], what: str) -> None:
+        super().__init__()
+        self.body, self.stopped, self.what = body, stopped, what
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        if self.stopped():
+            raise errors.ImageUnreachable(f"{self.what}: the runtime is stopping")
+        return bytes(self.body.read(size))
+
+
 class BlobClient:
     """Downloads the blobs of one repository, keeping a token between them."""
 
-    def __init__(self, ref: ImageRef, creds: Credentials | None, options: RegistryOptions) -> None:
+    def __init__(self, ref: ImageRef, creds: Credentials | None, options: RegistryOptions,
+                 stopped: Callable[[], bool] = lambda: False) -> None:
         self.ref = ref
         self.creds = creds
+        self.stopped = stopped
         self.host = _API_HOSTS.get(ref.registry, ref.registry)
         verify = options.tls_verify(ref)
         self.schemes = ["http"] if ref.loopback else (["https"] if verify else ["https", "http"])
@@ -103,7 +123,8 @@ class BlobClient:
         resp = self._get(f"/v2/{self.ref.repository}/blobs/{desc.digest}", what)
         try:
             with resp:
-                digest = copy_stream(resp, dest, desc.size,
+                body = cast(BinaryIO, _Stoppable(resp, self.stopped, what))
+                digest = copy_stream(body, dest, desc.size,
                                      (lambda done, _total: progress(done, desc.size)) if progress else None)
         except (TimeoutError, ConnectionError, urllib.error.URLError) as exc:
             dest.unlink(missing_ok=True)

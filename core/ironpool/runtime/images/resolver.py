@@ -100,6 +100,7 @@ class ImageResolver:
         self._pulls: dict[str, _Pull] = {}
         self._failures: dict[str, _Failure] = {}
         self._lock = threading.Lock()
+        self._closing = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="image-pull")
 
     @property
@@ -122,6 +123,7 @@ class ImageResolver:
 
     def close(self) -> None:
         """Stop pulls under way (a process ending must not wait for a download) and the workers."""
+        self._closing.set()
         self.skopeo.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
@@ -318,7 +320,7 @@ class ImageResolver:
         report(0)
         if blobs_http.identity_token(creds, ref.registry):
             return self._download_with_skopeo(ref, creds, manifest_digest, blobs, tmp / "image", report)
-        client = blobs_http.BlobClient(ref, creds, self.options.registry)
+        client = blobs_http.BlobClient(ref, creds, self.options.registry, self._closing.is_set)
         files: dict[str, Path] = {}
         before = 0
         for d in blobs:
