@@ -3,10 +3,10 @@
 :class:`ImageResolver`.
 
 Modules, each with one job: :mod:`.reference` (what a reference may say), :mod:`.catalog` (the
-local catalog folder), :mod:`.mediatypes` (IronCore's OCI image format), :mod:`.registry` (skopeo),
-:mod:`.download` (URLs), :mod:`.diskfile` (checking a disk before use), :mod:`.cache` (the host's
-content-addressed cache and its users), :mod:`.resolver` (all of it together), :mod:`.publish`
-(``ironpool image push``).
+local catalog folder), :mod:`.mediatypes` (IronCore's OCI image format), :mod:`.registry` (skopeo:
+manifests and pushes), :mod:`.blobs` (a pull's blobs over HTTP), :mod:`.download` (URLs),
+:mod:`.diskfile` (checking a disk before use), :mod:`.cache` (the host's content-addressed cache and
+its users), :mod:`.resolver` (all of it together), :mod:`.publish` (``ironpool image push``).
 """
 
 from .catalog import DISK_SUFFIXES, ImageCatalog, catalog_name

@@ -1,9 +1,12 @@
-"""Talking to OCI registries through Debian's ``skopeo`` (containers/image): manifests, pulls, pushes.
+"""Talking to OCI registries through Debian's ``skopeo`` (containers/image): manifests, pushes, and
+pulls for credentials only skopeo can use (OAuth2 identity tokens); other pulls fetch their blobs
+with :mod:`.blobs`.
 
-skopeo does the registry protocol: the Basic and Bearer token auth dances, TLS, redirects, and
-verifies every blob it copies against its digest. This module only runs it, hands it credentials
-in a private auth file, and turns its failures into :mod:`.errors` (a 401 is ImageUnauthorized, a
-missing manifest ImageNotFound, a refused connection ImageUnreachable, a full disk NoSpace).
+skopeo does the registry protocol: the Basic and Bearer token auth dances, TLS, redirects, the
+upload protocol of a push, and verifies every blob it copies against its digest. This module only
+runs it, hands it credentials in a private auth file, and turns its failures into :mod:`.errors` (a
+401 is ImageUnauthorized, a missing manifest ImageNotFound, a refused connection ImageUnreachable, a
+full disk NoSpace).
 
 Registries on loopback are spoken to over plain HTTP (as Docker does); others over verified TLS
 unless listed as insecure.
