@@ -10,7 +10,8 @@ or gzip-compressed user data. Ignition configs are JSON and start with ``{``.
 from __future__ import annotations
 
 #: The Secret key cloud-init's NoCloud and most tools use for user data; the machinepoollet reads it
-#: when a Machine's ``ignitionRef`` names no key and the Secret has no Ignition key.
+#: when a Machine's ``ignitionRef`` key is Ignition's default (``ignition.yaml``, what the API fills
+#: in when none is named) and the Secret has no such key.
 USER_DATA_KEY = "user-data"
 
 # cloud-init's user-data headers (its "starts_with" table), and the MIME headers a multipart
