@@ -31,7 +31,7 @@ from ironpool.runtime.machine.model import MachineRecord, NicRecord
     b"## template: jinja\n#cloud-config\n",
     b'Content-Type: multipart/mixed; boundary="==b=="\nMIME-Version: 1.0\n\n--==b==\n',
     b'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="==b=="\n\n--==b==\n',
-    gzip.compress(b"#cloud-config\n"),
+    gzip.compress(b"#cloud-config\n", mtime=0),  # no time stamp: the same test id on every worker
 ])
 def test_cloud_init_user_data_is_recognised(data: bytes) -> None:
     assert guest_data.is_cloud_init(data)
