@@ -70,8 +70,10 @@ def test_example_playbooks_check_converge_idempotence_inventory_teardown(up: UpI
         assert up.domains().get(machine_domain(m["status"]["machineID"])[1]) == libvirt.VIR_DOMAIN_RUNNING
     assert names(up, SECRETS) == ["web-1-ignition", "web-2-ignition"]
 
-    # A second run changes nothing.
-    assert ansible.playbook(EXAMPLES / "site.yml", *INVENTORY, *image).ok().recap()["changed"] == 0
+    # A second run changes nothing (it still gathers facts and checks every task on the guests:
+    # minutes when their emulated CPUs share a busy host).
+    again = ansible.playbook(EXAMPLES / "site.yml", *INVENTORY, *image, timeout=1200).ok()
+    assert again.recap()["changed"] == 0
 
     # The inventory plugin lists both, grouped by pool and class, with their hostvars.
     inv = ansible.inventory(EXAMPLES / "machines.ironpool.yml")
