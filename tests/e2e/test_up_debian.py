@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -184,8 +185,9 @@ def test_debian_guests_from_https_and_file(make_up: Callable[..., UpInstance], t
     inventory = tmp_path / "machines.ironpool.yml"
     inventory.write_text(INVENTORY)
     env = {**up.env, "ANSIBLE_COLLECTIONS_PATH": str(REPO / "ansible_collection"),
-           "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json",
-           "ANSIBLE_HOST_KEY_CHECKING": "false", "ANSIBLE_NOCOLOR": "1"}
+           "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "default",
+           "ANSIBLE_CALLBACK_RESULT_FORMAT": "json", "ANSIBLE_HOST_KEY_CHECKING": "false",
+           "ANSIBLE_NOCOLOR": "1"}
     env.pop("IRONPOOL_SERVER", None)
     env.pop("IRONPOOL_TOKEN", None)
     proc = subprocess.run(
@@ -196,7 +198,10 @@ def test_debian_guests_from_https_and_file(make_up: Callable[..., UpInstance], t
         env=env, capture_output=True, text=True, timeout=600, check=False,
     )
     assert proc.returncode == 0, f"{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
-    hosts = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]
+    # "HOST | SUCCESS => {json}" per host
+    parts = re.split(r"^(\S+) \| (\w+) => ", proc.stdout, flags=re.M)[1:]
+    results = zip(parts[::3], parts[1::3], parts[2::3], strict=True)
+    hosts = {host: json.loads(body) for host, status, body in results if status == "SUCCESS"}
     assert sorted(hosts) == ["deb-file", "deb-https"]
     for name, result in hosts.items():
         facts = result["ansible_facts"]
