@@ -2,11 +2,11 @@
 the real machine runtime on libvirtd. Prints one JSON line.
 
 * ``first_pull``: pulling a 1 GiB disk image (random bytes, so nothing compresses) from the loopback
-  registry into an empty cache: seconds and MB/s (target: at least 200 MB/s). Includes what the
-  runtime does around skopeo: the manifest, the space check, the disk check (qemu-img), moving the
-  verified blob into the cache.
-* ``skopeo_alone``: the same copy by skopeo by itself, right after: what the tool costs here, so the
-  difference is the runtime's own.
+  registry into an empty cache: seconds and MB/s (target: at least 200 MB/s). All of it: the
+  manifest (skopeo), the space check, each blob by one HTTP GET hashed while written, the disk check
+  (qemu-img), moving the verified blob into the cache.
+* ``skopeo_alone``: ``skopeo copy`` of the same image by itself, right after: what pulling through
+  skopeo would cost instead.
 * ``root_disk``: creating a root disk from a cached base (a qcow2 overlay, backing format recorded),
   p50 and max over ``--disks`` disks, for the 1 GiB base and a 64 MiB one (target: at most 0.2 s
   whatever the image size: an overlay, not a copy).
