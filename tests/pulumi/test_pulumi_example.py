@@ -1,6 +1,7 @@
 """The example program (examples/pulumi) through the mini engine and the real plugin, on a real
 ``ironpool up``: preview writes nothing, up boots the machines, a second up changes nothing, power
-updates in place, a class change replaces, a removed machine is deleted, refresh drops what was
+updates in place, a class change replaces, a removed machine is deleted, the Debian machine of
+``withSite`` gets the program's cloud-init user data as a NoCloud seed, refresh drops what was
 deleted out of band, destroy leaves nothing; then a Machine that cannot be placed fails ``up`` with
 the scheduler's reason and succeeds once the pool has room.
 """
@@ -11,6 +12,7 @@ import base64
 import contextlib
 import json
 import shutil
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +20,11 @@ import libvirt
 import pytest
 from ironpool.api.errors import NotFound
 from ironpool.api.resources import resolve
+from ironpool.runtime.machine.seed import SEED_TARGET
 from pulumi_stack import EXAMPLE, stack_for
 
 from tests.e2e.up_harness import UpInstance, machine_domain, wait_for
-from tests.helpers.runtimes import LIBVIRT_URI
+from tests.helpers.runtimes import LIBVIRT_URI, build_debian_image
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 
@@ -142,6 +145,27 @@ def test_example_program_lifecycle(up_instance: UpInstance, tmp_path: Path) -> N
     assert fewer.ops()["demo-app"] == "delete"
     assert "demo-app" not in existing(client) and "demo-app-ignition" not in existing(client)
     assert app_domain not in up.domains()
+
+    # withSite: a Debian machine with cloud-init user data the program writes, which reaches the
+    # guest as a NoCloud seed disk, not through fw_cfg (its boot is not waited for here: the e2e and
+    # Ansible tests boot Debian guests). Dropped again at once.
+    build_debian_image()
+    site = stack.up(webPower="Off", webClass="demo-small", dataSize="2Gi", withApp=False, withSite=True,
+                    sshKey="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFake+ForThe+Test ironpool-test")
+    assert site.error is None, site.error
+    assert site.ops()["demo-site"] == "create", site.log
+    secret = client.get_raw(SECRETS, "demo-site-ignition", "default")
+    user_data = base64.b64decode(secret["data"]["ignition.yaml"])
+    assert user_data.startswith(b"#cloud-config\n") and b"ironpool-test" in user_data
+    conn = libvirt.open(LIBVIRT_URI)
+    try:
+        xml = ET.fromstring(conn.lookupByName(domain_of(client, "demo-site")).XMLDesc(0))
+    finally:
+        conn.close()
+    assert xml.find(f"devices/disk/target[@dev='{SEED_TARGET}']") is not None
+    assert xml.find("sysinfo") is None  # no fw_cfg Ignition
+    without = stack.up(webPower="Off", webClass="demo-small", dataSize="2Gi", withApp=False)
+    assert without.ops()["demo-site"] == "delete", without.log
 
     # Deleted out of band: refresh drops it from the state; the next up creates it again.
     client.delete_raw(MACHINES, "demo-web", "default")
