@@ -16,6 +16,7 @@ others verified TLS, unless listed as insecure (unverified TLS, else plain HTTP,
 from __future__ import annotations
 
 import base64
+import http.client
 import io
 import json
 import re
@@ -126,7 +127,7 @@ class BlobClient:
                 body = cast(BinaryIO, _Stoppable(resp, self.stopped, what))
                 digest = copy_stream(body, dest, desc.size,
                                      (lambda done, _total: progress(done, desc.size)) if progress else None)
-        except (TimeoutError, ConnectionError, urllib.error.URLError) as exc:
+        except (TimeoutError, ConnectionError, urllib.error.URLError, http.client.HTTPException) as exc:
             dest.unlink(missing_ok=True)
             raise errors.ImageUnreachable(f"{what}: download broke off: {exc}") from None
         except BaseException:
