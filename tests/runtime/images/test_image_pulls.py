@@ -343,3 +343,18 @@ def test_closing_the_resolver_ends_a_blob_download_under_way(registry: Registry,
     with pytest.raises(errors.ImageUnreachable, match="the runtime is stopping"):
         r.resolve(ref)
     assert list(r.cache.blobs.iterdir()) == []
+
+
+def test_an_identity_token_login_pulls_through_skopeo(registry: Registry, work: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """OAuth2 identity tokens are skopeo's to exchange: such a pull copies the blobs with skopeo
+    (this registry asks for no login, so the token is never needed) and checks them the same way."""
+    ref = f"{repo(registry)}/disk:1"
+    digest = push(ref, ImageFiles.from_path(qcow2(work / "d.qcow2", marker=b"idtoken")))
+    monkeypatch.setattr(BlobClient, "fetch", None)  # must not be used
+    creds = Credentials(b'{"auths": {"%s": {"identitytoken": "refresh-me"}}}' % registry.address.encode())
+    r = resolver(work / "cache")
+    img = r.resolve(ref, creds)
+    assert img.digest == digest and img.path is not None
+    assert hashlib.sha256(img.path.read_bytes()).hexdigest() == img.path.name
+    no_partial(r)
