@@ -33,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
@@ -43,6 +44,7 @@ from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2_grpc as mgrpc
 
 LABEL = "ironpool.dev/bench"
+STOP = threading.Event()  # set by SIGTERM: the waiting threads give up, so cleanup runs at once
 SSH = ["ssh", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
        "-o", "ConnectTimeout=3", "-o", "LogLevel=ERROR"]
 
@@ -77,11 +79,12 @@ def _ssh(endpoint: str, key: Path, command: str, timeout: float = 20) -> subproc
 
 def _endpoint(stub: mgrpc.MachineRuntimeStub, machine_id: str) -> str:
     req = mpb.ListMachinesRequest(filter=mpb.MachineFilter(id=machine_id))
-    while True:
+    while not STOP.is_set():
         found = stub.ListMachines(req).machines
         if found and found[0].status.network_interfaces and found[0].status.network_interfaces[0].handle:
             return found[0].status.network_interfaces[0].handle.removeprefix("user://")
         time.sleep(0.1)
+    raise SystemExit("stopped")
 
 
 def _create_until_ssh(stub: mgrpc.MachineRuntimeStub, label: str, idx: int, key: Path, public: str,
@@ -90,13 +93,15 @@ def _create_until_ssh(stub: mgrpc.MachineRuntimeStub, label: str, idx: int, key:
     t0 = time.monotonic()
     mid = stub.CreateMachine(_request(label, idx, public)).machine.metadata.id
     endpoint = _endpoint(stub, mid)
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not STOP.is_set():
         try:
             if _ssh(endpoint, key, "true", timeout=15).returncode == 0:
                 return mid, time.monotonic() - t0
         except subprocess.TimeoutExpired:
             pass
         time.sleep(0.5)
+    if STOP.is_set():
+        raise SystemExit("stopped")
     raise SystemExit(f"machine {mid} ({endpoint}) did not answer SSH in time")
 
 
@@ -171,7 +176,11 @@ def main() -> None:
     parser.add_argument("--keep-workdir", action="store_true", help="keep the runtime's files and log")
     args = parser.parse_args()
     # A SIGTERM (a timeout around the run) still removes the runtime and its domains.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    def stop(*_: object) -> None:
+        STOP.set()
+        sys.exit(143)
+
+    signal.signal(signal.SIGTERM, stop)
 
     images = Path(os.environ.get("IRONPOOL_TEST_IMAGES", "/var/cache/ironpool/test-images"))
     builds = _builds(images, args.build_cold)
