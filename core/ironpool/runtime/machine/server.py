@@ -87,31 +87,32 @@ class MachineRuntimeServicer(RuntimeService, machine_grpc.MachineRuntimeServicer
     async def AttachVolume(
         self, request: machine_pb2.AttachVolumeRequest, context: Any
     ) -> machine_pb2.AttachVolumeResponse:
-        await self.call(context, self.driver.attach_volume, request.machine_id, request.volume)
+        await self.call(context, self.driver.devices.attach_volume, request.machine_id, request.volume)
         return machine_pb2.AttachVolumeResponse()
 
     async def DetachVolume(
         self, request: machine_pb2.DetachVolumeRequest, context: Any
     ) -> machine_pb2.DetachVolumeResponse:
-        await self.call(context, self.driver.detach_volume, request.machine_id, request.name)
+        await self.call(context, self.driver.devices.detach_volume, request.machine_id, request.name)
         return machine_pb2.DetachVolumeResponse()
 
     async def UpdateVolume(
         self, request: machine_pb2.UpdateVolumeRequest, context: Any
     ) -> machine_pb2.UpdateVolumeResponse:
-        await self.call(context, self.driver.update_volume, request.machine_id, request.volume)
+        await self.call(context, self.driver.devices.update_volume, request.machine_id, request.volume)
         return machine_pb2.UpdateVolumeResponse()
 
     async def AttachNetworkInterface(
         self, request: machine_pb2.AttachNetworkInterfaceRequest, context: Any
     ) -> machine_pb2.AttachNetworkInterfaceResponse:
-        await self.call(context, self.driver.attach_nic, request.machine_id, request.network_interface)
+        nic = request.network_interface
+        await self.call(context, self.driver.devices.attach_nic, request.machine_id, nic)
         return machine_pb2.AttachNetworkInterfaceResponse()
 
     async def DetachNetworkInterface(
         self, request: machine_pb2.DetachNetworkInterfaceRequest, context: Any
     ) -> machine_pb2.DetachNetworkInterfaceResponse:
-        await self.call(context, self.driver.detach_nic, request.machine_id, request.name)
+        await self.call(context, self.driver.devices.detach_nic, request.machine_id, request.name)
         return machine_pb2.DetachNetworkInterfaceResponse()
 
     async def Status(self, request: machine_pb2.StatusRequest, context: Any) -> machine_pb2.StatusResponse:
