@@ -7,6 +7,7 @@ thread (libvirt blocks) and packs the answer with :mod:`.records`; errors are an
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -131,21 +132,23 @@ async def serve(
     driver: MachineDriver,
     address: str,
     console: ConsoleServer | None,
+    stop: asyncio.Event,
     ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Run the gRPC server (and the console endpoint) until cancelled."""
+    """Serve the started ``driver`` (and the console endpoint) on ``address`` until ``stop`` is set
+    (or the task is cancelled), then stop gracefully; ``ready`` is told the address bound."""
     server = grpc.aio.server(options=GRPC_OPTIONS)
     servicer = MachineRuntimeServicer(driver, console)
     machine_grpc.add_MachineRuntimeServicer_to_server(servicer, server)
     bound = bind_address(server, address)
-    if console is not None:
-        await console.start()
-    await server.start()
-    log.info("machine runtime serving on %s", bound)
-    if ready is not None:
-        ready(bound)
     try:
-        await server.wait_for_termination()
+        if console is not None:
+            await console.start()
+        await server.start()
+        log.info("machine runtime serving on %s", bound)
+        if ready is not None:
+            ready(bound)
+        await stop.wait()
     finally:
         await server.stop(grace=2)
         servicer.close()
