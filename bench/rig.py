@@ -38,7 +38,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.rig.rig import Proc, Rig  # noqa: E402
+from ironpool.rig.rig import Proc, Rig  # noqa: E402
 
 
 def scheduler_takeover(rig: Rig) -> float:

@@ -20,4 +20,4 @@ if [ $# -lt 1 ]; then
   exit 2
 fi
 cd "$REPO"
-exec "$VENV/bin/python" -m tests.rig.rig "$@"
+exec "$VENV/bin/python" -m ironpool.rig.rig "$@"

@@ -27,13 +27,13 @@ from typing import Any
 import httpx
 import libvirt
 import pytest
+from ironpool.rig.rig import Rig
 
 from tests.e2e.up_harness import machine_domain
 from tests.helpers.guests import boot_deadline
 from tests.helpers.runtimes import LIBVIRT_URI
 from tests.helpers.wait import wait_for
 from tests.rig.harness import started_rig
-from tests.rig.rig import Rig
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow, pytest.mark.guests]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from ironpool.rig.rig import Rig
 
 from tests.rig.harness import started_rig
-from tests.rig.rig import Rig
 
 
 @pytest.fixture(scope="module")

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ironpool.rig.rig import Rig, RigError
 
 from tests.helpers.etcd import require_etcd
 from tests.helpers.qemu_dirs import let_qemu_through
 from tests.helpers.runtimes import build_tiny_image, require_libvirt
-from tests.rig.rig import Rig, RigError
 
 
 @contextmanager

@@ -30,11 +30,11 @@ from ironpool.api import MachineClass
 from ironpool.client.config import ClientConfig
 from ironpool.client.rest import AsyncClient
 from ironpool.client.wire import ServerUnreachable, resource_for_model
+from ironpool.rig.rig import Rig, Scheduler
 
 from tests.e2e.up_harness import machine_domain
 from tests.helpers.runtimes import LIBVIRT_URI
 from tests.helpers.wait import wait_for
-from tests.rig.rig import Rig, Scheduler
 from tests.scheduler.sched_docs import machine_class, machine_pool
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow, pytest.mark.guests]
