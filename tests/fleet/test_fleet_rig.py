@@ -33,7 +33,7 @@ from tests.e2e.up_harness import machine_domain
 from tests.helpers.guests import boot_deadline
 from tests.helpers.runtimes import LIBVIRT_URI
 from tests.helpers.wait import wait_for
-from tests.rig.harness import started_rig
+from tests.rig.harness import admin_http, started_rig
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow, pytest.mark.guests]
 
@@ -120,7 +120,7 @@ def delete_all(c: httpx.Client, names: list[str]) -> None:
 def test_a_stopped_host_loses_its_machines_to_others_and_cleans_up_when_it_returns(rig: Rig) -> None:
     conn = libvirt.open(LIBVIRT_URI)
     names = ["hf-1", "hf-2"]
-    with rig.http(timeout=30) as c:
+    with admin_http(rig, timeout=30) as c:
         before = create_running(c, names, "host1")
         uids = {n: m["metadata"]["uid"] for n, m in before.items()}
         old_domains = {n: machine_domain(m["status"]["machineID"])[1] for n, m in before.items()}
@@ -171,7 +171,7 @@ def test_a_stopped_host_loses_its_machines_to_others_and_cleans_up_when_it_retur
 def test_drain_moves_ten_running_machines_off_a_pool(rig: Rig) -> None:
     conn = libvirt.open(LIBVIRT_URI)
     names = [f"dr-{i}" for i in range(10)]
-    with rig.http(timeout=30) as c:
+    with admin_http(rig, timeout=30) as c:
         before = create_running(c, names, "host2")
         old_domains = [machine_domain(m["status"]["machineID"])[1] for m in before.values()]
         started = time.monotonic()

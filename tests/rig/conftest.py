@@ -1,9 +1,9 @@
-"""The rig fixture: one multi-host rig (tests/rig/rig.py) per test module, removed afterwards.
+"""The rig fixture: one multi-host rig (:mod:`ironpool.rig`) per test module, removed afterwards.
 
 Other fault tests reuse it: ``rig.hosts``, ``rig.stop_host(name)`` / ``rig.start_host(name)``,
 ``rig.apiservers``, ``rig.etcd``, ``rig.schedulers``, ``rig.restart(proc)``, ``rig.client()`` (both
-apiservers, failover) and ``rig.http(i)`` (httpx to apiserver ``i``); a module that needs other
-options makes its own fixture with :func:`tests.rig.harness.started_rig`.
+apiservers, failover) and :func:`tests.rig.harness.admin_http` (httpx to one apiserver); a module
+that needs other options makes its own fixture with :func:`tests.rig.harness.started_rig`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The rig as a test fixture: ``started_rig(folder, **options)`` starts one and removes it afterwards.
+"""The rig (:mod:`ironpool.rig`) as a test fixture: ``started_rig(folder, **options)`` starts one and
+removes it afterwards; ``admin_http(rig, i)`` is an httpx client to apiserver ``i`` as the admin.
 
 Other test modules make their own module-scoped fixture from it with the options they need, e.g.::
 
@@ -18,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from ironpool.rig.rig import Rig, RigError
 
@@ -46,3 +48,9 @@ def started_rig(folder: Path, **options: Any) -> Iterator[Rig]:
         problems = rig.down()
         shutil.rmtree(etcd_data, ignore_errors=True)
         assert not problems, problems
+
+
+def admin_http(rig: Rig, server: int = 0, **kwargs: Any) -> httpx.Client:
+    """An httpx client to apiserver ``server`` with the admin token, trusting the rig's CA."""
+    return httpx.Client(base_url=rig.apiservers[server].url, verify=rig.ssl_context(),
+                        headers={"Authorization": f"Bearer {rig.admin_token}"}, **kwargs)
