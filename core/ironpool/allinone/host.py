@@ -24,7 +24,6 @@ from ironpool.allinone.datadir import (
     InstanceLock,
     default_pool_name,
     default_storage_pool,
-    installation_owner,
 )
 from ironpool.allinone.progress import Progress
 from ironpool.allinone.servers import MachineRuntimeRunner, StartError, VolumeRuntimeRunner, wait_started
@@ -168,7 +167,7 @@ class HostProcess(abc.ABC):
         self.volume_runtime = VolumeRuntimeRunner(VolumeRuntimeConfig(
             classes_file=volume_classes, libvirt_uri=opts.libvirt_uri, storage_pool=opts.storage_pool,
             pool_path=dirs.volumes, images_dir=images, address=f"unix://{dirs.volume_socket}",
-            owner=installation_owner(dirs.root), share_pool=opts.share_storage_pool,
+            owner=dirs.owner, share_pool=opts.share_storage_pool,
         ))
         await self.volume_runtime.start()
         vr = self.volume_runtime
@@ -184,41 +183,33 @@ class HostProcess(abc.ABC):
         from ironpool.poollet.machinepoollet import MachinePoolletOptions, run_machinepoollet
         from ironpool.poollet.volumepoollet import VolumePoolletOptions, run_volumepoollet
 
-        opts, p = self.options, self.progress
+        opts = self.options
         assert self.machine_runtime is not None and self.volume_runtime is not None
-        capacity = given_capacity(opts.capacity_cpu, opts.capacity_memory)
-        p.begin()
-        machine_iri = AsyncMachineRuntimeClient.connect(self.machine_runtime.endpoint)
-        self.runtime_clients.append(machine_iri)
-        mp_ready = asyncio.Event()
-        self.spawn("machinepoollet", run_machinepoollet(
-            machine_client, machine_iri,
-            MachinePoolletOptions(
-                pool=opts.pool, provider_id=opts.provider_id, addresses=(("Hostname", socket.gethostname()),),
-                workers=opts.workers, heartbeat_interval=opts.heartbeat_interval,
-                relist_period=opts.relist_period, capacity=capacity,
-                reserved=HostResources(opts.reserved_cpu, opts.reserved_memory), gc=opts.gc,
-            ),
-            stop, mp_ready,
-        ))
-        await self.until_ready("machinepoollet", mp_ready, 60)
-        p.ok("machinepoollet", f"MachinePool {opts.pool}")
+        shared: dict[str, Any] = {
+            "pool": opts.pool, "provider_id": opts.provider_id, "workers": opts.workers,
+            "heartbeat_interval": opts.heartbeat_interval, "relist_period": opts.relist_period, "gc": opts.gc,
+        }
+        await self._start_poollet("machinepoollet", run_machinepoollet, machine_client,
+                                  AsyncMachineRuntimeClient.connect(self.machine_runtime.endpoint),
+                                  MachinePoolletOptions(
+                                      **shared, addresses=(("Hostname", socket.gethostname()),),
+                                      capacity=given_capacity(opts.capacity_cpu, opts.capacity_memory),
+                                      reserved=HostResources(opts.reserved_cpu, opts.reserved_memory)),
+                                  stop, f"MachinePool {opts.pool}")
+        await self._start_poollet("volumepoollet", run_volumepoollet, volume_client,
+                                  AsyncVolumeRuntimeClient.connect(self.volume_runtime.endpoint),
+                                  VolumePoolletOptions(**shared, capacity_bytes=opts.capacity_storage),
+                                  stop, f"VolumePool {opts.pool}")
 
-        p.begin()
-        volume_iri = AsyncVolumeRuntimeClient.connect(self.volume_runtime.endpoint)
-        self.runtime_clients.append(volume_iri)
-        vp_ready = asyncio.Event()
-        self.spawn("volumepoollet", run_volumepoollet(
-            volume_client, volume_iri,
-            VolumePoolletOptions(
-                pool=opts.pool, provider_id=opts.provider_id, workers=opts.workers,
-                heartbeat_interval=opts.heartbeat_interval, relist_period=opts.relist_period,
-                capacity_bytes=opts.capacity_storage, gc=opts.gc,
-            ),
-            stop, vp_ready,
-        ))
-        await self.until_ready("volumepoollet", vp_ready, 60)
-        p.ok("volumepoollet", f"VolumePool {opts.pool}")
+    async def _start_poollet(self, name: str, run: Callable[..., Awaitable[None]], client: Any, iri: Any,
+                             options: Any, stop: asyncio.Event, what: str) -> None:
+        """Run a poollet (``run(client, iri, options, stop, ready)``) until ``stop``; back once ready."""
+        self.progress.begin()
+        self.runtime_clients.append(iri)
+        ready = asyncio.Event()
+        self.spawn(name, run(client, iri, options, stop, ready))
+        await self.until_ready(name, ready, 60)
+        self.progress.ok(name, what)
 
     def host_summary(self) -> list[tuple[str, str]]:
         """Where this host's parts are, for the summary printed once it runs."""

@@ -26,7 +26,9 @@ from ironpool.apiserver.tls import TlsFiles
 
 if TYPE_CHECKING:  # loaded when a runtime starts: `ironpool --help` loads neither libvirt nor grpc
     from ironpool.runtime.machine.app import MachineRuntimeConfig
+    from ironpool.runtime.machine.driver import MachineDriver
     from ironpool.runtime.volume.app import VolumeRuntimeConfig
+    from ironpool.runtime.volume.driver import VolumeDriver
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +151,7 @@ class MachineRuntimeRunner(_Served):
     def __init__(self, config: MachineRuntimeConfig) -> None:
         super().__init__()
         self.config = config
-        self._driver: Any = None
+        self._driver: MachineDriver | None = None
 
     @property
     def endpoint(self) -> str:
@@ -158,7 +160,7 @@ class MachineRuntimeRunner(_Served):
     @property
     def domain_type(self) -> str:
         """The libvirt domain type chosen at start (``kvm`` or ``qemu``)."""
-        return str(self._driver.options.domain_type) if self._driver is not None else ""
+        return self._driver.options.domain_type if self._driver is not None else ""
 
     async def start(self, timeout: float = 60.0) -> None:
         from ironpool.runtime.machine.app import build
@@ -166,11 +168,12 @@ class MachineRuntimeRunner(_Served):
         from ironpool.runtime.qemu_access import QemuAccessError
 
         try:
-            self._driver, console = await asyncio.to_thread(build, self.config)
+            driver, console = await asyncio.to_thread(build, self.config)
         except (ConnectionError, ValueError, QemuAccessError) as exc:
             raise StartError(f"{self.what}: {exc}") from exc
+        self._driver = driver
         started = asyncio.Event()
-        serving = serve(self._driver, self.config.address, console, self._stop, lambda _addr: started.set())
+        serving = serve(driver, self.config.address, console, self._stop, lambda _addr: started.set())
         await self._serve(serving, started, timeout)
 
     def count(self, labels: dict[str, str]) -> int:
@@ -200,7 +203,7 @@ class VolumeRuntimeRunner(_Served):
         self.config = config
         self.volumes = 0
         self.problems: list[str] = []
-        self._driver: Any = None
+        self._driver: VolumeDriver | None = None
 
     @property
     def endpoint(self) -> str:
@@ -209,22 +212,22 @@ class VolumeRuntimeRunner(_Served):
     @property
     def storage_pool(self) -> str:
         """The pool's name once started (an existing pool on the same folder keeps its own)."""
-        return str(self._driver.pool.name) if self._driver is not None else self.config.storage_pool
+        return self._driver.pool.name if self._driver is not None else self.config.storage_pool
 
     async def start(self, timeout: float = 300.0) -> None:
         from ironpool.runtime.volume.app import build
         from ironpool.runtime.volume.server import serve
 
         try:
-            self._driver = await asyncio.to_thread(build, self.config)
+            driver = self._driver = await asyncio.to_thread(build, self.config)
         except (ConnectionError, ValueError) as exc:
             raise StartError(f"{self.what}: {exc}") from exc
         started = asyncio.Event()
-        serving = serve(self._driver, self.config.address, self._stop, self.config.workers,
+        serving = serve(driver, self.config.address, self._stop, self.config.workers,
                         lambda _addr: started.set())
         await self._serve(serving, started, timeout)
-        self.problems = list(self._driver.problems)
-        self.volumes = len(self._driver.list_volumes())
+        self.problems = list(driver.problems)
+        self.volumes = len(driver.list_volumes())
 
     async def stop(self) -> None:
         await self._stop_serving()

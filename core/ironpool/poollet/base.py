@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
+from ironpool.api.errors import NotFound
 from ironpool.client.controller import Controller, ObjectKey
 from ironpool.client.events import EventRecorder
 from ironpool.client.informer import Informer
@@ -58,6 +59,7 @@ class PoolKind:
     its runtime objects (pool, installation, the API object's uid, namespace and name)."""
 
     what: str
+    model: type[Any]  # the API objects: Machine or Volume
     pool_model: type[Any]
     pool_label: str
     cluster_label: str
@@ -111,9 +113,9 @@ class Poollet(abc.ABC, Generic[T]):
 
     # -- what each poollet says ----------------------------------------------------------------------
 
-    @abc.abstractmethod
-    async def is_live(self, key: str, uid: str) -> bool:
-        """Whether the API object ``uid`` still exists at ``key`` and wants its runtime object here."""
+    def wants_here(self, obj: Any) -> bool:
+        """Whether the API object ``obj`` wants its runtime object on this pool (it exists)."""
+        return True
 
     @abc.abstractmethod
     async def delete_orphan(self, runtime_id: str) -> None:
@@ -135,6 +137,18 @@ class Poollet(abc.ABC, Generic[T]):
             return None
         key = self.kind.api_key(obj)
         return ObjectKey.parse(key) if key else None
+
+    async def is_live(self, key: str, uid: str) -> bool:
+        """Whether the API object ``uid`` still exists at ``key`` and wants its runtime object here."""
+        cached = self.objects.get(key)
+        if cached is not None and cached.metadata.uid == uid:
+            return True
+        ns, _, name = key.partition("/")
+        try:
+            live = await self.client.get(self.kind.model, name, ns)
+        except NotFound:
+            return False
+        return bool(live.metadata.uid == uid and self.wants_here(live))
 
     async def after_relist(self, items: Sequence[T]) -> None:
         if self.collector is not None and self.objects.has_synced:

@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 
 from ironpool.api.compute import Machine, MachineClass, MachinePool
-from ironpool.api.errors import NotFound
 from ironpool.api.meta import object_key
 from ironpool.api.networking import Network, NetworkInterface
 from ironpool.api.storage import Volume
@@ -38,7 +37,7 @@ from ironpool.poollet.secret_reader import SecretReader
 
 log = logging.getLogger(__name__)
 
-MACHINES = PoolKind("machine", MachinePool, keys.MACHINE_POOL_LABEL, keys.MACHINE_CLUSTER_LABEL,
+MACHINES = PoolKind("machine", Machine, MachinePool, keys.MACHINE_POOL_LABEL, keys.MACHINE_CLUSTER_LABEL,
                     keys.MACHINE_UID_LABEL, keys.MACHINE_NAMESPACE_LABEL, keys.MACHINE_NAME_LABEL)
 
 
@@ -183,18 +182,9 @@ class MachinePoollet(Poollet[mpb.Machine]):
 
     # -- what the base asks ------------------------------------------------------------------------
 
-    async def is_live(self, key: str, uid: str) -> bool:
-        """Whether a Machine with ``uid`` still exists at ``key`` and is bound to this pool."""
-        cached = self.machines.get(key)
-        if cached is not None and cached.metadata.uid == uid:
-            return True
-        ns, _, name = key.partition("/")
-        try:
-            live: Machine = await self.client.get(Machine, name, ns)
-        except NotFound:
-            return False
-        ref = live.spec.machine_pool_ref
-        return live.metadata.uid == uid and ref is not None and ref.name == self.options.pool
+    def wants_here(self, machine: Machine) -> bool:
+        """A Machine evicted and bound elsewhere wants its IRI machine there, not here."""
+        return self.machine_reconciler.pool_of(machine) == self.options.pool
 
     async def delete_orphan(self, runtime_id: str) -> None:
         await self.runtime.delete_machine(runtime_id, missing_ok=True)

@@ -12,7 +12,6 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ironpool.api.errors import NotFound
 from ironpool.api.meta import object_key
 from ironpool.api.storage import Volume, VolumeClass, VolumePool
 from ironpool.client.controller import Controller, ObjectKey
@@ -30,7 +29,7 @@ from ironpool.poollet.volumepool import VolumePoolReconciler
 
 log = logging.getLogger(__name__)
 
-VOLUMES = PoolKind("volume", VolumePool, keys.VOLUME_POOL_LABEL, keys.VOLUME_CLUSTER_LABEL,
+VOLUMES = PoolKind("volume", Volume, VolumePool, keys.VOLUME_POOL_LABEL, keys.VOLUME_CLUSTER_LABEL,
                    keys.VOLUME_UID_LABEL, keys.VOLUME_NAMESPACE_LABEL, keys.VOLUME_NAME_LABEL)
 
 
@@ -96,18 +95,6 @@ class VolumePoollet(Poollet[vpb.Volume]):
         self.pool_reconciler.iri_bytes = sum(v.spec.resources.storage_bytes for v in items
                                              if self.key_of_own(v))
         await super().after_relist(items)
-
-    async def is_live(self, key: str, uid: str) -> bool:
-        """Whether a Volume with ``uid`` still exists at ``key``."""
-        cached = self.volumes.get(key)
-        if cached is not None and cached.metadata.uid == uid:
-            return True
-        ns, _, name = key.partition("/")
-        try:
-            live: Volume = await self.client.get(Volume, name, ns)
-        except NotFound:
-            return False
-        return live.metadata.uid == uid
 
     async def delete_orphan(self, runtime_id: str) -> None:
         await self.runtime.delete_volume(runtime_id, missing_ok=True)
