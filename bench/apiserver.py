@@ -522,10 +522,10 @@ async def authorize_cost(args: argparse.Namespace, calls: int = 200_000) -> dict
     """The RBAC authorizer's own cost per call (in this process, over the same objects in a SQLite
     store): what other load on the machine disturbs far less than the rates."""
     from ironpool.api.resources import resolve
-    from ironpool.apiserver.auth import User
-    from ironpool.apiserver.bootstrap import Bootstrap
-    from ironpool.apiserver.rbac.authorizer import Authorization
-    from ironpool.apiserver.registry import Registry
+    from ironpool.apiserver.auth.authentication import User
+    from ironpool.apiserver.auth.authorizer import Authorization
+    from ironpool.apiserver.controllers.bootstrap import Bootstrap
+    from ironpool.apiserver.registry.generic import Registry
     from ironpool.store.sqlite import SQLiteStore
 
     with tempfile.TemporaryDirectory(prefix="ironpool-bench-") as tmp:

@@ -7,6 +7,7 @@ PACKAGES=(
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 qemu-utils
   libvirt-dev pkg-config busybox-static dropbear-bin cpio openssh-server etcd-server curl
   dnsmasq-base iptables
+  skopeo docker-registry apache2-utils
 )
 
 sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -19,6 +20,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "==> installing Debian packages: ${missing[*]}"
   sudo_ apt-get update -qq
   sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# docker-registry (the CNCF distribution registry) serves OCI images to tests and `ironpool up --registry`,
+# each on a loopback port of their own: the package's own service, listening on every address, stays off.
+if [ -d /run/systemd/system ] && systemctl is-enabled docker-registry >/dev/null 2>&1; then
+  sudo_ systemctl disable --now docker-registry >/dev/null 2>&1 || true
 fi
 
 # libvirtd refuses to start without its service user and folders.

@@ -13,7 +13,7 @@ echo "==> mypy (core/)"
 echo "==> pytest"
 # Two workers, each module whole on one of them (its module fixtures, such as one `ironpool up`, serve
 # all its tests), and the modules that start many guests at once (marker `guests`) one after another
-# on one worker (tests/conftest.py makes the groups). PYTEST_WORKERS=0 runs everything in this
+# on one worker (tests/helpers/worker_groups.py makes the groups). PYTEST_WORKERS=0 runs everything in this
 # process. Tests that assert response times (marker `latency`) run afterwards on their own, with
 # nothing else loading the cores; pytest's exit 5 there only means the arguments selected none.
 set +e

@@ -15,22 +15,14 @@ import httpx
 import pytest
 
 from tests.helpers.net import free_port
+from tests.helpers.registry import auth_registry, registry  # noqa: F401 - fixtures for every package
 from tests.helpers.runtimes import stop_process
 from tests.helpers.wait import wait_until
 
 # Re-exported: test packages import these from here.
+pytest_plugins = ["tests.helpers.worker_groups"]
+
 __all__ = ["ApiServer", "free_port", "start_apiserver", "stop_apiserver", "wait_until"]
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Groups for ``--dist loadgroup`` (scripts/test.sh): each module whole on one worker, so its
-    module fixtures (one ``ironpool up``, one rig) serve all its tests; and the modules marked
-    ``guests``, which start many guests at once, one after another on one worker, so that two of
-    them never share the two cores (see tests/helpers/guests.py)."""
-    for item in items:
-        group = "guests" if item.get_closest_marker("guests") else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_configure(config: pytest.Config) -> None:

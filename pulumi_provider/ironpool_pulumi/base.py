@@ -2,8 +2,14 @@
 
 A kind plugs in how its properties become an API manifest and back (:meth:`manifest`,
 :meth:`properties`), what it reports (:meth:`status_outputs`) and what "ready" means
-(:meth:`wait_ready`). Validation is the API's own (:func:`ironpool.api.validate_create`), so ``check``
-refuses exactly what the apiserver would, naming the property instead of the API field.
+(:meth:`readiness`). Validation is the API's own (:func:`ironpool.api.validate_create`), so ``check``
+refuses exactly what the apiserver would, naming the property instead of the API field. Writing and
+waiting go through ``ironpool.client``'s declarative layer, as the CLI and the Ansible collection do:
+an update is the merge patch from what the old inputs declared to what the new ones do
+(:func:`~ironpool.client.declare.desired_patch`), written as the field manager ``ironpool-pulumi``,
+and "ready" is :mod:`ironpool.client.readiness`'s. With ``fail_on_unschedulable`` (the default) a
+create fails within seconds when the scheduler says no pool offers the class or matches the
+selector, naming its reason, instead of waiting out ``wait_timeout``.
 
 Providers are pickled into the stack's state; they carry no attributes (the configuration lives in
 :mod:`ironpool_pulumi.connection`) and set ``serialize_as_secret_always = False`` so the state does
@@ -20,6 +26,9 @@ from ironpool.api import validate_create
 from ironpool.api.errors import AlreadyExists, Cause, Invalid, NotFound
 from ironpool.api.resources import ResourceInfo
 from ironpool.client import Client
+from ironpool.client.declare import FIELD_MANAGERS, desired_patch
+from ironpool.client.readiness import Readiness, gone
+from ironpool.client.wait import Gone, Unschedulable, WaitError, WaitTimeout, wait_for_one
 from pulumi.dynamic import (
     CheckFailure,
     CheckResult,
@@ -31,9 +40,10 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
+from ironpool_pulumi import errors
 from ironpool_pulumi.connection import configure_from, connection
+from ironpool_pulumi.errors import ProviderError
 from ironpool_pulumi.values import digest, is_unknown, none_if_empty, plain
-from ironpool_pulumi.waiting import Gone, WaitTimeout, wait_gone
 
 Obj = dict[str, Any]
 Props = dict[str, Any]
@@ -43,25 +53,8 @@ ROLLBACK_TIMEOUT = 120.0
 PROVIDER_KEY = "__provider"
 
 
-class ProviderError(Exception):
-    """An operation failed; the message says what happened and what is left behind."""
-
-
-def merge_patch(old: Any, new: Any) -> Any:
-    """The JSON merge patch (RFC 7386) turning ``old`` into ``new``; None if they are equal."""
-    if not isinstance(old, dict) or not isinstance(new, dict):
-        return None if old == new else new
-    patch: dict[str, Any] = {}
-    for key in old.keys() - new.keys():
-        patch[key] = None
-    for key, value in new.items():
-        if key not in old:
-            patch[key] = value
-        elif old[key] != value:
-            sub = merge_patch(old[key], value)
-            # A nested change to an empty object would read as "nothing to do"; replace it instead.
-            patch[key] = sub if sub not in (None, {}) or value is None else value
-    return patch or None
+FIELD_MANAGER = FIELD_MANAGERS["pulumi"]
+errors.install()  # in the plugin process: known errors in one line, not a traceback
 
 
 def object_id(namespace: str | None, name: str) -> str:
@@ -96,15 +89,14 @@ def seconds(value: Any, failures: list[CheckFailure]) -> Any:
     return value
 
 
-def condition_summary(obj: Obj) -> str:
-    """The state and every condition that is not True, for error messages."""
-    status = obj.get("status") or {}
-    parts = [f"state {status.get('state')}" if status.get("state") else "no state reported yet"]
-    for c in status.get("conditions") or []:
-        if c.get("status") != "True":
-            reason = f" ({c['reason']})" if c.get("reason") else ""
-            parts.append(f"{c.get('type')}={c.get('status')}{reason}: {c.get('message') or ''}".rstrip(": "))
-    return "; ".join(parts)
+def flag(value: Any, prop: str, default: bool, failures: list[CheckFailure]) -> Any:
+    """A boolean input such as ``fail_on_unschedulable``: ``default`` when unset."""
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    failures.append(CheckFailure(prop, f"must be true or false; got {value!r}"))
+    return value
 
 
 class ApiResourceProvider(ResourceProvider):
@@ -160,13 +152,9 @@ class ApiResourceProvider(ResourceProvider):
     def before_update(self, client: Client, olds: Props, news: Props) -> None:
         """Bring what :meth:`before_create` made up to date before the main object is patched."""
 
-    def wait_ready(self, client: Client, obj: Obj, inputs: Props, deadline: float) -> Obj:
-        """Wait until the object reached what ``inputs`` ask for; raises WaitTimeout or Gone."""
-        return obj
-
-    def not_ready_message(self, obj: Obj | None, inputs: Props) -> str:
-        """Why the object did not become ready, from its last seen state."""
-        return "it was deleted meanwhile" if obj is None else condition_summary(obj)
+    def readiness(self, inputs: Props) -> Readiness | None:
+        """What create and update wait for (``wait_for``); None: nothing."""
+        return None
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -187,6 +175,27 @@ class ApiResourceProvider(ResourceProvider):
     def taken(self, inputs: Props) -> ProviderError:
         return ProviderError(f"{self.describe(inputs)} already exists and is not managed by this stack: "
                              f"choose another name, or delete it first")
+
+    def wait_ready(self, client: Client, obj: Obj, inputs: Props, deadline: float) -> Obj:
+        """The object once it is ready (:meth:`readiness`); raises a WaitError."""
+        readiness = self.readiness(inputs)
+        if readiness is None or readiness(obj).done:
+            return obj
+        meta = obj.get("metadata") or {}
+        found = wait_for_one(client, self.info, meta.get("namespace"), meta["name"], readiness, deadline,
+                             fail_unschedulable=inputs.get("fail_on_unschedulable") is not False, known=obj)
+        return found or obj
+
+    def wait_failure(self, exc: WaitError, inputs: Props) -> str:
+        """Why a wait failed, for the error message."""
+        if isinstance(exc, Unschedulable):
+            return (f"cannot be scheduled: {exc.reason} (no pool can take it until the fleet changes; "
+                    f"fail_on_unschedulable=False would wait for that)")
+        if isinstance(exc, Gone):
+            return "was deleted while waiting for it"
+        last = next(iter(exc.pending.values()), None)
+        return (f"did not become ready within {self.wait_timeout(inputs):g}s "
+                f"(wait_for={inputs.get('wait_for')}): {last.progress if last else 'no state seen'}")
 
     def wait_timeout(self, props: Props) -> float:
         value = props.get("wait_timeout")
@@ -257,7 +266,8 @@ class ApiResourceProvider(ResourceProvider):
         deadline = time.monotonic() + self.wait_timeout(inputs)
         self.before_create(client, inputs)
         try:
-            obj = client.create_raw(self.info, self.manifest(inputs), namespace)
+            obj = client.create_raw(self.info, self.manifest(inputs), namespace,
+                                    field_manager=FIELD_MANAGER)
         except AlreadyExists:
             raise self.taken(inputs) from None  # leave everything of the existing object alone
         except BaseException:
@@ -265,13 +275,10 @@ class ApiResourceProvider(ResourceProvider):
             raise
         try:
             obj = self.wait_ready(client, obj, inputs, deadline)
-        except (WaitTimeout, Gone) as exc:
-            last = exc.last if isinstance(exc, WaitTimeout) else None
-            why = self.not_ready_message(last, inputs)
+        except WaitError as exc:
+            why = self.wait_failure(exc, inputs)
             left = self.roll_back(client, namespace, name, inputs)
-            raise ProviderError(f"{self.describe(inputs)} did not become ready within "
-                                f"{self.wait_timeout(inputs):g}s (wait_for={inputs.get('wait_for')}): "
-                                f"{why}. {left}") from None
+            raise ProviderError(f"{self.describe(inputs)} {why}. {left}") from None
         return CreateResult(object_id(namespace, name), self.outputs(client, obj, inputs))
 
     def roll_back(self, client: Client, namespace: str | None, name: str, inputs: Props) -> str:
@@ -279,7 +286,7 @@ class ApiResourceProvider(ResourceProvider):
         with contextlib.suppress(NotFound):
             client.delete_raw(self.info, name, namespace)
         try:
-            wait_gone(client, self.info, namespace, name, time.monotonic() + ROLLBACK_TIMEOUT)
+            wait_for_one(client, self.info, namespace, name, gone, time.monotonic() + ROLLBACK_TIMEOUT)
         except WaitTimeout:
             return (f"It was deleted again, but is still finalizing after {ROLLBACK_TIMEOUT:g}s; "
                     f"the stack does not track it.")
@@ -301,16 +308,12 @@ class ApiResourceProvider(ResourceProvider):
         return ReadResult(resource_id, outs, inputs)
 
     def update_patch(self, olds: Props, news: Props) -> Obj | None:
-        """The merge patch from the object ``olds`` describe to the one ``news`` describe."""
+        """The merge patch from the object ``olds`` describe to the one ``news`` describe (None when
+        they declare the same)."""
         old, new = self.manifest(olds), self.manifest(news)
-        for doc in (old, new):
-            meta = doc.get("metadata") or {}
-            doc["metadata"] = {k: meta[k] for k in ("labels", "annotations") if meta.get(k) is not None}
-        return merge_patch(old, new)
-
-    def wait_updated(self, client: Client, obj: Obj, olds: Props, news: Props, deadline: float) -> Obj:
-        """Wait until an update took effect (for most kinds: at once)."""
-        return obj
+        if desired_patch(old) == desired_patch(new):
+            return None
+        return desired_patch(new, previous=old)
 
     def update(self, resource_id: str, _olds: Props, _news: Props) -> UpdateResult:
         client = connection.client()
@@ -320,7 +323,7 @@ class ApiResourceProvider(ResourceProvider):
         patch = self.update_patch(olds, news)
         try:
             if patch:
-                obj = client.patch_raw(self.info, name, patch, namespace)
+                obj = client.patch_raw(self.info, name, patch, namespace, field_manager=FIELD_MANAGER)
             else:
                 obj = client.get_raw(self.info, name, namespace)
         except NotFound:
@@ -329,12 +332,10 @@ class ApiResourceProvider(ResourceProvider):
         except Invalid as exc:
             raise ProviderError(f"{self.describe(news)} cannot be updated: {exc}") from None
         try:
-            obj = self.wait_updated(client, obj, olds, news, time.monotonic() + self.wait_timeout(news))
-        except (WaitTimeout, Gone) as exc:
-            last = exc.last if isinstance(exc, WaitTimeout) else None
-            raise ProviderError(f"{self.describe(news)} was updated but did not reach the new state within "
-                                f"{self.wait_timeout(news):g}s: "
-                                f"{self.not_ready_message(last, news)}") from None
+            obj = self.wait_ready(client, obj, news, time.monotonic() + self.wait_timeout(news))
+        except WaitError as exc:
+            raise ProviderError(f"{self.describe(news)} was updated but {self.wait_failure(exc, news)}") \
+                from None
         return UpdateResult(self.outputs(client, obj, news))
 
     def delete(self, resource_id: str, _props: Props) -> None:
@@ -344,9 +345,10 @@ class ApiResourceProvider(ResourceProvider):
         with contextlib.suppress(NotFound):
             client.delete_raw(self.info, name, namespace)
         try:
-            wait_gone(client, self.info, namespace, name, time.monotonic() + self.wait_timeout(props))
+            deadline = time.monotonic() + self.wait_timeout(props)
+            wait_for_one(client, self.info, namespace, name, gone, deadline)
         except WaitTimeout as exc:
-            finalizers = ((exc.last or {}).get("metadata") or {}).get("finalizers") or []
+            finalizers = ((exc.last.get(name) or {}).get("metadata") or {}).get("finalizers") or []
             raise ProviderError(f"{self.kind} {resource_id} is still there "
                                 f"{self.wait_timeout(props):g}s after "
                                 f"its deletion (finalizers: {', '.join(finalizers) or 'none'}); "

@@ -20,25 +20,18 @@ from ironpool.api.errors import AlreadyExists, NotFound
 from ironpool.api.machine_access import ssh_endpoint
 from ironpool.api.resources import resolve
 from ironpool.client import Client
+from ironpool.client.readiness import Readiness, machine_running, scheduled, state_of
 from pulumi.dynamic import CheckFailure, DiffResult, Resource, UpdateResult
 
 from ironpool_pulumi import declared
-from ironpool_pulumi.base import (
-    ApiResourceProvider,
-    Obj,
-    Props,
-    ProviderError,
-    choice,
-    condition_summary,
-    seconds,
-)
+from ironpool_pulumi.base import ApiResourceProvider, Obj, Props, choice, flag, seconds
 from ironpool_pulumi.classes import MachineClass
 from ironpool_pulumi.connection import connection
+from ironpool_pulumi.errors import ProviderError
 from ironpool_pulumi.placement import plan
 from ironpool_pulumi.secret import Secret, decoded
 from ironpool_pulumi.values import digest, none_if_empty, without_system_keys
 from ironpool_pulumi.volume import Volume
-from ironpool_pulumi.waiting import wait_until
 
 MACHINES, MACHINE_CLASSES, SECRETS = resolve("machines"), resolve("machineclasses"), resolve("secrets")
 ROOT_VOLUME = "root"
@@ -112,11 +105,18 @@ class MachineArgs:
     tolerations: pulumi.Input[list[dict[str, Any]]] | None = None
     """Taints of pools the Machine tolerates (the API's ``spec.tolerations`` shape); updated in place."""
     wait_for: pulumi.Input[str] = "running"
-    """``none``, ``scheduled`` (bound to a pool) or ``running`` (reached its power state: Running, or
-    Shutdown when ``power`` is Off). Never causes a diff."""
+    """``none``, ``scheduled`` (bound to a pool) or ``running`` (its poollet acted on its current
+    spec, it reached its power state, Running or Shutdown when ``power`` is Off, and its volumes and
+    network interfaces are attached: what ``ironpool wait --for=running`` and the Ansible collection
+    wait for). Never causes a diff."""
     wait_timeout: pulumi.Input[int] = 600
     """Seconds to wait for ``wait_for`` on create, update and delete; on a timed-out create the Machine
-    is deleted again and the error gives the scheduler's reason. Never causes a diff."""
+    is deleted again and the error gives where it was last (the scheduler's reason while it is not
+    placed). Never causes a diff."""
+    fail_on_unschedulable: pulumi.Input[bool] = True
+    """End the wait within seconds when the scheduler says no pool can take the Machine until the
+    fleet changes (no pool offers its class or matches ``pool_selector``), naming the scheduler's
+    reason, instead of waiting out ``wait_timeout``. Never causes a diff."""
 
 
 class MachineProvider(ApiResourceProvider):
@@ -127,7 +127,7 @@ class MachineProvider(ApiResourceProvider):
     update_on = ("power", "labels", "annotations", "volumes", "network_interfaces", "tolerations",
                  "pool_selector", "ignition", "ignition_secret", "ignition_key")
     secret_inputs = ("ignition",)
-    kept = ("wait_for", "wait_timeout", "planned_pool", "placement")
+    kept = ("wait_for", "wait_timeout", "fail_on_unschedulable", "planned_pool", "placement")
     field_properties: ClassVar[tuple[tuple[str, str], ...]] = (
         ("metadata.name", "name"), ("metadata.namespace", "namespace"), ("metadata.labels", "labels"),
         ("metadata.annotations", "annotations"), ("spec.machineClassRef", "machine_class"),
@@ -152,6 +152,8 @@ class MachineProvider(ApiResourceProvider):
         inputs["power"] = power
         inputs["wait_for"] = choice(inputs.get("wait_for"), WAIT_FOR, "running", "wait_for", failures)
         inputs["wait_timeout"] = seconds(inputs.get("wait_timeout"), failures)
+        inputs["fail_on_unschedulable"] = flag(inputs.get("fail_on_unschedulable"), "fail_on_unschedulable",
+                                               True, failures)
         if inputs.get("image_size") and not inputs.get("image"):
             failures.append(CheckFailure("image_size", "image_size needs an image to size"))
         if inputs.get("ignition") is not None and inputs.get("ignition_secret"):
@@ -247,7 +249,7 @@ class MachineProvider(ApiResourceProvider):
         status, spec = obj.get("status") or {}, obj.get("spec") or {}
         out = {
             **super().status_outputs(client, obj, inputs),
-            "state": status.get("state"),
+            "state": state_of(obj),
             "machine_pool": (spec.get("machinePoolRef") or {}).get("name"),
             "machine_id": status.get("machineID"),
             "conditions": [{k: c.get(k) for k in ("type", "status", "reason", "message")}
@@ -359,44 +361,13 @@ class MachineProvider(ApiResourceProvider):
 
     # -- waiting -----------------------------------------------------------------------------------
 
-    def wait_ready(self, client: Client, obj: Obj, inputs: Props, deadline: float) -> Obj:
-        wait_for = inputs.get("wait_for")
-        if wait_for == "none":
-            return obj
-        meta = obj.get("metadata") or {}
-        done = _scheduled if wait_for == "scheduled" else _reached_power
-        return wait_until(client, self.info, meta.get("namespace"), meta["name"], done, deadline, obj)
-
-    def wait_updated(self, client: Client, obj: Obj, olds: Props, news: Props, deadline: float) -> Obj:
-        return self.wait_ready(client, obj, news, deadline)
-
-    def not_ready_message(self, obj: Obj | None, inputs: Props) -> str:
-        if obj is None:
-            return "it was deleted meanwhile"
-        pool = ((obj.get("spec") or {}).get("machinePoolRef") or {}).get("name")
-        where = f"bound to pool {pool}" if pool else "not scheduled"
-        return f"{where}; {condition_summary(obj)}"
+    def readiness(self, inputs: Props) -> Readiness | None:
+        return {"scheduled": scheduled, "running": machine_running}.get(str(inputs.get("wait_for")))
 
 
 def _manages_ignition(props: Props) -> bool:
     """Whether inputs (``ignition``) or outputs (``ignition_sha256``) use the Machine's Ignition Secret."""
     return props.get("ignition") is not None or props.get("ignition_sha256") is not None
-
-
-def _scheduled(obj: Obj) -> bool:
-    return bool(((obj.get("spec") or {}).get("machinePoolRef") or {}).get("name"))
-
-
-def _reached_power(obj: Obj) -> bool:
-    """The poollet has applied the current spec and the machine is in its desired power state."""
-    spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    want = "Shutdown" if spec.get("power") == "Off" else "Running"
-    generation = (obj.get("metadata") or {}).get("generation") or 0
-    # Volumes and NICs attached (with the NICs' addresses and SSH endpoint reported).
-    attached = all(c.get("status") == "True" for c in status.get("conditions") or []
-                   if c.get("type") in ("VolumesReady", "NetworkInterfacesReady"))
-    return (status.get("state") == want and (status.get("observedGeneration") or 0) >= generation
-            and attached)
 
 
 MACHINE_OUTPUTS = ("uid", "created_at", "state", "machine_pool", "machine_id", "conditions", "volume_states",
@@ -425,8 +396,10 @@ class Machine(Resource, module="ironpool", name="Machine"):
     """The API object's uid."""
     created_at: pulumi.Output[str]
     """When the Machine was created (RFC 3339)."""
-    state: pulumi.Output[str | None]
-    """``Pending``, ``Running``, ``Shutdown``, ``Terminating`` or ``Terminated``."""
+    state: pulumi.Output[str]
+    """``Pending``, ``Running``, ``Shutdown``, ``Terminating`` or ``Terminated``, as of the current
+    spec: ``Pending`` until the poollet reported on it, and after an update it has not acted on yet
+    (``wait_for="none"``); ``pulumi refresh`` reads it anew."""
     machine_pool: pulumi.Output[str | None]
     """The MachinePool the scheduler bound the Machine to."""
     machine_id: pulumi.Output[str | None]
@@ -469,6 +442,7 @@ class Machine(Resource, module="ironpool", name="Machine"):
             "ignition_secret": ignition_secret,
             "ignition_key": a.ignition_key, "labels": a.labels, "annotations": a.annotations,
             "tolerations": a.tolerations, "wait_for": a.wait_for, "wait_timeout": a.wait_timeout,
+            "fail_on_unschedulable": a.fail_on_unschedulable,
         })
         super().__init__(MachineProvider(), resource_name, props, opts)
 

@@ -16,13 +16,13 @@ from ironpool.api.errors import Invalid, NotFound
 from ironpool.api.quantity import parse_quantity
 from ironpool.api.resources import resolve
 from ironpool.client import Client
+from ironpool.client.readiness import Readiness, state_of, volume_available
 from pulumi.dynamic import CheckFailure, Resource
 
 from ironpool_pulumi import declared
-from ironpool_pulumi.base import ApiResourceProvider, Obj, Props, choice, seconds
+from ironpool_pulumi.base import ApiResourceProvider, Obj, Props, choice, flag, seconds
 from ironpool_pulumi.classes import VolumeClass
 from ironpool_pulumi.values import none_if_empty, without_system_keys
-from ironpool_pulumi.waiting import wait_until
 
 VOLUMES, VOLUME_CLASSES = resolve("volumes"), resolve("volumeclasses")
 WAIT_FOR = ("none", "available")
@@ -45,9 +45,12 @@ class VolumeArgs:
     labels: pulumi.Input[dict[str, str]] | None = None
     """Labels of the Volume; updated in place."""
     wait_for: pulumi.Input[str] = "available"
-    """``none`` or ``available`` (the volumepoollet made it). Never causes a diff."""
+    """``none`` or ``available`` (the volumepoollet made it, at least at ``size``). Never causes a diff."""
     wait_timeout: pulumi.Input[int] = 600
     """Seconds to wait for ``wait_for``, and for the deletion. Never causes a diff."""
+    fail_on_unschedulable: pulumi.Input[bool] = True
+    """End the wait within seconds when the scheduler says no pool can take the Volume until the
+    fleet changes, naming its reason. Never causes a diff."""
 
 
 class VolumeProvider(ApiResourceProvider):
@@ -56,7 +59,7 @@ class VolumeProvider(ApiResourceProvider):
     info = VOLUMES
     replace_on = ("name", "namespace", "volume_class", "image")
     update_on = ("size", "labels")
-    kept = ("wait_for", "wait_timeout")
+    kept = ("wait_for", "wait_timeout", "fail_on_unschedulable")
     field_properties: ClassVar[tuple[tuple[str, str], ...]] = (
         ("metadata.name", "name"), ("metadata.namespace", "namespace"), ("metadata.labels", "labels"),
         ("spec.volumeClassRef", "volume_class"), ("spec.resources", "size"),
@@ -66,6 +69,8 @@ class VolumeProvider(ApiResourceProvider):
     def defaults(self, inputs: Props, failures: list[CheckFailure]) -> Props:
         inputs["wait_for"] = choice(inputs.get("wait_for"), WAIT_FOR, "available", "wait_for", failures)
         inputs["wait_timeout"] = seconds(inputs.get("wait_timeout"), failures)
+        inputs["fail_on_unschedulable"] = flag(inputs.get("fail_on_unschedulable"), "fail_on_unschedulable",
+                                               True, failures)
         if not inputs.get("volume_class"):
             failures.append(CheckFailure("volume_class", "a Volume needs a volume_class"))
         if inputs.get("size") in (None, ""):
@@ -98,7 +103,7 @@ class VolumeProvider(ApiResourceProvider):
         status, spec = obj.get("status") or {}, obj.get("spec") or {}
         return {
             **super().status_outputs(client, obj, inputs),
-            "state": status.get("state"),
+            "state": state_of(obj),
             "volume_pool": (spec.get("volumePoolRef") or {}).get("name"),
             "volume_id": status.get("volumeID"),
             "claimer": (spec.get("claimRef") or {}).get("name"),
@@ -134,22 +139,8 @@ class VolumeProvider(ApiResourceProvider):
         declared.declare("Volume", f"{inputs.get('namespace')}/{inputs['name']}", self.manifest(inputs))
         return {}
 
-    def wait_ready(self, client: Client, obj: Obj, inputs: Props, deadline: float) -> Obj:
-        if inputs.get("wait_for") != "available":
-            return obj
-        meta = obj.get("metadata") or {}
-        want = parse_quantity(str(inputs.get("size")))
-
-        def grown_and_available(o: Obj) -> bool:
-            status = o.get("status") or {}
-            size = (status.get("resources") or {}).get("storage")
-            return status.get("state") == "Available" and (size is None or parse_quantity(str(size)) >= want)
-
-        return wait_until(client, self.info, meta.get("namespace"), meta["name"], grown_and_available,
-                          deadline, obj)
-
-    def wait_updated(self, client: Client, obj: Obj, olds: Props, news: Props, deadline: float) -> Obj:
-        return self.wait_ready(client, obj, news, deadline)
+    def readiness(self, inputs: Props) -> Readiness | None:
+        return volume_available if inputs.get("wait_for") == "available" else None
 
 
 VOLUME_OUTPUTS = ("uid", "created_at", "state", "volume_pool", "volume_id", "claimer")
@@ -168,8 +159,8 @@ class Volume(Resource, module="ironpool", name="Volume"):
     """The API object's uid."""
     created_at: pulumi.Output[str]
     """When the Volume was created (RFC 3339)."""
-    state: pulumi.Output[str | None]
-    """``Pending``, ``Available`` or ``Error``."""
+    state: pulumi.Output[str]
+    """``Pending``, ``Available`` or ``Error`` (``Pending`` until the volumepoollet reported one)."""
     volume_pool: pulumi.Output[str | None]
     """The VolumePool the scheduler bound the Volume to."""
     volume_id: pulumi.Output[str | None]
@@ -188,6 +179,7 @@ class Volume(Resource, module="ironpool", name="Volume"):
             "volume_class": volume_class,
             "size": a.size, "image": a.image, "labels": a.labels,
             "wait_for": a.wait_for, "wait_timeout": a.wait_timeout,
+            "fail_on_unschedulable": a.fail_on_unschedulable,
         })
         super().__init__(VolumeProvider(), resource_name, props, opts)
 

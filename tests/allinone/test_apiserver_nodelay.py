@@ -8,7 +8,7 @@ import asyncio
 import socket
 
 import pytest
-from ironpool.apiserver.listening import ListenError, listen
+from ironpool.apiserver.serving.listening import ListenError, listen
 
 
 async def test_accepted_connections_have_tcp_nodelay() -> None:

@@ -20,8 +20,8 @@ from ironpool.allinone.join_token import (
     decode_ca,
 )
 from ironpool.api.errors import Unauthorized
-from ironpool.apiserver.auth import Authenticator
-from ironpool.apiserver.certs import CertificateAuthority
+from ironpool.apiserver.auth.authentication import Authenticator
+from ironpool.apiserver.serving.certs import CertificateAuthority
 from ironpool.cli.main import cli
 
 

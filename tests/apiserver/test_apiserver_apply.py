@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from ironpool.api import errors
 from ironpool.api.resources import resolve
-from ironpool.apiserver.fieldmanager import field_set, from_fields_v1, to_fields_v1
-from ironpool.apiserver.registry import Registry
-from ironpool.apiserver.schemas import drop_unknown_fields, shape_of
-from ironpool.apiserver.strategic_patch import apply_strategic_patch
+from ironpool.apiserver.registry.fieldmanager import field_set, from_fields_v1, to_fields_v1
+from ironpool.apiserver.registry.generic import Registry
+from ironpool.apiserver.registry.schemas import drop_unknown_fields, shape_of
+from ironpool.apiserver.registry.strategic_patch import apply_strategic_patch
 from ironpool.store.sqlite import SQLiteStore
 
 MACHINES = resolve("machines")
@@ -142,7 +142,7 @@ def test_unknown_fields_are_dropped_for_warn_and_ignore() -> None:
 async def test_apply_that_creates_needs_the_right_to_create(tmp_path: Path) -> None:
     import httpx
     from ironpool.apiserver.app import build_app
-    from ironpool.apiserver.auth import Authenticator, parse_token_file
+    from ironpool.apiserver.auth.authentication import Authenticator, parse_token_file
 
     store = SQLiteStore(str(tmp_path / "http.db"))
     tokens = ('a,admin,1,"system:masters"\n'

@@ -8,7 +8,7 @@ import httpx
 import pytest
 from ironpool.api import errors
 from ironpool.apiserver.app import build_app
-from ironpool.apiserver.auth import Authenticator, User, parse_token_file
+from ironpool.apiserver.auth.authentication import Authenticator, User, parse_token_file
 from ironpool.store.sqlite import SQLiteStore
 
 CLASSES = "/apis/compute.ironcore.dev/v1alpha1/machineclasses"

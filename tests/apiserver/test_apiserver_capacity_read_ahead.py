@@ -9,12 +9,14 @@ from typing import Any
 import pytest
 from ironpool.api import errors
 from ironpool.api.resources import resolve
-from ironpool.apiserver.registry import Registry
+from ironpool.apiserver.registry.generic import Registry
+from ironpool.apiserver.registry.subresources import HANDLERS
 from ironpool.store.interface import GuardValue
 from ironpool.store.sqlite import SQLiteStore
 
 COMPUTE = "compute.ironcore.dev/v1alpha1"
 POOLS = 150
+BIND = HANDLERS["binding"]
 
 
 def binding(pool: str) -> dict[str, Any]:
@@ -45,7 +47,7 @@ async def test_a_burst_of_binds_reads_each_pools_usage_once_in_batches(store: SQ
 
     store.read_guards = counted
     for i in range(POOLS):
-        await reg.bind(machines, "default", f"m{i}", binding(f"p{i}"))
+        await BIND.create(reg, machines, "default", f"m{i}", binding(f"p{i}"))
     keys = [key for batch in reads for key in batch]
     assert len(keys) == len(set(keys)) == POOLS  # every pool's usage, each read once
     assert len(reads) == -(-POOLS // 64)
@@ -54,4 +56,4 @@ async def test_a_burst_of_binds_reads_each_pools_usage_once_in_batches(store: SQ
                                            "metadata": {"name": "x"},
                                            "spec": {"machineClassRef": {"name": "small"}}})
     with pytest.raises(errors.Conflict, match='machinepool "p7" has too little cpu'):
-        await reg.bind(machines, "default", "x", binding("p7"))
+        await BIND.create(reg, machines, "default", "x", binding("p7"))

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from ironpool.api import errors
 from ironpool.api.resources import resolve
-from ironpool.apiserver.registry import Registry
+from ironpool.apiserver.registry.generic import Registry
 from ironpool.store.sqlite import SQLiteStore
 
 NETWORKS, NICS, PREFIXES = resolve("network"), resolve("networkinterface"), resolve("prefix")

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from ironpool.api import errors
 from ironpool.api.resources import resolve
-from ironpool.apiserver.networking_controller import NetworkingController
-from ironpool.apiserver.registry import Registry
+from ironpool.apiserver.controllers.networking import NetworkingController
+from ironpool.apiserver.registry.generic import Registry
 from ironpool.store.sqlite import SQLiteStore
 
 from tests.helpers.wait import eventually

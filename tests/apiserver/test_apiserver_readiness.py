@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 from ironpool.api.resources import resolve
 from ironpool.apiserver.app import build_app
-from ironpool.apiserver.auth import Authenticator, parse_token_file
+from ironpool.apiserver.auth.authentication import Authenticator, parse_token_file
 from ironpool.store.sqlite import SQLiteStore
 
 TOKENS = 'a,admin,1,"system:masters"\n'

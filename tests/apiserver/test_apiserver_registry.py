@@ -11,9 +11,9 @@ from ironpool.api import errors
 from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.resources import resolve
 from ironpool.apiserver.admission import AdmissionChain, AdmissionPlugin, Attributes, default_chain
-from ironpool.apiserver.namespace_controller import NamespaceController
+from ironpool.apiserver.controllers.namespace import NamespaceController
 from ironpool.apiserver.namespaces import NAMESPACES
-from ironpool.apiserver.registry import Registry
+from ironpool.apiserver.registry.generic import Registry
 from ironpool.store.interface import Document, Store
 from ironpool.store.sqlite import SQLiteStore
 

@@ -11,8 +11,8 @@ import orjson
 import pytest
 from ironpool.api.resources import STRATEGIES
 from ironpool.apiserver.app import build_app
-from ironpool.apiserver.auth import Authenticator, parse_token_file
-from ironpool.apiserver.tables import table_version
+from ironpool.apiserver.auth.authentication import Authenticator, parse_token_file
+from ironpool.apiserver.endpoints.tables import table_version
 from ironpool.store.sqlite import SQLiteStore
 
 COMPUTE = "/apis/compute.ironcore.dev/v1alpha1"
@@ -62,7 +62,8 @@ async def test_list_as_table_has_the_cli_columns_and_metadata_rows(client: httpx
     assert table["metadata"]["resourceVersion"]
     columns = [(c["name"], c["priority"]) for c in table["columnDefinitions"]]
     assert columns == [("NAME", 0), ("MACHINECLASS", 0), ("POOL", 0), ("STATE", 0), ("POWER", 0), ("AGE", 0),
-                       ("READY", 1), ("MACHINEID", 1), ("POOLSELECTOR", 1), ("IPS", 1)]
+                       ("READY", 1), ("MACHINEID", 1), ("POOLSELECTOR", 1), ("IMAGE", 1),
+                       ("IPS", 1)]
     [row] = table["rows"]
     assert row["cells"][:2] == ["web", "small"] and row["cells"][2] is None and row["cells"][4] == "On"
     assert row["cells"][5].endswith("s") and row["cells"][8] == "zone=a"
@@ -109,7 +110,7 @@ async def test_watch_as_table_sends_columns_once(client: httpx.AsyncClient) -> N
 
 def test_every_kind_is_printed_with_its_strategy_columns() -> None:
     from ironpool.api.columns import NAME
-    from ironpool.apiserver.tables import writer_for
+    from ironpool.apiserver.endpoints.tables import writer_for
 
     for strategy in STRATEGIES:
         definitions = writer_for(strategy.info).definitions

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from cryptography import x509
 from ironpool.allinone.access import prepare_tls, serving_hosts, write_kubeconfig
-from ironpool.apiserver.certs import CertificateAuthority, CertPaths, ensure_serving_cert
+from ironpool.apiserver.serving.certs import CertificateAuthority, CertPaths, ensure_serving_cert
 from ironpool.cli.main import cli
 
 from tests.helpers.net import free_port

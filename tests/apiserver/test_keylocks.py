@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from ironpool.apiserver.keylocks import KeyLocks
+from ironpool.apiserver.registry.keylocks import KeyLocks
 
 
 async def test_writers_of_one_key_queue_and_the_lock_is_dropped_after() -> None:

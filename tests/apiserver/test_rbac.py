@@ -11,7 +11,7 @@ import httpx
 import pytest
 from click.testing import CliRunner, Result
 from ironpool.apiserver.app import build_app
-from ironpool.apiserver.auth import Authenticator, parse_token_file
+from ironpool.apiserver.auth.authentication import Authenticator, parse_token_file
 from ironpool.apiserver.options import ServerOptions
 from ironpool.cli.main import cli
 from ironpool.store.sqlite import SQLiteStore

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from ironpool.apiserver.app import build_app
-from ironpool.apiserver.auth import Authenticator, parse_token_file
+from ironpool.apiserver.auth.authentication import Authenticator, parse_token_file
 from ironpool.store.etcd import EtcdStore
 from ironpool.store.interface import Store
 from ironpool.store.sqlite import SQLiteStore
@@ -100,7 +100,7 @@ async def seed(admin: httpx.AsyncClient) -> None:
         code(await admin.post(f"{COMPUTE}/machinepools", json={"metadata": {"name": pool}}), 201)
         code(await admin.patch(f"{COMPUTE}/machinepools/{pool}/status", headers=MERGE,
                                json={"status": {"allocatable": {"cpu": "8", "memory": "16Gi"}}}), 200)
-    for name in ("ign-a", "ign-b", "key-a", "key-b"):
+    for name in ("ign-a", "ign-b", "key-a", "key-b", "pull-a", "pull-b"):
         code(await admin.post(SECRETS, json={"metadata": {"name": name}, "type": "Opaque",
                                              "stringData": {"ignition": "{}", "encryptionKey": "k"}}), 201)
     code(await admin.post(f"{STORAGE}/volumeclasses", json={
@@ -122,7 +122,7 @@ async def seed(admin: httpx.AsyncClient) -> None:
         suffix = name[-1]
         code(await admin.post(MACHINES, json={"metadata": {"name": name}, "spec": {
             "machineClassRef": {"name": "small"}, "machinePoolRef": {"name": pool},
-            "ignitionRef": {"name": f"ign-{suffix}"},
+            "ignitionRef": {"name": f"ign-{suffix}"}, "imagePullSecret": {"name": f"pull-{suffix}"},
             "volumes": [{"name": "data", "volumeRef": {"name": f"vol-{suffix}"}}],
             "networkInterfaces": [{"name": "eth0", "networkInterfaceRef": {"name": f"nic-{suffix}"}}],
         }}), 201)
@@ -135,6 +135,8 @@ async def test_pool_reads_only_along_its_graph(servers: Servers) -> None:
     await eventually(lambda: _status(pool.get(f"{SECRETS}/ign-a"), 200), message="graph on the reader")
     code(await pool.get(f"{VOLUMES}/vol-a"), 200)
     code(await pool.get(f"{NICS}/nic-a"), 200)
+    code(await pool.get(f"{SECRETS}/pull-a"), 200)  # its image pull secret
+    refused(await pool.get(f"{SECRETS}/pull-b"), "no machine bound")
     # another pool's
     refused(await pool.get(f"{SECRETS}/ign-b"),
             f'secrets "ign-b" is forbidden: User "{MP}pool-a" cannot get resource "secrets" in API group "" '

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from ironpool.api import errors
-from ironpool.apiserver import auth
-from ironpool.apiserver.auth import Authenticator
+from ironpool.apiserver.auth import authentication
+from ironpool.apiserver.auth.authentication import Authenticator
 
 
 def _touch_later(path: Path, text: str) -> None:
@@ -18,7 +18,7 @@ def _touch_later(path: Path, text: str) -> None:
 
 
 def test_changed_token_file_is_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(auth, "_RELOAD_CHECK_SECONDS", 0.0)
+    monkeypatch.setattr(authentication, "_RELOAD_CHECK_SECONDS", 0.0)
     tokens = tmp_path / "tokens.csv"
     tokens.write_text('a,admin,1,"system:masters"\n')
     authn = Authenticator.from_file(tokens)

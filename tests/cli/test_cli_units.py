@@ -9,11 +9,13 @@ import pytest
 from ironpool.api.columns import age
 from ironpool.api.errors import Cause, Invalid
 from ironpool.api.resources import resolve
-from ironpool.cli.config import CommandError, format_api_error, parse_duration
+from ironpool.cli.common import parse_duration
+from ironpool.cli.edit_cmd import split_changes
+from ironpool.cli.errors import CommandError, format_api_error
 from ironpool.cli.manifests import load_manifests, parse_documents
-from ironpool.cli.objects import jsonpath_get, parse_condition, parse_targets
-from ironpool.cli.printers import describe, qualified_name, table_rows
-from ironpool.cli.resources_cmd import apply_patch
+from ironpool.cli.objects import jsonpath_get, parse_condition, parse_kinds, parse_targets
+from ironpool.cli.printers import describe, qualified_name
+from ironpool.cli.tables import TablePrinter
 
 DOC = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n"
 
@@ -62,20 +64,40 @@ def test_age_formats_like_kubectl() -> None:
     assert age(None) == "<none>"
 
 
-def test_table_rows_per_kind() -> None:
-    pool = {"metadata": {"name": "p"}, "spec": {"providerID": "x://p"}, "status": {
-        "conditions": [{"type": "Ready", "status": "True"}], "availableMachineClasses": [{"name": "a"}],
-        "allocatable": {"cpu": "6", "memory": "10Gi"}, "capacity": {"cpu": "8", "memory": "16Gi"}}}
-    header, rows = table_rows(resolve("mp"), [pool])
-    assert header == ["NAME", "READY", "CLASSES", "CPU", "MEMORY", "AGE"]
-    assert rows[0][:5] == ["p", "True", "1", "6/8", "10Gi/16Gi"]
-    header, rows = table_rows(resolve("mp"), [pool], wide=True)
-    assert header[-4:] == ["PROVIDERID", "STATE", "TAINTS", "MACHINECLASSES"]
-    assert rows[0][-4:] == ["x://p", "<none>", "0", "a"]
-    header, _ = table_rows(resolve("machines"), [], all_namespaces=True)
-    assert header[:2] == ["NAMESPACE", "NAME"]
-    header, _ = table_rows(resolve("mc"), [], all_namespaces=True)  # cluster-scoped: no NAMESPACE
-    assert header[0] == "NAME"
+def test_tables_show_the_servers_columns() -> None:
+    table = {"kind": "Table", "columnDefinitions": [
+        {"name": "Name", "format": "name", "priority": 0}, {"name": "Ready", "priority": 0},
+        {"name": "ProviderID", "priority": 1}, {"name": "Age", "type": "date", "priority": 0}],
+        "rows": [{"cells": ["p", True, None, "5m"], "object": {"metadata": {"name": "p"}}}]}
+    printer = TablePrinter(resolve("mp"))
+    header, rows = printer.rows(table)
+    assert header == ["NAME", "READY", "AGE"] and rows[0][1] == ["p", "true", "5m"]
+    header, rows = TablePrinter(resolve("mp"), wide=True).rows(table)
+    assert header == ["NAME", "READY", "PROVIDERID", "AGE"] and rows[0][1][2] == "<none>"
+    # A later event's Table has no column definitions: the first one's still apply.
+    later = {"kind": "Table", "columnDefinitions": [], "rows": [{"cells": ["q", False, "x", "1s"]}]}
+    assert printer.rows(later)[1][0][1] == ["q", "false", "1s"]
+    machines = TablePrinter(resolve("machines"), all_namespaces=True, qualify=True)
+    header, rows = machines.rows({"kind": "Table", "columnDefinitions": [{"name": "Name", "format": "name"}],
+                                  "rows": [{"cells": ["m"], "object": {"metadata": {"name": "m",
+                                                                                    "namespace": "ns"}}}]})
+    assert header == ["NAMESPACE", "NAME"] and rows[0][1] == ["ns", "machine.compute.ironcore.dev/m"]
+    # A server that does not print answers the object: NAME and AGE from its metadata.
+    header, rows = TablePrinter(resolve("mc")).rows({"metadata": {"name": "c"}})
+    assert header == ["NAME", "AGE"] and rows[0][1] == ["c", "<none>"]
+
+
+def test_kinds_as_a_comma_list_and_label_changes() -> None:
+    assert [i.kind for i in parse_kinds("machines,vol,machine")] == ["Machine", "Volume"]
+    with pytest.raises(CommandError, match="an empty kind"):
+        parse_kinds("machines,")
+    objects, changes = split_changes(("machine", "a", "b", "app=web", "tier-", "x="), "label")
+    assert objects == ("machine", "a", "b") and changes == {"app": "web", "tier": None, "x": ""}
+    assert split_changes(("machine/a", "app=web"), "label")[0] == ("machine/a",)
+    with pytest.raises(CommandError, match="at least one label"):
+        split_changes(("machine", "a"), "label")
+    with pytest.raises(CommandError, match="'app' is given twice"):
+        split_changes(("machine", "a", "app=1", "app-"), "label")
 
 
 def test_names_and_describe() -> None:
@@ -102,24 +124,27 @@ def test_durations_and_targets() -> None:
 
 def test_wait_conditions() -> None:
     obj = {"status": {"state": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
-    assert parse_condition("condition=Ready")(obj)
-    assert parse_condition("condition=ready=true")(obj)
-    assert not parse_condition("condition=Ready=False")(obj)
-    assert not parse_condition("condition=Ready")(None)
-    assert parse_condition("delete")(None) and not parse_condition("delete")(obj)
-    assert parse_condition("jsonpath={.status.state}=Running")(obj)
-    assert not parse_condition("jsonpath={.status.state}=Pending")(obj)
-    assert parse_condition("jsonpath={.status.conditions[0].type}")(obj)
+    machines = resolve("machines")
+
+    def done(spec: str, o: dict | None) -> bool:  # type: ignore[type-arg]
+        return parse_condition(spec, machines)(o).done
+
+    assert done("condition=Ready", obj)
+    assert done("condition=ready=true", obj)
+    assert not done("condition=Ready=False", obj)
+    assert not done("condition=Ready", None)
+    assert done("delete", None) and not done("delete", obj)
+    assert done("jsonpath={.status.state}=Running", obj)
+    assert not done("jsonpath={.status.state}=Pending", obj)
+    assert done("jsonpath={.status.conditions[0].type}", obj)
     assert jsonpath_get(obj, ".status.conditions[3]") is None
+    # The named conditions are the readiness every front end shares (not scheduled: not running).
+    assert not done("running", obj)
+    assert parse_condition("running", machines)(obj).progress == "not scheduled yet"
+    with pytest.raises(CommandError, match="--for: a MachineClass cannot be waited for 'running'"):
+        parse_condition("running", resolve("mc"))
     with pytest.raises(CommandError, match="--for: expected delete"):
-        parse_condition("ready")
-
-
-def test_apply_patch_keeps_only_user_fields() -> None:
-    manifest = {"apiVersion": "v1", "kind": "Secret", "status": {"x": 1},
-                "metadata": {"name": "s", "uid": "u", "resourceVersion": "3", "labels": {"a": "b"}},
-                "data": {"k": "dg=="}}
-    assert apply_patch(manifest) == {"data": {"k": "dg=="}, "metadata": {"labels": {"a": "b"}}}
+        parse_condition("soon", machines)
 
 
 def test_api_error_format_lists_causes_not_in_the_message() -> None:

@@ -117,7 +117,7 @@ async def test_failures_are_the_exceptions_failover_reads(closing: list[asyncio.
 
 
 async def test_tls_with_the_clients_context(closing: list[asyncio.Server], tmp_path: Path) -> None:
-    from ironpool.apiserver.certs import CertificateAuthority, CertPaths
+    from ironpool.apiserver.serving.certs import CertificateAuthority, CertPaths
 
     ca = CertificateAuthority.ensure(tmp_path)
     cert, key = ca.issue("server", ip_addresses=["127.0.0.1"], server=True)

@@ -151,7 +151,7 @@ def test_a_write_whose_connection_broke_is_not_sent_again(servers: list[Server])
 
 
 def test_tls_with_the_clients_context_the_systems_or_none(servers: list[Server], tmp_path: Path) -> None:
-    from ironpool.apiserver.certs import CertificateAuthority, CertPaths
+    from ironpool.apiserver.serving.certs import CertificateAuthority, CertPaths
 
     ca = CertificateAuthority.ensure(tmp_path)
     cert, key = ca.issue("server", ip_addresses=["127.0.0.1"], server=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,11 +16,13 @@ from ironpool.poollet.capacity import HostResources, fits, local_host_resources
 from up_harness import UpInstance, machine_domain, wait_for
 
 from tests.helpers.runtimes import LIBVIRT_URI, REPO
+from tests.helpers.ssh import SSH_OPTIONS
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 
 MACHINES, VOLUMES, POOLS = resolve("machines"), resolve("volumes"), resolve("machinepools")
 MiB = 1 << 20
+EXAMPLE = REPO / "examples" / "manifests"
 
 
 def condition(obj: dict, ctype: str) -> dict | None:  # type: ignore[type-arg]
@@ -41,8 +44,17 @@ def test_example_machine_runs_powers_off_and_on_and_is_deleted(make_up: Callable
     classes = up.cli("get", "machineclasses").stdout
     assert "x-small" in classes and "small" in classes
 
-    up.cli("apply", "-f", str(REPO / "examples" / "manifests" / "web.yaml"))
-    up.cli("wait", "machine/web", "--for=jsonpath={.status.state}=Running", "--timeout=60s")
+    # The example as its README gives it: root's SSH key in the Ignition Secret, then the manifests;
+    # the Machine runs with its disk and NIC attached and answers `ironpool ssh`.
+    secret = subprocess.run(["bash", str(EXAMPLE / "web-ignition.sh")], env=up.env, capture_output=True,
+                            text=True, timeout=60, check=True).stdout
+    (up.workdir / "web-ignition.yaml").write_text(secret)
+    up.cli("apply", "-f", str(up.workdir / "web-ignition.yaml"), "-f", str(EXAMPLE / "network.yaml"),
+           "-f", str(EXAMPLE / "web.yaml"))
+    up.cli("wait", "machine/web", "--for=running", "--timeout=120s")
+    uname = wait_for(lambda: (p := up.cli("ssh", "web", *SSH_OPTIONS, "--", "uname", "-a", check=False))
+                     .returncode == 0 and p.stdout, 90, "`ironpool ssh web` to log in with the example's key")
+    assert uname.startswith("Linux ironpool-tiny")
     web = client.get_raw(MACHINES, "web", "default")
     assert web["spec"]["machinePoolRef"]["name"] == up.pool
     iri_id, domain = machine_domain(web["status"]["machineID"])

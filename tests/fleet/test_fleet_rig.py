@@ -1,4 +1,4 @@
-"""Fleet health and maintenance on the multi-host rig (tests/rig/rig.py): 3 etcd members, 2 HTTPS
+"""Fleet health and maintenance on the multi-host rig (``ironpool.rig``): 3 etcd members, 2 HTTPS
 apiservers, 2 schedulers, the controller-manager and 3 hosts joined with ``ironpool join``, every part
 its own process, every Machine a real QEMU domain booting the tiny image.
 

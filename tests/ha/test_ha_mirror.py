@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ironpool.api.resources import RESOURCES
-from ironpool.apiserver.admission.mirror import StoreMirror
+from ironpool.store.mirror import StoreMirror
 from ironpool.store.sqlite import SQLiteStore
 
 from tests.helpers.wait import eventually

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from ironpool.api import errors
-from ironpool.apiserver.inflight import InFlight, MemoryCeiling, resident_bytes
+from ironpool.apiserver.serving.inflight import InFlight, MemoryCeiling, resident_bytes
 
 from tests.helpers.wait import wait_for
 

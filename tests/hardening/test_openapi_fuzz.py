@@ -21,7 +21,7 @@ import requests
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from ironpool.apiserver.openapi import openapi_document
+from ironpool.apiserver.endpoints.openapi import openapi_document
 from schemathesis import GenerationMode
 
 from tests.hardening.harness import ADMIN, Server

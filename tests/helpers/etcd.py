@@ -201,7 +201,7 @@ def _answers(rpc: object, endpoint: str, tls: EtcdTlsFiles | None) -> bool:
 
 def _issue_tls(directory: Path,
                members: list[EtcdMember]) -> tuple[EtcdTlsFiles, dict[str, tuple[Path, Path]]]:
-    from ironpool.apiserver.certs import CertificateAuthority, CertPaths
+    from ironpool.apiserver.serving.certs import CertificateAuthority, CertPaths
 
     ca = CertificateAuthority.ensure(directory, "etcd-test-ca")
     serving: dict[str, tuple[Path, Path]] = {}

@@ -114,7 +114,8 @@ def machine_runtime() -> Iterator[Runtime]:
     try:
         rt = _start(work, sock, [
             "libvirt-runtime", "--libvirt-uri", LIBVIRT_URI, "--classes", str(work / "classes.yaml"),
-            "--images", str(work / "images"), "--state-dir", str(work / "state"),
+            "--images", str(work / "images"), "--image-cache", str(work / "image-cache"),
+            "--state-dir", str(work / "state"),
             "--streaming-address", "127.0.0.1:0", "--address", f"unix://{sock}",
         ])  # fmt: skip
         yield rt

@@ -103,12 +103,13 @@ async def host(tiny_images: Path) -> AsyncIterator[Host]:
     m_log, v_log = work / "machine-runtime.log", work / "volume-runtime.log"
     procs = [
         start_ironpool(["libvirt-runtime", "--libvirt-uri", LIBVIRT_URI, "--classes", str(work / "mc.yaml"),
-                        "--images", str(tiny_images), "--state-dir", str(work / "state"),
+                        "--images", str(tiny_images), "--image-cache", str(work / "image-cache"),
+                        "--state-dir", str(work / "state"),
                         "--address", f"unix://{m_sock}", "--streaming-address", "127.0.0.1:0",
                         "--shutdown-timeout", "8"], m_log),
         start_ironpool(["volume-runtime", "--libvirt-uri", LIBVIRT_URI, "--storage-pool", pool_name,
                         "--pool-path", str(work / "pool"), "--classes", str(work / "vc.yaml"),
-                        "--address", f"unix://{v_sock}"], v_log),
+                        "--image-cache", str(work / "image-cache"), "--address", f"unix://{v_sock}"], v_log),
     ]
     mr, vr = AsyncMachineRuntimeClient.connect(f"unix://{m_sock}"), AsyncVolumeRuntimeClient.connect(f"unix://{v_sock}")
     try:

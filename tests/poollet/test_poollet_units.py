@@ -7,8 +7,10 @@ from pathlib import Path
 import click
 import pytest
 from ironpool.api.compute import Machine
-from ironpool.cli.common import quantity_option, read_token
+from ironpool.cli.common import quantity_option
+from ironpool.cli.connection import read_token
 from ironpool.cli.poollet_cmd import _addresses
+from ironpool.client.config import ConfigError
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.poollet import keys
 from ironpool.poollet.capacity import HostResources, fits, machine_pool_resources, volume_pool_resources
@@ -110,7 +112,7 @@ def test_cli_parsing(tmp_path: Path) -> None:
     assert read_token(plain) == "secret-token"
     assert read_token(csv) == "abc123"
     (tmp_path / "empty").write_text("")
-    with pytest.raises(click.BadParameter, match="no token"):
+    with pytest.raises(ConfigError, match=r"--token-file: .* holds no token"):
         read_token(tmp_path / "empty")
     assert _addresses(("InternalIP=10.0.0.1",)) == (("InternalIP", "10.0.0.1"),)
     with pytest.raises(click.BadParameter, match="TYPE=ADDRESS"):
@@ -131,3 +133,23 @@ def test_probe_health_tolerates_isolated_failures_but_not_a_run_of_them() -> Non
     assert health.record(False, "down") == (False, "down")
     assert health.record(False, "down") == (False, "down")
     assert health.record(True, "back") == (True, "back")
+
+
+def test_images_pull_secret_goes_with_the_image_and_the_booted_digest_comes_back() -> None:
+    from ironpool.poollet.machine_iri import failed_status, local_disk_volume
+
+    m = _machine(volumes=[{"name": "root", "localDisk": {"image": "127.0.0.1:5000/os/d:1"}},
+                          {"name": "scratch", "localDisk": {"sizeLimit": "1Gi"}}])
+    secret = {".dockerconfigjson": b'{"auths": {}}'}
+    vols = m.spec.volumes or []
+    root, scratch = local_disk_volume(vols[0], "oda", secret), local_disk_volume(vols[1], "odb", secret)
+    assert dict(root.local_disk.image.pull_secret_data) == secret
+    assert not scratch.local_disk.HasField("image")  # no image, no credentials
+    iri = mpb.Machine()
+    iri.status.state = mpb.MACHINE_RUNNING
+    iri.status.image_ref = "127.0.0.1:5000/os/d:1@sha256:" + "a" * 64
+    assert compute_status(m, iri, "rt", "t")["imageRef"] == iri.status.image_ref
+    assert "imageRef" not in compute_status(m, mpb.Machine(), "rt", "t")
+    message = "image 127.0.0.1:5000/os/d:1 is being pulled (3 of 9 MiB)"
+    pulling = failed_status(m, message, "t", "ImagePulling")
+    assert (pulling["state"], pulling["conditions"][0]["reason"]) == ("Pending", "ImagePulling")

@@ -26,6 +26,7 @@ from pulumi.runtime import rpc
 from pulumi_plugin import DIFF_NONE, DIFF_SOME, Plugin, PluginError, Props, provider_payload
 
 from tests.conftest import ApiServer
+from tests.helpers.net import free_port
 
 MACHINES, VOLUMES, SECRETS = resolve("machines"), resolve("volumes"), resolve("secrets")
 TYPE = "pulumi-python:dynamic/ironpool:{}"
@@ -188,7 +189,7 @@ def test_volume_grows_in_place_and_never_shrinks(plugin: Plugin, apiserver: ApiS
     props = {"__provider": provider_payload(VolumeProvider()), "name": "data", "volume_class": "grow",
              "size": "1024Mi", "labels": {"a": "b"}, "wait_for": "none"}
     rid, inputs, outs = res.create("Volume", VolumeProvider(), props)
-    assert inputs["size"] == "1Gi" and outs.get("state") is None  # no volumepoollet here
+    assert inputs["size"] == "1Gi" and outs["state"] == "Pending"  # no volumepoollet here
     urn = res.urn("Volume", "data")
 
     bigger, failures = plugin.check(urn, inputs, {**props, "size": "2Gi"})
@@ -340,14 +341,23 @@ def test_configuration_stack_config_then_environment_then_client_config_file(
     config_file = tmp_path / "config.yaml"
     config_file.write_text(yaml.safe_dump({"server": apiserver.url, "token": apiserver.admin_token}))
     assert dict(check_class_with({**unset, "IRONPOOL_CONFIG": str(config_file)}, {}))["machine_class"]
-    # The stack config wins over the environment: a wrong token from the stack is used (and refused).
+    # The stack config wins over the environment: a wrong token from the stack is used (and refused),
+    # which the user reads in one line that says what to do, not as a traceback.
     with pytest.raises(PluginError) as err:
         check_class_with(env, {"ironpool:token": "wrong"})
-    assert "Unauthorized" in err.value.details or "401" in err.value.details
+    assert err.value.details == ("ironpool: the apiserver refused the token (Unauthorized): set it with "
+                                 "`pulumi config set --secret ironpool:token TOKEN` (or IRONPOOL_TOKEN)")
+    # An apiserver that is not there: one line naming it.
+    with pytest.raises(PluginError) as err:
+        check_class_with(env, {"ironpool:server": f"http://127.0.0.1:{free_port()}"})
+    assert err.value.details.startswith("ironpool: cannot reach the apiserver at http://127.0.0.1:")
+    assert "\n" not in err.value.details and "Traceback" not in err.value.details
     # Nothing configured anywhere: the error says how to configure it.
     with pytest.raises(PluginError) as err:
         check_class_with({**unset, "IRONPOOL_CONFIG": str(nowhere)}, {})
-    assert "pulumi config set ironpool:server" in err.value.details
+    assert err.value.details.startswith("ironpool: no apiserver configured: run `pulumi config set "
+                                        "ironpool:server URL`")
+    assert "\n" not in err.value.details
 
 
 def test_lookups_read_pools_classes_and_a_machine(apiserver: ApiServer, tmp_path: Path,
@@ -384,3 +394,27 @@ def test_lookups_read_pools_classes_and_a_machine(apiserver: ApiServer, tmp_path
             get_machine("nope")
     finally:
         pulumi.runtime.set_all_config({}, [])
+
+
+def test_state_output_is_as_of_the_current_spec_when_nothing_waits(plugin: Plugin,
+                                                                   apiserver: ApiServer) -> None:
+    """After a create or replace that does not wait the state is there (Pending); after an update
+    that does not wait it is not the state of the spec before (a change not acted on is Pending)."""
+    res, client = Resources(plugin), client_of(apiserver)
+    res.classes()
+    props = {"__provider": provider_payload(MachineProvider()), "name": "web", "machine_class": "tiny",
+             "power": "On", "wait_for": "none"}
+    rid, inputs, outs = res.create("Machine", MachineProvider(), props)
+    assert outs["state"] == "Pending"
+    live = client.patch_raw(MACHINES, "web", {"status": {"state": "Running", "observedGeneration": 1}},
+                            "default", subresource="status")
+    assert live["metadata"]["generation"] == 1
+    urn = res.urn("Machine", "web")
+    _, running, _ = plugin.read(rid, urn, outs, inputs)
+    assert running["state"] == "Running"
+    news, _ = plugin.check(urn, inputs, {**props, "power": "Off"})
+    updated = plugin.update(rid, urn, running, news, inputs)
+    assert updated["state"] == "Pending"  # the poollet has not acted on power Off yet
+    client.patch_raw(MACHINES, "web", {"status": {"state": "Shutdown", "observedGeneration": 2}}, "default",
+                     subresource="status")
+    assert plugin.read(rid, urn, updated, news)[1]["state"] == "Shutdown"

@@ -15,7 +15,7 @@ import yaml
 from ironpool.api.machine_access import SSH_ENDPOINT_ANNOTATION, SshEndpoint, parse_endpoint, ssh_endpoint
 from ironpool.client import ConfigError
 from ironpool_pulumi import AttachedVolume, Machine, MachineClass, Secret, Volume, VolumeClass
-from ironpool_pulumi.base import merge_patch, object_id, split_id
+from ironpool_pulumi.base import object_id, split_id
 from ironpool_pulumi.classes import MachineClassProvider, VolumeClassProvider
 from ironpool_pulumi.connection import Connection, client_config
 from ironpool_pulumi.machine import MachineProvider, ip_addresses
@@ -53,14 +53,6 @@ def test_the_pickled_provider_is_a_reference_without_attributes(provider: type,
     assert type(dill.loads(payload)) is provider
     assert provider.serialize_as_secret_always is False
     connection.configure({})
-
-
-def test_merge_patch_turns_old_into_new() -> None:
-    assert merge_patch({"a": 1, "b": {"c": 1, "d": 2}}, {"a": 1, "b": {"c": 2}}) == {"b": {"c": 2, "d": None}}
-    assert merge_patch({"l": [1, 2]}, {"l": [2]}) == {"l": [2]}
-    assert merge_patch({"a": {"x": 1}}, {"a": {}}) == {"a": {"x": None}}
-    assert merge_patch({"a": 1}, {"a": 1}) is None
-    assert merge_patch({}, {"a": {"b": 1}}) == {"a": {"b": 1}}
 
 
 def test_ids_and_values() -> None:
@@ -126,9 +118,13 @@ def test_machine_diff(change: dict[str, Any], changes: bool, replaces: list[str]
     assert result.delete_before_replace is bool(replaces)
 
 
-def test_machine_update_never_patches_the_scheduler_s_binding() -> None:
+def test_machine_update_declares_the_new_state_but_never_the_scheduler_s_binding() -> None:
     patch = MachineProvider().update_patch(machine_outputs(pool="host-1"), machine_inputs(power="Off"))
-    assert patch == {"spec": {"power": "Off"}}
+    assert patch is not None and patch["spec"]["power"] == "Off"
+    assert "machinePoolRef" not in patch["spec"]  # neither set nor removed: the scheduler owns it
+    dropped = MachineProvider().update_patch(machine_outputs(), machine_inputs(labels=None))
+    assert dropped is not None and dropped["metadata"] == {"labels": None}
+    assert MachineProvider().update_patch(machine_outputs(), machine_inputs(wait_for="none")) is None
 
 
 def test_client_config_precedence(no_client_config: Path, monkeypatch: pytest.MonkeyPatch) -> None:

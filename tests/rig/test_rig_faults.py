@@ -92,7 +92,7 @@ def test_a_machine_lands_as_a_running_domain_on_a_joined_host(rig: Rig) -> None:
 def test_join_refuses_a_token_ca_or_pool_the_control_plane_does_not_accept(rig: Rig, tmp_path: Path) -> None:
     """Nothing starts, and the message says what is wrong: the token, the CA, or the pool."""
     from ironpool.allinone.join_token import JoinToken
-    from ironpool.apiserver.certs import CertificateAuthority
+    from ironpool.apiserver.serving.certs import CertificateAuthority
 
     good = rig.hosts["host1"].proc.argv
     token = good[good.index("--token") + 1]

@@ -161,7 +161,8 @@ def test_every_rejection_names_its_plugin_and_only_registered_wake_ups() -> None
         core.set_pool("machine", doc)
     req = request_from_json("machine", machine("m", "x", selector={"tier": "a"}))
     fw = core.framework_for(req)
-    state = CycleState(core.cache)
+    state, refused = fw.new_cycle(req)
+    assert refused is None and state.demand == {"cpu": 2000, "memory": 2 * 2**30}
     skipped = {p.name for p in fw.pre_filters if p.pre_filter(state, req).code is Code.SKIP}
     seen: dict[str, Status] = {}
     for f in (f for f in fw.filters if f.name not in skipped):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ironpool.scheduler.cache import Placement
 from ironpool.scheduler.framework.events import ActionType, ClusterEvent, EventResource, on
+from ironpool.scheduler.framework.profile import CLASS_CREATED
 from ironpool.scheduler.model import PRIORITY_ANNOTATION, class_from_json, pool_from_json, request_from_json
 from ironpool.scheduler.plugins.class_available import ClassAvailable
 from ironpool.scheduler.plugins.resources_fit import ResourcesFit
@@ -12,9 +13,10 @@ from ironpool.scheduler.queue import SchedulingQueue
 
 from tests.scheduler.sched_docs import machine, machine_class, machine_pool
 
-# The wake-ups the plugins put in their statuses: a class appearing, a pool offering the class, and
-# room (a pool added or grown, or an object leaving one).
-CLASS_APPEARS, OFFERED = ClassAvailable().events_to_register()
+# The wake-ups in the statuses of the framework and the plugins: a class appearing, a pool offering
+# the class, and room (a pool added or grown, or an object leaving one).
+CLASS_APPEARS = CLASS_CREATED
+(OFFERED,) = ClassAvailable().events_to_register()
 MORE_POOL, FREED = ResourcesFit().events_to_register()
 ANY_POOL_CHANGE = on(EventResource.POOL, ActionType.ADD | ActionType.UPDATE)
 

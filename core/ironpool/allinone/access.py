@@ -14,8 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from ironpool.apiserver.certs import CertificateAuthority, ensure_serving_cert, write_private
-from ironpool.apiserver.tls import TlsFiles
+from ironpool.apiserver import CertificateAuthority, TlsFiles, ensure_serving_cert, write_private
 
 KUBECONFIG_NAME = "ironpool"
 

@@ -98,6 +98,11 @@ class DataDir:
         return self.root / "images"
 
     @property
+    def image_cache(self) -> Path:
+        """Pulled and downloaded images (``ironpool image ls --image-cache`` shows them)."""
+        return self.root / "image-cache"
+
+    @property
     def volumes(self) -> Path:
         return self.root / "volumes"
 

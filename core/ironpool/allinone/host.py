@@ -156,7 +156,7 @@ class HostProcess(abc.ABC):
         self.machine_runtime = MachineRuntimeRunner(MachineRuntimeConfig(
             classes_file=machine_classes, images_dir=images, libvirt_uri=opts.libvirt_uri,
             address=f"unix://{dirs.machine_socket}", state_dir=dirs.machine_state,
-            domain_type=opts.domain_type, streaming_port=0, networks=networks,
+            domain_type=opts.domain_type, streaming_port=0, networks=networks, image_cache=dirs.image_cache,
         ))
         await self.machine_runtime.start()
         mr = self.machine_runtime
@@ -167,7 +167,7 @@ class HostProcess(abc.ABC):
         self.volume_runtime = VolumeRuntimeRunner(VolumeRuntimeConfig(
             classes_file=volume_classes, libvirt_uri=opts.libvirt_uri, storage_pool=opts.storage_pool,
             pool_path=dirs.volumes, images_dir=images, address=f"unix://{dirs.volume_socket}",
-            owner=dirs.owner, share_pool=opts.share_storage_pool,
+            owner=dirs.owner, share_pool=opts.share_storage_pool, image_cache=dirs.image_cache,
         ))
         await self.volume_runtime.start()
         vr = self.volume_runtime

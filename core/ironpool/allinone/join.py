@@ -23,7 +23,7 @@ from ironpool.allinone.classes import load_class_manifests, write_runtime_files
 from ironpool.allinone.host import HostOptions, HostProcess
 from ironpool.allinone.image import TINY, ensure_tiny_image
 from ironpool.allinone.join_token import JoinToken
-from ironpool.apiserver.certs import write_private
+from ironpool.apiserver import write_private
 
 log = logging.getLogger(__name__)
 

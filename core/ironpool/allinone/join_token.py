@@ -23,14 +23,15 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from ironpool.apiserver.authz import (
+from ironpool.apiserver import (
     MACHINE_POOL_USER_PREFIX,
     MACHINE_POOLS_GROUP,
     VOLUME_POOL_USER_PREFIX,
     VOLUME_POOLS_GROUP,
+    append_lines,
+    token_line,
+    write_private,
 )
-from ironpool.apiserver.certs import write_private
-from ironpool.apiserver.tokenfile import append_lines, token_line
 
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]{16,}$")
 
@@ -74,7 +75,7 @@ def identity_lines(pool: str, token: JoinToken) -> list[str]:
 
 
 def add_identities(token_file: Path, pool: str) -> JoinToken:
-    """A new join token for ``pool``, appended to ``token_file`` (:mod:`ironpool.apiserver.tokenfile`).
+    """A new join token for ``pool``, appended to ``token_file`` (:func:`ironpool.apiserver.append_lines`).
 
     Earlier tokens of the pool stay valid (:func:`remove_identities` revokes them all).
     """

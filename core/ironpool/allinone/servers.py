@@ -21,8 +21,8 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ironpool.apiserver import TlsFiles
 from ironpool.apiserver.options import ServerOptions
-from ironpool.apiserver.tls import TlsFiles
 
 if TYPE_CHECKING:  # loaded when a runtime starts: `ironpool --help` loads neither libvirt nor grpc
     from ironpool.runtime.machine.app import MachineRuntimeConfig
@@ -111,8 +111,7 @@ class ApiServerRunner(_Served):
         return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
     async def start(self, timeout: float = 30.0) -> None:
-        from ironpool.apiserver.app import ListenError, serve
-        from ironpool.apiserver.auth import Authenticator
+        from ironpool.apiserver import Authenticator, ListenError, serve
         from ironpool.store.interface import open_store
 
         authenticator = Authenticator.from_file(self.token_file)

@@ -24,7 +24,7 @@ from ironpool.allinone.host import HostOptions, HostProcess, default_classes
 from ironpool.allinone.image import TINY, ensure_tiny_image
 from ironpool.allinone.progress import Progress
 from ironpool.allinone.servers import ApiServerRunner
-from ironpool.apiserver.tls import is_loopback
+from ironpool.apiserver import is_loopback
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,8 @@
 """Printer columns: how a kind is shown as a table, defined once for every printer.
 
 Each kind's strategy lists its :class:`Column` s (:attr:`ironpool.api.strategy.Strategy.columns`);
-the CLI prints them today and a server-side ``Table`` response (what kubectl asks for) can use the
-same definitions, with ``wide`` columns as Kubernetes' priority-1 columns. Getters work on the wire
-form (plain dicts), so a table shows exactly what the server sent.
+the apiserver serves them as a ``Table`` (what kubectl and ``ironpool get`` ask for), with ``wide``
+columns as Kubernetes' priority-1 columns. Getters work on the wire form (plain dicts).
 """
 
 from __future__ import annotations

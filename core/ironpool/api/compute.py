@@ -167,6 +167,9 @@ class MachineSpec(ApiModel):
     network_interfaces: list[MachineNetworkInterface] | None = None
     volumes: list[MachineVolume] | None = None
     ignition_ref: SecretKeySelector | None = None
+    # IronCore's former Machine.spec.imagePullSecret: a kubernetes.io/dockerconfigjson Secret of the
+    # Machine's namespace, the credentials for pulling its local disks' images.
+    image_pull_secret: LocalObjectReference | None = None
     efi_vars: list[EFIVar] | None = Field(default=None, alias="efiVars")
     tolerations: list[Toleration] | None = None
     guest_config: GuestConfig | None = None
@@ -206,6 +209,8 @@ class MachineStatus(ApiModel):
     conditions: list[Condition] | None = None
     network_interfaces: list[MachineNetworkInterfaceStatus] | None = None
     volumes: list[MachineVolumeStatus] | None = None
+    # An ironpool addition (IRI's MachineStatus.image_ref): the image booted, pinned to its digest.
+    image_ref: str | None = None
 
 
 class Machine(ApiModel):

@@ -1,14 +1,17 @@
 """The resource table: every kind ironpool serves (as registered in :mod:`ironpool.api.strategies`),
-looked up by REST path, by apiVersion and kind, by CLI name, and to its strategy."""
+looked up by REST path, by apiVersion and kind, by CLI name, to its strategy and to its
+subresources."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ironpool.api import errors
 from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.strategies import STRATEGIES
 from ironpool.api.strategy import Strategy
+from ironpool.api.subresources import STATUS, Subresource
 
 RESOURCES: tuple[ResourceInfo, ...] = tuple(s.info for s in STRATEGIES)
 
@@ -30,9 +33,27 @@ _STRATEGY_OF: dict[tuple[str, str], Strategy[Any]] = {
 }
 
 
+def _declared(strategy: Strategy[Any]) -> dict[str, Subresource]:
+    subs = ((STATUS,) if strategy.info.has_status else ()) + strategy.subresources
+    names = [s.name for s in subs]
+    if len(set(names)) != len(names):  # pragma: no cover - guarded by a unit test
+        raise RuntimeError(f"{strategy.info.kind} declares a subresource twice: {names}")
+    return {s.name: s for s in subs}
+
+
+_SUBRESOURCES: dict[tuple[str, str], dict[str, Subresource]] = {
+    (s.info.api_version, s.info.kind): _declared(s) for s in STRATEGIES
+}
+
+
 def strategy_for(info: ResourceInfo) -> Strategy[Any]:
     """The strategy of a served resource."""
     return _STRATEGY_OF[(info.api_version, info.kind)]
+
+
+def subresources_of(info: ResourceInfo) -> Mapping[str, Subresource]:
+    """The subresources a served resource declares, by name (``status`` first when it has one)."""
+    return _SUBRESOURCES[(info.api_version, info.kind)]
 
 
 def by_path(group: str, version: str, plural: str) -> ResourceInfo:

@@ -94,6 +94,8 @@ class VolumeSpec(ApiModel):
     tolerations: list[Toleration] | None = None
     encryption: VolumeEncryption | None = None
     data_source: VolumeDataSource | None = None
+    # IronCore's former Volume.spec.imagePullSecret: credentials for pulling dataSource.osImage.
+    image_pull_secret: LocalObjectReference | None = None
 
 
 class VolumeAccess(ApiModel):

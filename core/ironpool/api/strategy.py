@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from ironpool.api.columns import AGE, NAME, Column
 from ironpool.api.fieldpath import FieldErrors
 from ironpool.api.resource_info import ResourceInfo
+from ironpool.api.subresources import Subresource
 
 M = TypeVar("M", bound=BaseModel)
 Obj = dict[str, Any]
@@ -55,6 +56,9 @@ class Strategy(Generic[M]):
     #: A controller completes the deletion (Namespace): DELETE always marks the object with a
     #: deletionTimestamp, and its last finalizer going does not remove it.
     finalized_by_controller: ClassVar[bool] = False
+    #: The subresources the kind serves besides ``status`` (which :attr:`ResourceInfo.has_status`
+    #: declares): ``binding``, ``eviction`` (see :mod:`ironpool.api.subresources`).
+    subresources: ClassVar[tuple[Subresource, ...]] = ()
 
     def default(self, obj: M, errs: FieldErrors) -> None:
         """Fill in fields the client left empty (IronCore's defaulting and mutating admission)."""

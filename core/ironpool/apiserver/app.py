@@ -1,13 +1,13 @@
-"""The HTTP face of the apiserver: Kubernetes REST paths over the registry, as a Starlette app.
+"""The apiserver assembled: its rooms wired into one Starlette app, and that app served.
 
 ``build_app(store, authenticator)`` returns the ASGI app; ``serve(...)`` runs it with uvicorn inside
-the caller's event loop, so ``ironpool up`` can host the apiserver in-process. The hot paths (get,
-list, create) avoid per-request model round trips: objects travel as the store's JSON bytes where
-possible and are validated only on writes.
+the caller's event loop, so ``ironpool up`` can host the apiserver in-process.
 
-Here: the resource requests' dispatch to the registry, and the app's assembly. What a request asks
-for is read by :mod:`.request_parsing`; watches stream through :mod:`.watch_stream`; health,
-version, metrics, OpenAPI and discovery are :mod:`.nonresource`.
+:class:`ApiServer` is what every request meets first: authentication, the in-flight limits, then the
+resource paths' handlers (:mod:`.endpoints.resources`) over the registry (:mod:`.registry`), with
+errors as Kubernetes ``Status`` and the request metrics. The non-resource endpoints (health,
+version, metrics, OpenAPI, discovery) are :mod:`.endpoints.nonresource`; what runs before the first
+request (the system namespace, default RBAC, the controllers' catch-up) is :meth:`ApiServer.start`.
 """
 
 from __future__ import annotations
@@ -28,35 +28,32 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ironpool.api import errors
-from ironpool.api.resources import ResourceInfo
-from ironpool.apiserver.auth import Authenticator, Authorizer, ObjectCheck, User
-from ironpool.apiserver.bodies import APPLY_PATCH, JSON, STRATEGIC_PATCH, LargeBodies, media_type, read_body
-from ironpool.apiserver.bootstrap import Bootstrap
-from ironpool.apiserver.connections import mark_authenticated, uvicorn_options
-from ironpool.apiserver.inflight import DEFAULT_PER_USER, InFlight
-from ironpool.apiserver.listening import ListenError, UvicornServer, listen
-from ironpool.apiserver.metrics import Metrics
-from ironpool.apiserver.namespace_controller import NamespaceController
-from ironpool.apiserver.networking_controller import NetworkingController
-from ironpool.apiserver.nonresource import NonResourceEndpoints
-from ironpool.apiserver.openapi import discovery_core, discovery_core_v1, discovery_group, discovery_groups
-from ironpool.apiserver.options import ServerOptions
-from ironpool.apiserver.rbac.authorizer import Authorization
-from ironpool.apiserver.rbac.review import SSAR_PATH, self_subject_access_review
-from ironpool.apiserver.registry import Registry
-from ironpool.apiserver.request_parsing import (
-    RequestInfo,
-    WriteOptions,
-    cached_request_info,
-    dry_run,
-    list_options,
-    truthy,
-    warnings_header,
+from ironpool.apiserver.auth.authentication import Authenticator, User
+from ironpool.apiserver.auth.authorizer import Authorization
+from ironpool.apiserver.auth.interface import Authorizer
+from ironpool.apiserver.controllers.bootstrap import Bootstrap
+from ironpool.apiserver.controllers.namespace import NamespaceController
+from ironpool.apiserver.controllers.networking import NetworkingController
+from ironpool.apiserver.endpoints.access_review import SSAR_PATH, self_subject_access_review
+from ironpool.apiserver.endpoints.bodies import LargeBodies, read_body
+from ironpool.apiserver.endpoints.metrics import Metrics
+from ironpool.apiserver.endpoints.nonresource import NonResourceEndpoints
+from ironpool.apiserver.endpoints.openapi import (
+    discovery_core,
+    discovery_core_v1,
+    discovery_group,
+    discovery_groups,
 )
-from ironpool.apiserver.responses import error_response, json_response
-from ironpool.apiserver.tables import include_object, table_version, writer_for
-from ironpool.apiserver.tls import TlsFiles, client_subject
-from ironpool.apiserver.watch_stream import WatchStreams
+from ironpool.apiserver.endpoints.request_parsing import cached_request_info
+from ironpool.apiserver.endpoints.resources import ResourceEndpoints
+from ironpool.apiserver.endpoints.responses import error_response
+from ironpool.apiserver.endpoints.watch_stream import WatchStreams
+from ironpool.apiserver.options import ServerOptions
+from ironpool.apiserver.registry.generic import Registry
+from ironpool.apiserver.serving.connections import mark_authenticated, uvicorn_options
+from ironpool.apiserver.serving.inflight import DEFAULT_PER_USER, InFlight
+from ironpool.apiserver.serving.listening import ListenError, UvicornServer, listen
+from ironpool.apiserver.serving.tls import TlsFiles, client_subject
 from ironpool.gc_tuning import collect_less
 from ironpool.store.interface import Store
 
@@ -84,6 +81,7 @@ class ApiServer:
         self.large_bodies = LargeBodies()
         self.public_metrics = False
         self.watches = WatchStreams(store, self.registry, self.metrics)
+        self.resources = ResourceEndpoints(self.registry, store, authorize, self.watches, self.read_body)
 
     def authenticate(self, request: Request) -> User:
         user = self.authenticator.authenticate(
@@ -93,7 +91,7 @@ class ApiServer:
         return user
 
     async def read_body(self, request: Request, *, patch: bool = False, optional: bool = False) -> Any:
-        """The decoded body (:func:`.bodies.read_body`); a large-body slot it takes is held until
+        """The decoded body (:func:`.endpoints.bodies.read_body`); a large-body slot it takes is held until
         the request is answered."""
         stack: contextlib.AsyncExitStack = request.state.exit_stack
         return await read_body(request, self.large_bodies, stack, patch=patch, optional=optional)
@@ -110,7 +108,7 @@ class ApiServer:
             with self.inflight.hold(user.name):
                 async with contextlib.AsyncExitStack() as stack:
                     request.state.exit_stack = stack
-                    verb, response = await self.dispatch(request, user, request_info)
+                    verb, response = await self.resources.serve(request, user, request_info)
         except errors.ApiError as exc:
             response = error_response(exc)
         except ClientDisconnect:  # the client went away mid-body: nobody to answer, nothing to log
@@ -136,106 +134,6 @@ class ApiServer:
             self._started = True
             await self.namespaces.resume()
             await self.networking.resume()
-
-    async def dispatch(self, request: Request, user: User, t: RequestInfo) -> tuple[str, Response]:
-        method = request.method
-        info, ns, name = t.info, t.namespace, t.name
-        reg = self.registry
-        if name is None:
-            if method == "GET":
-                verb = "watch" if truthy(request.query_params.get("watch")) else "list"
-                cond = self.authorize(user, verb, info.plural, ns, None)
-                if cond is not None and cond.selector is not None:
-                    cond.selector(request.query_params.get("fieldSelector", ""))
-                if verb == "watch":
-                    return "WATCH", await self.watches.response(request, t)
-                table = table_version(request.headers.get("accept"))
-                if table is not None:
-                    include = include_object(request.query_params.get("includeObject"))
-                    page = await reg.list_page(info, ns, list_options(request))
-                    body = writer_for(info).table(page.items, page.metadata, include, table)
-                    return "LIST", Response(body, media_type=JSON)
-                return "LIST", Response(await reg.list(info, ns, list_options(request)), media_type=JSON)
-            if method == "POST":
-                cond = self.authorize(user, "create", info.plural, ns, None)
-                if info.namespaced and ns is None:
-                    raise errors.MethodNotAllowed(f"create {info.plural} under /namespaces/{{namespace}}/")
-                body = await self.read_body(request)
-                opts = WriteOptions.of(request)
-                dropped = opts.unknown_fields(info, body)
-                created = await reg.create(
-                    info, ns, body, dry_run=dry_run(request), check=cond.objects if cond else None,
-                    manager=opts.manager,
-                )
-                return "POST", json_response(created, 201, warnings_header(dropped, opts.field_validation))
-            raise errors.MethodNotAllowed(f"{method} is not supported on a collection of {info.plural}")
-        if info.namespaced and ns is None:
-            raise errors.NotFound(
-                f"namespaced {info.plural} live under /namespaces/{{namespace}}/{info.plural}"
-            )
-        sub = t.subresource
-        if sub == "binding" and method != "POST":
-            raise errors.MethodNotAllowed(f"{method} is not supported on {request.url.path}: POST a Binding")
-        if sub == "eviction" and method != "POST":
-            raise errors.MethodNotAllowed(f"{method} is not supported on {request.url.path}: "
-                                          "POST an Eviction")
-        if method == "GET":
-            cond = self.authorize(user, "get", _resource(info, sub), ns, name)
-            if cond is not None and cond.objects is not None:  # an index unsure of a get asks the store
-                await cond.objects(None, None, self.store)
-            raw = await reg.get_raw(info, ns, name)
-            table = table_version(request.headers.get("accept")) if sub is None else None
-            if table is not None:
-                include = include_object(request.query_params.get("includeObject"))
-                raw = writer_for(info).table([raw], {}, include, table)
-            return "GET", Response(raw, media_type=JSON)
-        if method in ("PUT", "PATCH"):
-            patch = method == "PATCH"
-            cond = self.authorize(user, "patch" if patch else "update", _resource(info, sub), ns, name)
-            ctype = media_type(request)
-            body = await self.read_body(request, patch=patch)
-            opts = WriteOptions.of(request, apply=patch and ctype == APPLY_PATCH)
-            dropped = opts.unknown_fields(info, body)
-            check = cond.objects if cond else None
-            if not patch:
-                obj = await reg.update(info, ns, name, body, subresource=sub, dry_run=dry_run(request),
-                                       check=check, manager=opts.manager)
-            elif ctype == APPLY_PATCH:
-                def may_create() -> ObjectCheck | None:
-                    # Applying to a missing object creates it: that takes the right to create.
-                    created = self.authorize(user, "create", info.plural, ns, None)
-                    return created.objects if created else None
-
-                obj = await reg.apply(info, ns, name, body, manager=opts.manager, force=opts.force,
-                                      subresource=sub, dry_run=dry_run(request), check=check,
-                                      may_create=may_create)
-            else:
-                obj = await reg.patch(info, ns, name, body, subresource=sub, dry_run=dry_run(request),
-                                      check=check, manager=opts.manager, strategic=ctype == STRATEGIC_PATCH)
-            return method, json_response(obj, headers=warnings_header(dropped, opts.field_validation))
-        if method == "POST" and sub == "binding":
-            cond = self.authorize(user, "create", _resource(info, sub), ns, name)
-            status = await reg.bind(info, ns, name, await self.read_body(request), dry_run=dry_run(request),
-                                    check=cond.objects if cond else None)
-            return "POST", json_response(status, 201)
-        if method == "POST" and sub == "eviction":
-            cond = self.authorize(user, "create", _resource(info, sub), ns, name)
-            body = await self.read_body(request, optional=True)
-            status = await reg.evict(info, ns, name, body, dry_run=dry_run(request),
-                                     check=cond.objects if cond else None)
-            return "POST", json_response(status, 201)
-        if method == "DELETE" and sub is None:
-            cond = self.authorize(user, "delete", info.plural, ns, name)
-            options = await self.read_body(request, optional=True)
-            obj = await reg.delete(
-                info, ns, name, options, dry_run=dry_run(request), check=cond.objects if cond else None
-            )
-            return "DELETE", json_response(obj)
-        raise errors.MethodNotAllowed(f"{method} is not supported on {request.url.path}")
-
-
-def _resource(info: ResourceInfo, sub: str | None) -> str:
-    return f"{info.plural}/{sub}" if sub else info.plural
 
 
 def build_app(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ironpool.apiserver.connections import ConnectionLimits
-from ironpool.apiserver.inflight import DEFAULT_PER_USER
+from ironpool.apiserver.serving.connections import ConnectionLimits
+from ironpool.apiserver.serving.inflight import DEFAULT_PER_USER
 
 AUTHORIZATION_MODES = ("RBAC", "AlwaysAllow")
 
@@ -19,7 +19,7 @@ class ServerOptions:
     everyone else by Roles and bindings; ``AlwaysAllow`` lets every authenticated user do everything
     but still narrows pool identities (what ironpool did before RBAC). ``public_metrics`` serves
     ``/metrics`` without authentication (for a scraper without a token). ``memory_limit``: see
-    :mod:`.inflight` (None: 80 % of the cgroup's memory limit, if there is one).
+    :mod:`.serving.inflight` (None: 80 % of the cgroup's memory limit, if there is one).
     """
 
     connections: ConnectionLimits = field(default_factory=ConnectionLimits)

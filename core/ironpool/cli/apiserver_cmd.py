@@ -117,11 +117,9 @@ def apiserver(
         raise click.UsageError("--tls-cert-file and --tls-private-key-file go together")
     if client_ca_file and not tls_cert_file:
         raise click.UsageError("--client-ca-file needs --tls-cert-file and --tls-private-key-file")
-    from ironpool.apiserver.app import ListenError, serve
+    from ironpool.apiserver import ConnectionLimits, ListenError, TlsFiles, is_loopback, serve
     from ironpool.apiserver.auth import Authenticator
-    from ironpool.apiserver.connections import ConnectionLimits
     from ironpool.apiserver.options import ServerOptions
-    from ironpool.apiserver.tls import TlsFiles, is_loopback
     from ironpool.store.interface import StoreError, open_store
 
     setup_logging(log_level)

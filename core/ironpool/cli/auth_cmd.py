@@ -5,6 +5,7 @@ and exits 0 or 1, like kubectl."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -13,7 +14,9 @@ from pydantic import BaseModel
 from ironpool.api.errors import ApiError
 from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.resources import resolve
-from ironpool.cli.config import cli_errors, connection_options, load_config, make_client
+from ironpool.cli.connection import client_config, connection_options
+from ironpool.cli.errors import cli_errors
+from ironpool.client.rest import Client
 
 SSAR = ResourceInfo("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews",
                     "selfsubjectaccessreview", (), False, BaseModel, False)
@@ -51,17 +54,17 @@ def auth() -> None:
 @click.argument("resource")
 @click.argument("name", required=False)
 @click.option("-A", "--all-namespaces", is_flag=True, help="Ask about every namespace at once.")
-@connection_options
+@connection_options()
 def can_i(verb: str, resource: str, name: str | None, all_namespaces: bool, server: str | None,
-          token: str | None, namespace: str | None) -> None:
+          token: str | None, token_file: Path | None, namespace: str | None) -> None:
     """Whether you may VERB RESOURCE (``machines``, ``machines/status``, ``/version``), optionally
     the one named NAME, in the namespace (-n, default from config) or everywhere (-A).
 
     Exit status 0 means yes, 1 no (as kubectl auth can-i)."""
     with cli_errors():
-        config = load_config(server, token, namespace)
+        config = client_config(server, token, token_file, namespace)
         spec = review_spec(verb, resource, name, None if all_namespaces else config.namespace)
-        with make_client(config) as client:
+        with Client(config) as client:
             review = client.create_raw(SSAR, {"apiVersion": "authorization.k8s.io/v1",
                                               "kind": "SelfSubjectAccessReview", "spec": spec})
     status = review.get("status") or {}

@@ -1,5 +1,6 @@
-"""Options and start-up shared by the long-running commands (poollets, scheduler, up, servers):
-apiserver connection, quantities, logging, and running an asyncio main until SIGINT/SIGTERM."""
+"""Options and start-up shared by commands: quantities and durations, logging, garbage collection,
+and running an asyncio main until SIGINT/SIGTERM (the apiserver connection is
+:mod:`ironpool.cli.connection`)."""
 
 from __future__ import annotations
 
@@ -7,25 +8,18 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import signal
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from ironpool.cli.errors import CommandError
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-
-
-def server_options(f: F) -> F:
-    """``--server`` and ``--token-file``: where the apiserver is and the bearer token to use."""
-    f = click.option("--token-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
-                     help="File holding the bearer token.")(f)
-    return click.option("--server", default=None,
-                        help="apiserver URL, or several of one control plane comma-separated (failover) "
-                             "(default: client config / IRONPOOL_SERVER).")(f)
 
 
 def log_level_option(f: F) -> F:
@@ -60,32 +54,6 @@ def setup_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format=LOG_FORMAT)
 
 
-def read_token(path: Path) -> str:
-    """A bearer token from a file: the whole (stripped) content, or the first column of a token CSV."""
-    try:
-        text = path.read_text().strip()
-    except OSError as exc:
-        raise click.BadParameter(f"cannot read {path}: {exc}", param_hint="--token-file") from exc
-    first = text.splitlines()[0].strip() if text else ""
-    token = first.split(",")[0].strip() if "," in first else first
-    if not token:
-        raise click.BadParameter(f"{path} holds no token", param_hint="--token-file")
-    return token
-
-
-def client_config(server: str | None, token: str | None, token_file: Path | None,
-                  namespace: str | None = None) -> Any:
-    """The client configuration (flags over environment over config file); it must name a server."""
-    from ironpool.client.config import ClientConfig, ConfigError
-
-    if token_file is not None:
-        token = read_token(token_file)
-    try:
-        return ClientConfig.load(server=server, token=token, namespace=namespace).require_server()
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from exc
-
-
 def quantity_option(value: str | None, option: str) -> int | None:
     """A non-negative quantity option (``16Gi``, ``4``) rounded up to an integer; None if not given."""
     from ironpool.api.quantity import parse_quantity
@@ -99,6 +67,20 @@ def quantity_option(value: str | None, option: str) -> int | None:
     if q < 0:
         raise click.BadParameter(f"{value!r} must not be negative", param_hint=option)
     return q
+
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str, option: str = "--timeout") -> float:
+    """``30s``, ``5m``, ``1h30m``, ``500ms`` or plain seconds, as kubectl accepts them."""
+    raw = text.strip()
+    if re.fullmatch(r"\d+(\.\d+)?", raw):
+        return float(raw)
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", raw)
+    if not parts or "".join(n + u for n, u in parts) != raw:
+        raise CommandError(f"{option}: invalid duration {text!r} (examples: 30s, 5m, 1h30m)")
+    return sum(float(n) * _UNITS[u] for n, u in parts)
 
 
 def run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:

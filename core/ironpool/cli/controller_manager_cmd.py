@@ -8,17 +8,13 @@ from pathlib import Path
 
 import click
 
-from ironpool.cli.common import (
-    client_config,
-    log_level_option,
-    run_until_signalled,
-    server_options,
-    setup_logging,
-)
+from ironpool.cli.common import log_level_option, run_until_signalled, setup_logging
+from ironpool.cli.connection import client_config, connection_options
+from ironpool.cli.errors import cli_errors
 
 
 @click.command("controller-manager")
-@server_options
+@connection_options(token=False, namespace=False)
 @click.option("--pool-monitor-grace-period", default=40.0, show_default=True, type=click.FloatRange(0.5),
               help="Seconds a pool's Lease may go unrenewed before the pool is Ready=Unknown and "
                    "tainted unreachable (Kubernetes' --node-monitor-grace-period).")
@@ -56,7 +52,8 @@ def controller_manager(server: str | None, token_file: Path | None, pool_monitor
     from ironpool.fleet.manager import run_controller_manager
 
     setup_logging(log_level)
-    cfg = client_config(server, None, token_file)
+    with cli_errors():
+        cfg = client_config(server, token_file=token_file)
     options = LifecycleOptions(grace=pool_monitor_grace_period, monitor_period=pool_monitor_period,
                                eviction_rate=pool_eviction_rate, eviction_burst=pool_eviction_burst)
     election = None

@@ -11,22 +11,11 @@ from typing import Any, TypeVar
 
 import click
 
-from ironpool.cli.common import client_config
+from ironpool.cli.connection import client_config, connection_options
+from ironpool.cli.errors import cli_errors
 
 T = TypeVar("T")
 _KINDS = click.Choice(["machinepool", "volumepool"])
-
-
-def _connection(f: Callable[..., Any]) -> Callable[..., Any]:
-    for opt in reversed([
-        click.option("--server", default=None,
-                     help="apiserver URL (default: client config / IRONPOOL_SERVER)."),
-        click.option("--token", default=None, help="Bearer token (default: IRONPOOL_TOKEN)."),
-        click.option("--token-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
-                     help="File holding the bearer token."),
-    ]):
-        f = opt(f)
-    return f
 
 
 def _run(server: str | None, token: str | None, token_file: Path | None,
@@ -36,7 +25,8 @@ def _run(server: str | None, token: str | None, token_file: Path | None,
     from ironpool.client.rest import AsyncClient
     from ironpool.client.wire import ServerUnreachable
 
-    cfg = client_config(server, token, token_file)
+    with cli_errors():
+        cfg = client_config(server, token, token_file)
 
     async def main() -> T:
         async with AsyncClient(cfg) as client:
@@ -60,7 +50,7 @@ def _cordon(kind: str, pool: str, cordoned: bool, server: str | None, token: str
 @click.command("cordon")
 @click.argument("pool")
 @click.option("--kind", type=_KINDS, default="machinepool", show_default=True)
-@_connection
+@connection_options(namespace=False)
 def cordon(pool: str, kind: str, server: str | None, token: str | None, token_file: Path | None) -> None:
     """Mark POOL unschedulable: nothing new is placed there (taint
     pool.ironpool.dev/unschedulable:NoSchedule); what runs there stays."""
@@ -70,7 +60,7 @@ def cordon(pool: str, kind: str, server: str | None, token: str | None, token_fi
 @click.command("uncordon")
 @click.argument("pool")
 @click.option("--kind", type=_KINDS, default="machinepool", show_default=True)
-@_connection
+@connection_options(namespace=False)
 def uncordon(pool: str, kind: str, server: str | None, token: str | None, token_file: Path | None) -> None:
     """Mark POOL schedulable again (removes the cordon taint)."""
     _cordon(kind, pool, False, server, token, token_file)
@@ -87,7 +77,7 @@ def uncordon(pool: str, kind: str, server: str | None, token: str | None, token_
               show_default=True, help="With --policy move: wait until each Machine runs on its new pool, or "
                                       "only until it is bound there.")
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@_connection
+@connection_options(namespace=False)
 def drain(pool: str, policy: str, timeout: float, wait_for: str, output: str, server: str | None,
           token: str | None, token_file: Path | None) -> None:
     """Cordon machine pool POOL, then move (or delete) every Machine on it and wait for them.

@@ -15,16 +15,21 @@ _COMMANDS: dict[str, str] = {
     # control plane
     "apiserver": "ironpool.cli.apiserver_cmd:apiserver",
     "apply": "ironpool.cli.resources_cmd:apply",
-    "get": "ironpool.cli.resources_cmd:get",
+    "get": "ironpool.cli.get_cmd:get",
     "describe": "ironpool.cli.resources_cmd:describe",
     "delete": "ironpool.cli.resources_cmd:delete",
     "wait": "ironpool.cli.resources_cmd:wait",
+    "create": "ironpool.cli.edit_cmd:create",
+    "label": "ironpool.cli.edit_cmd:label",
+    "annotate": "ironpool.cli.edit_cmd:annotate",
+    "patch": "ironpool.cli.edit_cmd:patch",
     # networking
     "ssh": "ironpool.cli.ssh_cmd:ssh",
     # IRI runtimes and debugging
     "libvirt-runtime": "ironpool.cli.runtime_cmd:libvirt_runtime",
     "volume-runtime": "ironpool.cli.volume_runtime_cmd:volume_runtime",
     "iri": "ironpool.cli.iri_cmd:iri",
+    "image": "ironpool.cli.image_cmd:image",
     # scheduler
     "scheduler": "ironpool.cli.scheduler_cmd:scheduler",
     "schedule": "ironpool.cli.scheduler_cmd:schedule",

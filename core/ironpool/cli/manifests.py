@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from ironpool.cli.config import CommandError
+from ironpool.cli.errors import CommandError
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 

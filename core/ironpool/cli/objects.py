@@ -1,21 +1,22 @@
 """The objects a command names and how commands read them: targets from ``KIND NAME`` arguments or
-manifests, paged lists, watches that resume, and waiting for a condition (``wait``, ``delete
---wait``)."""
+manifests, kinds as a comma list, paged lists, watches that resume, and what ``wait --for`` waits
+for (the readiness every front end shares, or kubectl's ``condition=`` and ``jsonpath=``)."""
 
 from __future__ import annotations
 
 import math
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from ironpool.api.errors import Expired
 from ironpool.api.resources import ResourceInfo, by_kind, resolve
-from ironpool.cli.config import CommandError
+from ironpool.cli.errors import CommandError
 from ironpool.cli.manifests import Manifest
 from ironpool.cli.printers import dig, qualified_name
+from ironpool.client.readiness import Readiness, Verdict, gone, readiness_for
 from ironpool.client.rest import Client
 from ironpool.client.wire import Obj
 
@@ -31,6 +32,18 @@ class Target:
     @property
     def label(self) -> str:
         return qualified_name(self.info, self.name)
+
+
+def parse_kinds(arg: str) -> list[ResourceInfo]:
+    """``machines`` or ``machines,volumes``: the kinds named, in order, each once."""
+    kinds: list[ResourceInfo] = []
+    for part in arg.split(","):
+        if not part.strip():
+            raise CommandError(f"{arg!r}: an empty kind in the list")
+        info = resolve(part)
+        if info not in kinds:
+            kinds.append(info)
+    return kinds
 
 
 def parse_targets(args: tuple[str, ...], namespace: str) -> list[Target]:
@@ -79,7 +92,8 @@ def list_all(client: Client, info: ResourceInfo, namespace: str | None, label_se
 
 
 def watch_events(client: Client, info: ResourceInfo, ns: str | None, selector: str | None,
-                   field_selector: str | None, rv: str, deadline: float | None) -> Iterator[tuple[str, Obj]]:
+                 field_selector: str | None, rv: str, deadline: float | None,
+                 accept: str | None = None) -> Iterator[tuple[str, Obj]]:
     """Watch events from ``rv`` until ``deadline``, resuming dropped streams and relisting on 410."""
     while True:
         remaining = None if deadline is None else deadline - time.monotonic()
@@ -87,7 +101,7 @@ def watch_events(client: Client, info: ResourceInfo, ns: str | None, selector: s
             return
         timeout = 300 if remaining is None else max(1, math.ceil(remaining))
         try:
-            for event in client.watch_raw(info, ns, rv, selector, field_selector, timeout):
+            for event in client.watch_raw(info, ns, rv, selector, field_selector, timeout, accept=accept):
                 rv = event.resource_version or rv
                 if event.type != "BOOKMARK":
                     yield event.type, event.object
@@ -97,8 +111,9 @@ def watch_events(client: Client, info: ResourceInfo, ns: str | None, selector: s
             _, rv = list_all(client, info, ns, selector, field_selector)
 
 
-Predicate = Callable[[Obj | None], bool]
 _PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+#: What ``wait --for`` names beside kubectl's forms: the readiness every front end shares.
+NAMED_CONDITIONS = ("scheduled", "running", "available", "ready")
 
 
 def jsonpath_get(obj: Any, expr: str) -> Any:
@@ -118,20 +133,29 @@ def jsonpath_get(obj: Any, expr: str) -> Any:
     return cur
 
 
-def parse_condition(spec: str) -> Predicate:
-    """``delete``, ``condition=Ready[=True]`` or ``jsonpath={.status.state}[=Running]``."""
+def parse_condition(spec: str, info: ResourceInfo) -> Readiness:
+    """``delete``, a named readiness (``running``, ``scheduled``, ``available``, ``ready``),
+    ``condition=Ready[=True]`` or ``jsonpath={.status.state}[=Running]``, for objects of ``info``."""
     kind, _, rest = spec.partition("=")
     if spec == "delete":
-        return lambda obj: obj is None
+        return gone
+    if spec in NAMED_CONDITIONS:
+        try:
+            return readiness_for(info.kind, spec)
+        except ValueError as exc:
+            raise CommandError(f"--for: {exc}") from None
     if kind == "condition" and rest:
         ctype, _, wanted = rest.partition("=")
         want = (wanted or "True").lower()
 
-        def has_condition(obj: Obj | None) -> bool:
-            for cond in dig(obj, "status.conditions") or [] if obj else []:
-                if cond.get("type", "").lower() == ctype.lower():
-                    return str(cond.get("status", "")).lower() == want
-            return False
+        def has_condition(obj: Obj | None) -> Verdict:
+            cond = next((c for c in (dig(obj, "status.conditions") or [])
+                         if str(c.get("type", "")).lower() == ctype.lower()), None) if obj else None
+            if cond is None:
+                return Verdict(False, f"no {ctype} condition yet" if obj else "does not exist")
+            ok = str(cond.get("status", "")).lower() == want
+            detail = f": {cond['message']}" if cond.get("message") and not ok else ""
+            return Verdict(ok, f"{cond.get('type')}={cond.get('status')}{detail}")
         return has_condition
     if kind == "jsonpath" and rest:
         match = re.fullmatch(r"(\{[^}]*\}|[^=]+)(?:=(.*))?", rest)
@@ -139,39 +163,16 @@ def parse_condition(spec: str) -> Predicate:
             raise CommandError(f"--for: cannot parse jsonpath expression {rest!r}")
         expr, wanted_value = match.group(1), match.group(2)
 
-        def jsonpath_matches(obj: Obj | None) -> bool:
+        def jsonpath_matches(obj: Obj | None) -> Verdict:
             value = jsonpath_get(obj, expr) if obj else None
             if wanted_value is None:
-                return value not in (None, "", [], {})
-            return value is not None and str(value) == wanted_value
+                ok = value not in (None, "", [], {})
+            else:
+                ok = value is not None and str(value) == wanted_value
+            return Verdict(ok, f"{expr} is {value!r}" if obj else "does not exist")
         return jsonpath_matches
     raise CommandError(
-        f"--for: expected delete, condition=NAME[=VALUE] or jsonpath={{.path}}[=VALUE], got {spec!r}"
+        f"--for: expected delete, {', '.join(NAMED_CONDITIONS)}, condition=NAME[=VALUE] or "
+        f"jsonpath={{.path}}[=VALUE], got {spec!r}"
     )
 
-
-class WaitTimeout(Exception):
-    """The condition did not hold before the deadline."""
-
-
-def wait_for(client: Client, target: Target, predicate: Predicate, deadline: float) -> Obj | None:
-    """Watch ``target`` until ``predicate`` holds for it (None: it does not exist) or the deadline passes."""
-    info, name = target.info, target.name
-    by_name = f"metadata.name={name}"
-    while True:
-        items, rv = list_all(client, info, target.namespace, None, by_name)
-        current = next((o for o in items if dig(o, "metadata.name") == name), None)
-        if predicate(current):
-            return current
-        try:
-            events = watch_events(client, info, target.namespace, None, by_name, rv, deadline)
-            for event_type, obj in events:
-                if dig(obj, "metadata.name") != name:
-                    continue
-                current = None if event_type == "DELETED" else obj
-                if predicate(current):
-                    return current
-        except Expired:
-            continue
-        if time.monotonic() >= deadline:
-            raise WaitTimeout(f"timed out waiting for the condition on {info.plural}/{name}")

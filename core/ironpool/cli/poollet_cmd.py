@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ironpool.cli.common import (
-    client_config,
     collect_options,
     gc_options,
     log_level_option,
     quantity_option,
     run_until_signalled,
-    server_options,
     setup_logging,
 )
+from ironpool.cli.connection import client_config, connection_options
+from ironpool.cli.errors import cli_errors
 
 if TYPE_CHECKING:
     from ironpool.iri.endpoint import RuntimeKind
@@ -51,7 +51,9 @@ def _run_poollet(server: str | None, token_file: Path | None, connect: Callable[
     """Run ``run(client, runtime, stop)`` until signalled, closing the runtime and client after."""
     from ironpool.client.rest import AsyncClient
 
-    client = AsyncClient(client_config(server, None, token_file))
+    with cli_errors():
+        config = client_config(server, token_file=token_file)
+    client = AsyncClient(config)
 
     async def main(stop: asyncio.Event) -> None:
         runtime = connect()
@@ -71,7 +73,7 @@ def _common(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--iri", "iri_endpoint", default=None,
                      help="IRI runtime endpoint: unix:///path, tcp://host:port or ssh://user@host/path "
                           "(default: IRI_*_RUNTIME_ENDPOINT, then the well-known sockets)."),
-        server_options,
+        connection_options(token=False, namespace=False),
         click.option("--region", default=None, help="Value of the topology.ironcore.dev/region label."),
         click.option("--zone", default=None, help="Value of the topology.ironcore.dev/zone label."),
         click.option("--workers", default=4, show_default=True, type=click.IntRange(1, 64)),

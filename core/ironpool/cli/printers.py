@@ -1,5 +1,5 @@
-"""Output of ``get`` and ``describe``: tables (each kind's columns come from its strategy,
-:attr:`ironpool.api.strategy.Strategy.columns`), YAML, JSON and ``kind/name``.
+"""Output of ``get`` and ``describe``: aligned tables (their rows come from the server's Table,
+:mod:`ironpool.cli.tables`), YAML, JSON, ``kind/name`` and describe's text.
 
 Printers work on the wire form (plain dicts), so they print exactly what the server sent.
 """
@@ -7,39 +7,23 @@ Printers work on the wire form (plain dicts), so they print exactly what the ser
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from typing import Any
 
 import yaml
 
 from ironpool.api.columns import NONE, dig, last_seen
-from ironpool.api.resources import ResourceInfo, strategy_for
+from ironpool.api.resources import ResourceInfo
 
 Obj = dict[str, Any]
 
 
-def _cell(value: Any) -> str:
+def cell(value: Any) -> str:
+    """A value as a table cell: ``<none>`` for nothing, booleans in lower case."""
     if value is None or value == "":
         return NONE
     if isinstance(value, bool):
         return str(value).lower()
     return str(value)
-
-
-def table_rows(info: ResourceInfo, objs: Iterable[Obj], wide: bool = False,
-               all_namespaces: bool = False) -> tuple[list[str], list[list[str]]]:
-    """Header and cells for ``objs``; a NAMESPACE column leads when listing every namespace."""
-    columns = [c for c in strategy_for(info).columns if wide or not c.wide]
-    header = [c.header for c in columns]
-    if all_namespaces and info.namespaced:
-        header.insert(0, "NAMESPACE")
-    rows = []
-    for obj in objs:
-        row = [_cell(c.get(obj)) for c in columns]
-        if all_namespaces and info.namespaced:
-            row.insert(0, _cell(dig(obj, "metadata.namespace")))
-        rows.append(row)
-    return header, rows
 
 
 def format_table(header: list[str], rows: list[list[str]], widths: list[int] | None = None,
@@ -140,13 +124,13 @@ def describe(info: ResourceInfo, obj: Obj, events: list[Obj]) -> str:
         out.append("Conditions:")
         header = ["Type", "Status", "Reason", "Message", "LastTransitionTime"]
         keys = ("type", "status", "reason", "message", "lastTransitionTime")
-        rows = [[_cell(c.get(k)) for k in keys] for c in conditions]
+        rows = [[cell(c.get(k)) for k in keys] for c in conditions]
         out.append(_indent(format_table(header, rows)))
     out.append("Events:" if events else f"{'Events:':<20}{NONE}")
     if events:
         header = ["Type", "Reason", "Age", "From", "Message"]
-        rows = [[_cell(e.get("type")), _cell(e.get("reason")), last_seen(e),
-                 _cell(dig(e, "source.component") or e.get("reportingComponent")), _cell(e.get("message"))]
+        rows = [[cell(e.get("type")), cell(e.get("reason")), last_seen(e),
+                 cell(dig(e, "source.component") or e.get("reportingComponent")), cell(e.get("message"))]
                 for e in events]
         out.append(_indent(format_table(header, rows)))
     return "\n".join(out) + "\n"

@@ -1,116 +1,59 @@
-"""``ironpool apply | get | describe | delete | wait``: kubectl-like commands over ``ironpool.client``.
+"""``ironpool apply | describe | delete | wait``: kubectl-like commands over ``ironpool.client``.
 
-``apply`` is create-or-update: an existing object gets the manifest as a JSON merge patch (fields the
-manifest leaves out are kept, status is never touched). It first sends the patch as a server-side dry
-run and compares the result with the stored object, so re-applying an unchanged manifest writes
-nothing and reports ``unchanged``. ``apply --server-side`` leaves the merge to the server's
-server-side apply instead, which tracks field owners and refuses to change another manager's fields
-unless ``--force-conflicts``.
+``apply`` declares each manifest through :mod:`ironpool.client.declare`, as the Ansible collection
+and the Pulumi provider do: a new object is created, an existing one gets the manifest as a JSON merge
+patch (fields the manifest leaves out are kept, status and server-owned metadata are never touched),
+sent first as a server-side dry run, so re-applying an unchanged manifest writes nothing and reports
+``unchanged``. ``apply --server-side`` leaves the merge to the server's server-side apply instead,
+which tracks field owners and refuses to change another manager's fields unless
+``--force-conflicts``. ``wait`` and ``delete --wait`` wait through :mod:`ironpool.client.wait`,
+printing on stderr where each object is as it changes (for a Machine or Volume not placed yet, the
+scheduler's reason).
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 import click
 
 from ironpool.api.errors import AlreadyExists, ApiError, NotFound
 from ironpool.api.resources import ResourceInfo, resolve
-from ironpool.cli.config import (
-    CommandError,
-    connection_options,
-    format_api_error,
-    handle_errors,
-    load_config,
-    make_client,
-    parse_duration,
-)
+from ironpool.cli.common import parse_duration
+from ironpool.cli.connection import client_config, connection_options
+from ironpool.cli.errors import CommandError, format_api_error, handle_errors
 from ironpool.cli.manifests import Manifest, load_manifests
-from ironpool.cli.objects import (
-    Target,
-    WaitTimeout,
-    list_all,
-    manifest_target,
-    parse_condition,
-    parse_targets,
-    wait_for,
-    watch_events,
-)
-from ironpool.cli.printers import (
-    as_list,
-    column_widths,
-    dig,
-    format_table,
-    qualified_name,
-    table_rows,
-    to_json,
-    to_yaml,
-)
+from ironpool.cli.objects import Target, list_all, manifest_target, parse_condition, parse_targets
 from ironpool.cli.printers import describe as describe_text
+from ironpool.cli.printers import dig, to_json, to_yaml
+from ironpool.client.declare import FIELD_MANAGERS, Declarer
+from ironpool.client.readiness import Readiness, Verdict, gone
 from ironpool.client.rest import Client
+from ironpool.client.wait import Gone, Progress, Unschedulable, WaitTimeout, wait_for_one
 from ironpool.client.wire import Obj
 
-OUTPUTS = ["wide", "yaml", "json", "name"]
-
-
-# -- helpers -----------------------------------------------------------------------------------------
-
-_IDENTITY_KEYS = ("apiVersion", "kind", "metadata", "status")
-_PATCHABLE_META = ("labels", "annotations", "finalizers", "ownerReferences")
-
-
-def apply_patch(obj: Obj) -> Obj:
-    """The merge patch ``apply`` sends for an existing object: the manifest minus identity and status."""
-    patch = {k: v for k, v in obj.items() if k not in _IDENTITY_KEYS}
-    md = obj.get("metadata") or {}
-    meta_patch = {k: md[k] for k in _PATCHABLE_META if k in md}
-    if meta_patch:
-        patch["metadata"] = meta_patch
-    return patch
-
-
-def _comparable(obj: Obj) -> Obj:
-    volatile = ("resourceVersion", "managedFields")
-    md = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in volatile}
-    return {**obj, "metadata": md}
-
-
-def apply_one(client: Client, target: Target, m: Manifest, dry_run: bool) -> str:
-    """Create or update one object; returns ``created``, ``configured`` or ``unchanged``."""
-    try:
-        current = client.get_raw(target.info, target.name, target.namespace)
-    except NotFound:
-        body = {k: v for k, v in m.obj.items() if k != "status"}
-        try:
-            client.create_raw(target.info, body, target.namespace, dry_run=dry_run)
-            return "created"
-        except AlreadyExists:
-            current = client.get_raw(target.info, target.name, target.namespace)
-    patch = apply_patch(m.obj)
-    preview = client.patch_raw(target.info, target.name, patch, target.namespace, dry_run=True)
-    if _comparable(preview) == _comparable(current):
-        return "unchanged"
-    if not dry_run:
-        client.patch_raw(target.info, target.name, patch, target.namespace)
-    return "configured"
-
-
-def _echo_objects(info: ResourceInfo, objs: list[Obj], output: str | None, rv: str, single: bool) -> None:
-    if output == "yaml":
-        click.echo(to_yaml(objs[0] if single else as_list(info, objs, rv)), nl=False)
-    elif output == "json":
-        click.echo(to_json(objs[0] if single else as_list(info, objs, rv)))
-    elif output == "name":
-        for obj in objs:
-            click.echo(qualified_name(info, obj))
-
-
-def _matches_names(obj: Obj, names: tuple[str, ...]) -> bool:
-    return not names or dig(obj, "metadata.name") in names
+FIELD_MANAGER = FIELD_MANAGERS["cli"]
+_WORDS = {"created": "created", "updated": "configured", "unchanged": "unchanged"}
 
 
 # -- apply --------------------------------------------------------------------------------------------
+
+def apply_one(client: Client, target: Target, m: Manifest, dry_run: bool) -> str:
+    """Create or update one object; returns ``created``, ``configured`` or ``unchanged``."""
+    declarer = Declarer(client, target.info, target.namespace, FIELD_MANAGER, dry_run=dry_run)
+    body = {k: v for k, v in m.obj.items() if k != "status"}
+    current = declarer.get(target.name)
+    try:
+        outcome = declarer.present(body, current)
+    except AlreadyExists:  # made by someone else since we looked
+        current = declarer.get(target.name)
+        if current is None:
+            raise
+        outcome = declarer.update(body, current)
+    return _WORDS[outcome.action]
+
 
 def server_side_apply(client: Client, target: Target, m: Manifest, field_manager: str, force: bool,
                       dry_run: bool) -> str:
@@ -127,22 +70,23 @@ def server_side_apply(client: Client, target: Target, m: Manifest, field_manager
 @click.option("--dry-run", is_flag=True, help="Ask the server what would change; write nothing.")
 @click.option("--server-side", is_flag=True,
               help="Server-side apply: the server merges the manifest and tracks who owns which field.")
-@click.option("--field-manager", default="ironpool", show_default=True,
+@click.option("--field-manager", default=FIELD_MANAGER, show_default=True,
               help="With --server-side: the name the fields are owned under.")
 @click.option("--force-conflicts", is_flag=True,
               help="With --server-side: take over fields another manager owns instead of failing.")
-@connection_options
+@connection_options()
 @handle_errors
 def apply(filenames: tuple[str, ...], dry_run: bool, server_side: bool, field_manager: str,
-          force_conflicts: bool, server: str | None, token: str | None, namespace: str | None) -> None:
+          force_conflicts: bool, server: str | None, token: str | None, token_file: Path | None,
+          namespace: str | None) -> None:
     """Create or update the objects in manifests (multi-document YAML or JSON)."""
     if force_conflicts and not server_side:
         raise CommandError("--force-conflicts only works with --server-side")
     manifests = load_manifests(filenames)
-    config = load_config(server, token, namespace)
+    config = client_config(server, token, token_file, namespace)
     failed = 0
     suffix = " (server dry run)" if dry_run else ""
-    with make_client(config) as client:
+    with Client(config) as client:
         for m in manifests:
             label = f"{m.obj.get('kind')}/{m.name}"
             try:
@@ -160,86 +104,6 @@ def apply(filenames: tuple[str, ...], dry_run: bool, server_side: bool, field_ma
             click.echo(f"{target.label} {result}{suffix}")
     if failed:
         sys.exit(1)
-
-
-# -- get ------------------------------------------------------------------------------------------------
-
-@click.command()
-@click.argument("kind")
-@click.argument("names", nargs=-1)
-@click.option("-A", "--all-namespaces", is_flag=True, help="List across all namespaces.")
-@click.option("-l", "--selector", default=None, help="Label selector, e.g. tier=gold,zone!=a.")
-@click.option("--field-selector", default=None, help="Field selector, e.g. spec.machinePoolRef.name=p1.")
-@click.option("-o", "--output", type=click.Choice(OUTPUTS), default=None, help="Output format.")
-@click.option("-w", "--watch", is_flag=True, help="After listing, print changes as they happen.")
-@click.option("--watch-timeout", default=None, help="With -w: stop watching after this long (e.g. 30s).")
-@connection_options
-@handle_errors
-def get(kind: str, names: tuple[str, ...], all_namespaces: bool, selector: str | None,
-        field_selector: str | None, output: str | None, watch: bool, watch_timeout: str | None,
-        server: str | None, token: str | None, namespace: str | None) -> None:
-    """Show objects of KIND (singular, plural or short name), all or by NAME."""
-    if "/" in kind:
-        kind, _, name = kind.partition("/")
-        names = (name, *names)
-    info = resolve(kind)
-    config = load_config(server, token, namespace)
-    ns: str | None = None if all_namespaces or not info.namespaced else config.namespace
-    deadline = time.monotonic() + parse_duration(watch_timeout, "--watch-timeout") if watch_timeout else None
-    with make_client(config) as client:
-        if names and not watch:
-            objs: list[Obj] = []
-            errors = 0
-            for name in names:
-                try:
-                    objs.append(client.get_raw(info, name, ns or config.namespace))
-                except NotFound as exc:
-                    errors += 1
-                    click.echo(format_api_error(exc), err=True)
-            rv = ""
-        else:
-            objs, rv = list_all(client, info, ns, selector, field_selector)
-            objs = [o for o in objs if _matches_names(o, names)]
-            errors = 0
-        wide = output == "wide"
-        widths: list[int] | None = None
-        if output in (None, "wide"):
-            header, rows = table_rows(info, objs, wide, all_namespaces)
-            if rows:
-                widths = column_widths(header, rows)
-                click.echo(format_table(header, rows, widths))
-            elif not watch and not errors:
-                where = f" in {ns} namespace" if ns else ""
-                click.echo(f"No resources found{where}.", err=True)
-        elif objs or not names:
-            _echo_objects(info, objs, output, rv, single=len(names) == 1 and len(objs) == 1)
-        if watch:
-            _watch_and_print(client, info, ns, selector, field_selector, names, rv, output, all_namespaces,
-                             widths, deadline)
-    if errors:
-        sys.exit(1)
-
-
-def _watch_and_print(client: Client, info: ResourceInfo, ns: str | None, selector: str | None,
-                     field_selector: str | None, names: tuple[str, ...], rv: str, output: str | None,
-                     all_namespaces: bool, widths: list[int] | None, deadline: float | None) -> None:
-    header_done = widths is not None
-    for event_type, obj in watch_events(client, info, ns, selector, field_selector, rv, deadline):
-        if not _matches_names(obj, names):
-            continue
-        if output in (None, "wide"):
-            header, rows = table_rows(info, [obj], output == "wide", all_namespaces)
-            if widths is None:
-                widths = [max(w, 12) for w in column_widths(header, rows)]
-            click.echo(format_table(header, rows, widths, show_header=not header_done))
-            header_done = True
-        elif output == "yaml":
-            click.echo("---\n" + to_yaml(obj), nl=False)
-        elif output == "json":
-            click.echo(to_json(obj))
-        else:
-            click.echo(f"{qualified_name(info, obj)} {event_type.lower()}")
-        sys.stdout.flush()
 
 
 # -- describe ------------------------------------------------------------------------------------------
@@ -264,13 +128,14 @@ def _events_for(client: Client, info: ResourceInfo, obj: Obj) -> list[Obj]:
 
 @click.command()
 @click.argument("args", nargs=-1, required=True)
-@connection_options
+@connection_options()
 @handle_errors
-def describe(args: tuple[str, ...], server: str | None, token: str | None, namespace: str | None) -> None:
+def describe(args: tuple[str, ...], server: str | None, token: str | None, token_file: Path | None,
+             namespace: str | None) -> None:
     """Show one object in detail: fields, conditions and its Events."""
-    config = load_config(server, token, namespace)
+    config = client_config(server, token, token_file, namespace)
     targets = parse_targets(args, config.namespace)
-    with make_client(config) as client:
+    with Client(config) as client:
         for i, target in enumerate(targets):
             obj = client.get_raw(target.info, target.name, target.namespace)
             if i:
@@ -280,27 +145,65 @@ def describe(args: tuple[str, ...], server: str | None, token: str | None, names
 
 # -- waiting -------------------------------------------------------------------------------------------
 
+def _progress(target: Target) -> Progress:
+    def show(_name: str, verdict: Verdict) -> None:
+        if not verdict.done:
+            click.echo(f"{target.label}: {verdict.progress}", err=True)
+    return show
+
+
+def await_target(client: Client, target: Target, readiness: Readiness, deadline: float,
+                 fail_unschedulable: bool = False) -> Obj | None:
+    """Wait for one target, showing its progress on stderr; a failed wait is a CommandError saying
+    where the object was last."""
+    try:
+        return wait_for_one(client, target.info, target.namespace, target.name, readiness, deadline,
+                            progress=_progress(target),
+                            fail_unschedulable=fail_unschedulable)
+    except WaitTimeout as exc:
+        last = next(iter(exc.pending.values()), None)
+        where = f": {last.progress}" if last else ""
+        raise CommandError(f"timed out waiting for the condition on {target.info.plural}/{target.name}"
+                           f"{where}") from None
+    except (Unschedulable, Gone) as exc:
+        raise CommandError(f"{target.label}: {exc}") from None
+
+
 @click.command()
 @click.argument("args", nargs=-1, required=True)
 @click.option("--for", "for_", required=True,
-              help="delete | condition=Ready[=True] | jsonpath={.status.state}=Running")
+              help="delete | running | scheduled | available | ready | condition=Ready[=True] | "
+                   "jsonpath={.status.state}=Running")
 @click.option("--timeout", default="30s", show_default=True, help="How long to wait (30s, 5m, ...).")
-@connection_options
+@click.option("--fail-on-unschedulable", is_flag=True,
+              help="Fail as soon as the scheduler says no pool offers the class or matches the selector "
+                   "(instead of waiting for the fleet to change).")
+@click.option("-o", "--output", type=click.Choice(["yaml", "json", "name"]), default=None,
+              help="Print the objects once they meet the condition.")
+@connection_options()
 @handle_errors
-def wait(args: tuple[str, ...], for_: str, timeout: str, server: str | None, token: str | None,
-         namespace: str | None) -> None:
-    """Wait until objects (KIND/NAME or KIND NAME...) meet a condition; uses a watch, not polling."""
-    predicate = parse_condition(for_)
+def wait(args: tuple[str, ...], for_: str, timeout: str, fail_on_unschedulable: bool, output: str | None,
+         server: str | None, token: str | None, token_file: Path | None, namespace: str | None) -> None:
+    """Wait until objects (KIND/NAME or KIND NAME...) meet a condition; uses a watch, not polling.
+
+    Named conditions are the readiness the Ansible collection and the Pulumi provider wait for too:
+    a Machine is `running` once its poollet acted on its current spec, it is in its power state and
+    its volumes and network interfaces are attached; a Volume is `available` at its size."""
     deadline = time.monotonic() + parse_duration(timeout)
-    config = load_config(server, token, namespace)
+    config = client_config(server, token, token_file, namespace)
     targets = parse_targets(args, config.namespace)
-    with make_client(config) as client:
+    readiness = {t.info.kind: parse_condition(for_, t.info) for t in targets}
+    with Client(config) as client:
         for target in targets:
-            try:
-                wait_for(client, target, predicate, deadline)
-            except WaitTimeout as exc:
-                raise CommandError(str(exc)) from exc
-            click.echo(f"{target.label} condition met")
+            obj = await_target(client, target, readiness[target.info.kind], deadline, fail_on_unschedulable)
+            if output == "yaml":
+                click.echo(to_yaml(obj), nl=False)
+            elif output == "json":
+                click.echo(to_json(obj))
+            elif output == "name":
+                click.echo(target.label)
+            else:
+                click.echo(f"{target.label} condition met")
 
 
 # -- delete ----------------------------------------------------------------------------------------------
@@ -311,21 +214,22 @@ def wait(args: tuple[str, ...], for_: str, timeout: str, server: str | None, tok
 @click.option("--wait/--no-wait", "wait_", default=False, help="Wait until the objects are gone.")
 @click.option("--timeout", default="60s", show_default=True, help="With --wait: how long to wait.")
 @click.option("--ignore-not-found", is_flag=True, help="Treat a missing object as deleted.")
-@connection_options
+@connection_options()
 @handle_errors
 def delete(args: tuple[str, ...], filenames: tuple[str, ...], wait_: bool, timeout: str,
-           ignore_not_found: bool, server: str | None, token: str | None, namespace: str | None) -> None:
+           ignore_not_found: bool, server: str | None, token: str | None, token_file: Path | None,
+           namespace: str | None) -> None:
     """Delete objects by KIND NAME..., KIND/NAME... or -f FILE|DIR."""
     if bool(args) == bool(filenames):
         raise CommandError("specify either KIND NAME... / KIND/NAME... or -f FILE|DIR, not both or neither")
     deadline = time.monotonic() + parse_duration(timeout)
-    config = load_config(server, token, namespace)
+    config = client_config(server, token, token_file, namespace)
     if filenames:
         targets = [manifest_target(m, config.namespace, namespace) for m in load_manifests(filenames)]
     else:
         targets = parse_targets(args, config.namespace)
     failed = 0
-    with make_client(config) as client:
+    with Client(config) as client:
         deleted: list[Target] = []
         for target in targets:
             try:
@@ -342,11 +246,8 @@ def delete(args: tuple[str, ...], filenames: tuple[str, ...], wait_: bool, timeo
             click.echo(f"{target.label} deleted")
             deleted.append(target)
         if wait_:
-            gone = parse_condition("delete")
             for target in deleted:
-                try:
-                    wait_for(client, target, gone, deadline)
-                except WaitTimeout as exc:
-                    raise CommandError(str(exc)) from exc
+                await_target(client, target, gone, deadline)
     if failed:
         sys.exit(1)
+

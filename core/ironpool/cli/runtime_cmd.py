@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from ironpool.cli.common import run_until_signalled, setup_logging
+from ironpool.cli.image_options import image_options, parse_size
 
 
 @click.command("libvirt-runtime")
@@ -24,6 +27,7 @@ from ironpool.cli.common import run_until_signalled, setup_logging
     type=click.Path(file_okay=False),
     help="Image catalog directory.",
 )
+@image_options
 @click.option(
     "--address",
     default="unix:///var/run/iri-machineprovider.sock",
@@ -88,6 +92,11 @@ def libvirt_runtime(
     libvirt_uri: str,
     classes_file: str,
     images_dir: str,
+    image_cache: Path,
+    image_cache_size: str,
+    insecure_registries: tuple[str, ...],
+    file_images: tuple[Path, ...],
+    image_pull_wait: float,
     address: str,
     state_dir: str,
     domain_type: str,
@@ -105,8 +114,6 @@ def libvirt_runtime(
     """Serve the IRI MachineRuntime on libvirt: real domains, power, volumes, console."""
     setup_logging(log_level)
     # Imported here so `ironpool --help` does not load libvirt and grpc.
-    from pathlib import Path
-
     from ironpool.runtime.machine.app import MachineRuntimeConfig, build
     from ironpool.runtime.machine.classes import ClassFileError
     from ironpool.runtime.machine.nics import NetworkSettings
@@ -123,6 +130,11 @@ def libvirt_runtime(
     cfg = MachineRuntimeConfig(
         classes_file=Path(classes_file),
         images_dir=Path(images_dir),
+        image_cache=image_cache,
+        image_cache_size=parse_size(image_cache_size, "--image-cache-size"),
+        insecure_registries=insecure_registries,
+        file_images=file_images,
+        image_pull_wait=image_pull_wait,
         libvirt_uri=libvirt_uri,
         address=address,
         state_dir=Path(state_dir),

@@ -12,13 +12,9 @@ from typing import Any
 import click
 
 from ironpool.cli.apiserver_cmd import parse_listen
-from ironpool.cli.common import (
-    client_config,
-    log_level_option,
-    run_until_signalled,
-    server_options,
-    setup_logging,
-)
+from ironpool.cli.common import log_level_option, run_until_signalled, setup_logging
+from ironpool.cli.connection import client_config, connection_options
+from ironpool.cli.errors import cli_errors
 
 
 def _scheduler_config(path: Path | None) -> Any:
@@ -41,7 +37,7 @@ def _election(name: str, namespace: str, lease: float, renew: float, retry: floa
 
 
 @click.command("scheduler")
-@server_options
+@connection_options(token=False, namespace=False)
 @click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Scheduler configuration YAML (profiles, queue timings).")
 @click.option("--bind-concurrency", default=64, show_default=True, type=click.IntRange(1, 1024),
@@ -81,7 +77,8 @@ def scheduler(server: str | None, token_file: Path | None, config_path: Path | N
         election=election if leader_elect else None,
         metrics_listen=parse_listen(metrics_listen, "--metrics-listen") if metrics_listen else None,
     )
-    cfg = client_config(server, None, token_file)
+    with cli_errors():
+        cfg = client_config(server, token_file=token_file)
 
     async def main(stop: asyncio.Event) -> None:
         async with AsyncClient(cfg) as client:
@@ -94,11 +91,7 @@ def scheduler(server: str | None, token_file: Path | None, config_path: Path | N
 @click.option("--dry-run", is_flag=True, help="Required: only answer where objects would go.")
 @click.option("-f", "--filename", "files", multiple=True, required=True,
               help="Manifest file(s) with Machines/Volumes ('-' for stdin).")
-@click.option("--server", default=None, help="apiserver URL (default: client config / IRONPOOL_SERVER).")
-@click.option("--token", default=None, help="Bearer token (default: IRONPOOL_TOKEN).")
-@click.option("--token-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="File holding the bearer token.")
-@click.option("-n", "--namespace", default=None, help="Namespace for objects without one.")
+@connection_options()
 @click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Scheduler configuration YAML (the profiles to preview with).")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
@@ -135,7 +128,8 @@ def schedule(dry_run: bool, files: tuple[str, ...], server: str | None, token: s
             else:
                 objects.append(doc)
     config = _scheduler_config(config_path)
-    cfg = client_config(server, token, token_file, namespace)
+    with cli_errors():
+        cfg = client_config(server, token, token_file, namespace)
     try:
         with Client(cfg) as client:
             results = preview_with_client(client, objects, config, cfg.namespace)

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import click
 
 from ironpool.api.machine_access import SSH_ENDPOINT_ANNOTATION, ssh_endpoint
 from ironpool.api.resources import resolve
-from ironpool.cli.config import CommandError, connection_options, handle_errors, load_config, make_client
+from ironpool.cli.connection import client_config, connection_options
+from ironpool.cli.errors import CommandError, handle_errors
 from ironpool.client.config import default_config_path
+from ironpool.client.rest import Client
 
 MACHINES = resolve("machine")
 
@@ -51,13 +54,14 @@ def ssh_argv(endpoint: str, user: str, alias: str, identity: str | None, options
                    "ssh's own keys).")
 @click.option("-o", "--ssh-option", "options", multiple=True, help="An ssh -o option; repeatable.")
 @click.option("--print-command", is_flag=True, help="Print the ssh command instead of running it.")
-@connection_options
+@connection_options()
 @handle_errors
 def ssh(machine: str, command: tuple[str, ...], user: str, identity: str | None, options: tuple[str, ...],
-        print_command: bool, server: str | None, token: str | None, namespace: str | None) -> None:
+        print_command: bool, server: str | None, token: str | None, token_file: Path | None,
+        namespace: str | None) -> None:
     """Open a shell on MACHINE, or run COMMAND there, over the SSH endpoint its host reports."""
-    config = load_config(server, token, namespace)
-    with make_client(config) as client:
+    config = client_config(server, token, token_file, namespace)
+    with Client(config) as client:
         obj = client.get_raw(MACHINES, machine, config.namespace)
     meta = obj.get("metadata") or {}
     endpoint = ssh_endpoint(obj)

@@ -26,9 +26,9 @@ def _field(value: str, what: str) -> str:
 
 
 def append_identity(token_file: Path, user: str, groups: list[str]) -> str:
-    """Append a new user line to ``token_file`` (:mod:`ironpool.apiserver.tokenfile`; created if
+    """Append a new user line to ``token_file`` (:func:`ironpool.apiserver.append_lines`; created if
     missing) and return the new token."""
-    from ironpool.apiserver.tokenfile import append_lines, token_line
+    from ironpool.apiserver import append_lines, token_line
 
     token = secrets.token_urlsafe(32)
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -63,6 +64,11 @@ def _listen(value: str) -> tuple[str, int]:
 @click.option("--pool-monitor-grace-period", default=40.0, show_default=True, type=click.FloatRange(0.5),
               help="Seconds a pool's Lease may go unrenewed before the pool is Ready=Unknown and its "
                    "Machines are evicted.")
+@click.option("--registry", "registry_port", type=click.IntRange(0, 65535), default=None, is_flag=False,
+              flag_value=5000, metavar="[PORT]",
+              help="Also run an OCI registry (Debian's docker-registry) on 127.0.0.1:PORT [5000], its "
+                   "storage in DATA_DIR/registry: push images with `ironpool image push 127.0.0.1:PORT/"
+                   "os/NAME:TAG FILE` and boot them by that reference.")
 @gc_options
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
@@ -73,14 +79,14 @@ def up(data_dir: Path | None, libvirt_uri: str, listen: str, insecure_http: bool
        tiny_image: bool, domain_type: str, network_mode: str, network_bridge: str,
        capacity_cpu: str | None, capacity_memory: str | None, reserved_cpu: str, reserved_memory: str,
        capacity_storage: str | None, write_client_config: bool, heartbeat_interval: float,
-       pool_monitor_grace_period: float, gc_policy: str, gc_grace: float, gc_max_per_pass: int,
-       log_level: str) -> None:
+       pool_monitor_grace_period: float, registry_port: int | None, gc_policy: str, gc_grace: float,
+       gc_max_per_pass: int, log_level: str) -> None:
     """Run ironpool for this host: apiserver (SQLite), scheduler, controller-manager, machinepoollet and
     volumepoollet, libvirt machine and volume runtimes. Ctrl-C stops it; running it again resumes."""
     from ironpool.allinone.datadir import DataDirError, default_data_dir, dns_label
     from ironpool.allinone.progress import Progress
     from ironpool.allinone.up import AllInOne, UpError, UpOptions
-    from ironpool.apiserver.tls import is_loopback
+    from ironpool.apiserver import is_loopback
     host, port = _listen(listen)
     if insecure_http and not is_loopback(host):
         raise click.BadParameter(f"--insecure-http serves plain HTTP only on a loopback address, not {host}",
@@ -119,5 +125,24 @@ def up(data_dir: Path | None, libvirt_uri: str, listen: str, insecure_http: bool
                       f"     KUBECONFIG={aio.dirs.kubeconfig} kubectl get machines -o wide\n"
                       f"Stop with Ctrl-C (or: kill {os.getpid()}).")
 
-    run_in_foreground(system, progress, started, "ironpool up", (UpError, DataDirError))
+    registry = None if registry_port is None else _start_registry(options.data_dir, registry_port, progress)
+    try:
+        run_in_foreground(system, progress, started, "ironpool up", (UpError, DataDirError))
+    finally:
+        if registry is not None:
+            registry.stop()
     progress.note("ironpool stopped.")
+
+
+def _start_registry(data_dir: Path, port: int, progress: Any) -> Any:
+    """The local OCI registry of ``--registry``, started before the rest so its address is known."""
+    from ironpool.allinone.registry import LocalRegistry, RegistryError
+
+    registry = LocalRegistry(data_dir / "registry", port)
+    try:
+        registry.start()
+    except RegistryError as exc:
+        raise click.ClickException(f"--registry: {exc}") from exc
+    progress.note(f"OCI registry on {registry.address} (push: ironpool image push "
+                  f"{registry.address}/os/NAME:TAG FILE; log {registry.log_file})")
+    return registry

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ironpool.cli.common import run_until_signalled, setup_logging
+from ironpool.cli.image_options import image_options, parse_size
 
 
 @click.command("volume-runtime")
@@ -36,8 +37,9 @@ from ironpool.cli.common import run_until_signalled, setup_logging
     "images_dir",
     type=click.Path(path_type=Path, file_okay=False, exists=True),
     default=None,
-    help="Folder of qcow2/raw images that volumes can be created from, by name.",
+    help="Image catalog: qcow2/raw images that volumes can be created from, by name.",
 )
+@image_options
 @click.option(
     "--address",
     default="unix:///var/run/iri-volumeprovider.sock",
@@ -74,6 +76,11 @@ def volume_runtime(
     pool_path: Path,
     classes_file: Path,
     images_dir: Path | None,
+    image_cache: Path,
+    image_cache_size: str,
+    insecure_registries: tuple[str, ...],
+    file_images: tuple[Path, ...],
+    image_pull_wait: float,
     address: str,
     workers: int,
     owner: str | None,
@@ -93,7 +100,10 @@ def volume_runtime(
         raise click.BadParameter(f"must be an absolute path, got {pool_path}", param_hint="--pool-path")
     cfg = VolumeRuntimeConfig(
         classes_file=classes_file, libvirt_uri=libvirt_uri, storage_pool=storage_pool, pool_path=pool_path,
-        images_dir=images_dir, address=address, workers=workers, owner=owner, share_pool=share_storage_pool,
+        images_dir=images_dir, image_cache=image_cache,
+        image_cache_size=parse_size(image_cache_size, "--image-cache-size"),
+        insecure_registries=insecure_registries, file_images=file_images, image_pull_wait=image_pull_wait,
+        address=address, workers=workers, owner=owner, share_pool=share_storage_pool,
     )
     try:
         driver = build(cfg)

@@ -3,7 +3,9 @@
 * :class:`Client` / :class:`AsyncClient` - typed CRUD, patch, watch (``rest``), configured by
   :class:`ClientConfig` (``config``);
 * :class:`Informer` / :class:`SharedInformerFactory` - list-watch caches (``informer``);
-* :class:`WorkQueue` - the rate-limited work queue (``workqueue``).
+* :class:`WorkQueue` - the rate-limited work queue (``workqueue``);
+* what the front ends (the CLI, the Ansible collection, the Pulumi provider) share: declaring an
+  object (``declare``), what "ready" means per kind (``readiness``) and waiting for it (``wait``).
 
 The names are imported on first use: an Ansible module or a CLI command that needs only
 :class:`Client` does not pay for the informers and the asyncio transport at every start.

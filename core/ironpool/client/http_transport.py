@@ -111,8 +111,8 @@ class ServerConnections:
         return resp.status, content
 
     @contextlib.contextmanager
-    def stream(self, method: str, path: str, params: dict[str, str],
-               read_timeout: float | None) -> Iterator[Stream]:
+    def stream(self, method: str, path: str, params: dict[str, str], read_timeout: float | None,
+               headers: dict[str, str] | None = None) -> Iterator[Stream]:
         """A streamed answer (a watch) on a connection of its own, closed afterwards; a read that
         waits longer than ``read_timeout`` (None: forever) fails with ReadTimeout."""
         conn = self._connect(min(self.timeout, _STREAM_CONNECT))
@@ -120,7 +120,7 @@ class ServerConnections:
             assert conn.sock is not None  # connected above
             conn.sock.settimeout(read_timeout)
             try:
-                conn.request(method, self._target(path, params), headers=self.headers)
+                conn.request(method, self._target(path, params), headers={**self.headers, **(headers or {})})
                 resp = conn.getresponse()
             except _BROKEN as exc:
                 raise _failure(self.server, exc) from exc

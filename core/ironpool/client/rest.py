@@ -20,6 +20,7 @@ from ironpool.client.failover import ServerList
 from ironpool.client.http_transport import ServerConnections
 from ironpool.client.transport_errors import TransportError
 from ironpool.client.wire import (
+    MERGE_PATCH,
     ListResult,
     Obj,
     Op,
@@ -207,25 +208,36 @@ class Client:
 
     # -- raw -------------------------------------------------------------------------------
 
-    def get_raw(self, info: ResourceInfo, name: str, namespace: str | None = None) -> Obj:
-        return self.call(self.ops.get_raw(info, name, namespace))
+    def get_raw(self, info: ResourceInfo, name: str, namespace: str | None = None,
+                accept: str | None = None) -> Obj:
+        return self.call(self.ops.get_raw(info, name, namespace, accept))
 
     def list_raw(self, info: ResourceInfo, namespace: str | None = None, label_selector: str | None = None,
                  field_selector: str | None = None, limit: int | None = None,
                  continue_: str | None = None) -> ListResult[Obj]:
         return self.call(self.ops.list_raw(info, namespace, label_selector, field_selector, limit, continue_))
 
+    def table_raw(self, info: ResourceInfo, namespace: str | None = None, label_selector: str | None = None,
+                  field_selector: str | None = None, limit: int | None = None,
+                  continue_: str | None = None) -> Obj:
+        """One page of a list as the server prints it (a ``meta.k8s.io/v1`` Table)."""
+        return self.call(self.ops.table_raw(info, namespace, label_selector, field_selector, limit,
+                                            continue_))
+
     def create_raw(self, info: ResourceInfo, obj: Obj, namespace: str | None = None,
-                   dry_run: bool = False) -> Obj:
-        return self.call(self.ops.create_raw(info, obj, namespace, dry_run))
+                   dry_run: bool = False, field_manager: str | None = None) -> Obj:
+        return self.call(self.ops.create_raw(info, obj, namespace, dry_run, field_manager))
 
     def update_raw(self, info: ResourceInfo, obj: Obj, namespace: str | None = None, dry_run: bool = False,
-                   subresource: str | None = None) -> Obj:
-        return self.call(self.ops.update_raw(info, obj, namespace, dry_run, subresource))
+                   subresource: str | None = None, field_manager: str | None = None) -> Obj:
+        return self.call(self.ops.update_raw(info, obj, namespace, dry_run, subresource, field_manager))
 
     def patch_raw(self, info: ResourceInfo, name: str, patch: Obj, namespace: str | None = None,
-                  subresource: str | None = None, dry_run: bool = False) -> Obj:
-        return self.call(self.ops.patch_raw(info, name, patch, namespace, subresource, dry_run))
+                  subresource: str | None = None, dry_run: bool = False, field_manager: str | None = None,
+                  patch_type: str = MERGE_PATCH) -> Obj:
+        """A JSON merge patch (or ``patch_type``: a strategic merge patch)."""
+        return self.call(self.ops.patch_raw(info, name, patch, namespace, subresource, dry_run, field_manager,
+                                            patch_type))
 
     def apply_raw(self, info: ResourceInfo, name: str, obj: Obj, field_manager: str,
                   namespace: str | None = None, force: bool = False, subresource: str | None = None,
@@ -253,17 +265,18 @@ class Client:
     def watch_raw(self, info: ResourceInfo, namespace: str | None = None,
                   resource_version: str | int | None = None, label_selector: str | None = None,
                   field_selector: str | None = None, timeout_seconds: int | None = None,
-                  allow_bookmarks: bool = True) -> Iterator[WatchEvent[Obj]]:
-        """Stream watch events until the server ends the stream; raises Expired when the RV is too old."""
+                  allow_bookmarks: bool = True, accept: str | None = None) -> Iterator[WatchEvent[Obj]]:
+        """Stream watch events until the server ends the stream; raises Expired when the RV is too old.
+        ``accept`` :data:`~ironpool.client.wire.TABLE_ACCEPT` makes each event's object a Table."""
         req = self.ops.watch_request(info, namespace, resource_version, label_selector, field_selector,
-                                     timeout_seconds, allow_bookmarks)
+                                     timeout_seconds, allow_bookmarks, accept)
         yield from self._stream(req, timeout_seconds)
 
     def _stream(self, req: Request, timeout_seconds: int | None) -> Iterator[WatchEvent[Obj]]:
         server = self.servers.current
         try:
-            with self._pools[server].stream(req.method, req.path, req.params,
-                                            _watch_timeout(timeout_seconds)) as stream:
+            with self._pools[server].stream(req.method, req.path, req.params, _watch_timeout(timeout_seconds),
+                                            req.headers()) as stream:
                 if stream.status != 200:
                     decode_body(stream.status, stream.read())
                 for line in stream.lines():  # a watch cut mid-stream just ends; the caller resumes
@@ -375,16 +388,19 @@ class AsyncClient:
                                                  continue_))
 
     async def create_raw(self, info: ResourceInfo, obj: Obj, namespace: str | None = None,
-                         dry_run: bool = False) -> Obj:
-        return await self.call(self.ops.create_raw(info, obj, namespace, dry_run))
+                         dry_run: bool = False, field_manager: str | None = None) -> Obj:
+        return await self.call(self.ops.create_raw(info, obj, namespace, dry_run, field_manager))
 
     async def update_raw(self, info: ResourceInfo, obj: Obj, namespace: str | None = None,
-                         dry_run: bool = False, subresource: str | None = None) -> Obj:
-        return await self.call(self.ops.update_raw(info, obj, namespace, dry_run, subresource))
+                         dry_run: bool = False, subresource: str | None = None,
+                         field_manager: str | None = None) -> Obj:
+        return await self.call(self.ops.update_raw(info, obj, namespace, dry_run, subresource, field_manager))
 
     async def patch_raw(self, info: ResourceInfo, name: str, patch: Obj, namespace: str | None = None,
-                        subresource: str | None = None, dry_run: bool = False) -> Obj:
-        return await self.call(self.ops.patch_raw(info, name, patch, namespace, subresource, dry_run))
+                        subresource: str | None = None, dry_run: bool = False,
+                        field_manager: str | None = None) -> Obj:
+        return await self.call(self.ops.patch_raw(info, name, patch, namespace, subresource, dry_run,
+                                                  field_manager))
 
     async def apply_raw(self, info: ResourceInfo, name: str, obj: Obj, field_manager: str,
                         namespace: str | None = None, force: bool = False, subresource: str | None = None,

@@ -7,8 +7,8 @@ clients only differ in how they send the request.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
 
@@ -28,7 +28,10 @@ U = TypeVar("U")
 Obj = dict[str, Any]
 WatchEventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
 MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"  # a JSON body is YAML too
+#: What kubectl asks for on ``get``: the server renders the kind's columns (``meta.k8s.io`` Table).
+TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
 
 class ServerUnreachable(Exception):
@@ -44,12 +47,16 @@ class Request:
     params: dict[str, str] = field(default_factory=dict)
     body: Any = None
     content_type: str = "application/json"
+    accept: str | None = None
 
     def content(self) -> bytes | None:
         return None if self.body is None else orjson.dumps(self.body)
 
     def headers(self) -> dict[str, str]:
-        return {"Content-Type": self.content_type} if self.body is not None else {}
+        headers = {"Content-Type": self.content_type} if self.body is not None else {}
+        if self.accept:
+            headers["Accept"] = self.accept
+        return headers
 
 
 @dataclass(frozen=True)
@@ -87,8 +94,7 @@ def resource_for_model(model: type[BaseModel]) -> ResourceInfo:
     """The ResourceInfo whose pydantic model is ``model``."""
     from ironpool.api.resources import RESOURCES
 
-    infos: Any = RESOURCES.values() if isinstance(RESOURCES, Mapping) else RESOURCES
-    for info in infos:
+    for info in RESOURCES:
         if info.model is model:
             return cast("ResourceInfo", info)
     raise TypeError(f"{model.__name__} is not a registered ironpool resource")
@@ -141,9 +147,14 @@ def meta(obj: Obj) -> Obj:
     return cast(Obj, obj.get("metadata") or {})
 
 
-def _dry_run(params: dict[str, str], dry_run: bool) -> dict[str, str]:
+def _write_params(dry_run: bool, field_manager: str | None = None) -> dict[str, str]:
+    """``dryRun`` and ``fieldManager`` of a write (the manager the server records the fields under;
+    without one it names the user agent)."""
+    params: dict[str, str] = {}
     if dry_run:
         params["dryRun"] = "All"
+    if field_manager:
+        params["fieldManager"] = field_manager
     return params
 
 
@@ -194,9 +205,11 @@ class Operations:
 
     # -- raw (dict) operations ---------------------------------------------------------------
 
-    def get_raw(self, info: ResourceInfo, name: str, namespace: str | None = None) -> Op[Obj]:
+    def get_raw(self, info: ResourceInfo, name: str, namespace: str | None = None,
+                accept: str | None = None) -> Op[Obj]:
+        """A GET; ``accept`` asks for another representation (:data:`TABLE_ACCEPT`)."""
         ns = self.namespace_for(info, namespace)
-        return Op(Request("GET", self.path(info, ns, name)), _identity)
+        return Op(Request("GET", self.path(info, ns, name), accept=accept), _identity)
 
     def list_raw(
         self,
@@ -220,38 +233,51 @@ class Operations:
         ns = namespace if info.namespaced else None
         return Op(Request("GET", self.path(info, ns), params), _decode_list)
 
+    def table_raw(self, info: ResourceInfo, namespace: str | None = None, label_selector: str | None = None,
+                  field_selector: str | None = None, limit: int | None = None,
+                  continue_: str | None = None) -> Op[Obj]:
+        """A list as the server prints it: a ``meta.k8s.io/v1`` Table (a server that cannot print
+        answers the plain list; the caller checks ``kind``)."""
+        op = self.list_raw(info, namespace, label_selector, field_selector, limit, continue_)
+        return Op(replace(op.request, accept=TABLE_ACCEPT), _identity)
+
     def create_raw(self, info: ResourceInfo, obj: Obj, namespace: str | None = None,
-                   dry_run: bool = False) -> Op[Obj]:
+                   dry_run: bool = False, field_manager: str | None = None) -> Op[Obj]:
         ns = self.namespace_for(info, namespace, obj)
         body = dict(obj)
         body.setdefault("apiVersion", info.api_version)
         body.setdefault("kind", info.kind)
         if ns is not None:
             body["metadata"] = {**meta(obj), "namespace": ns}
-        return Op(Request("POST", self.path(info, ns), _dry_run({}, dry_run), body), _identity)
+        params = _write_params(dry_run, field_manager)
+        return Op(Request("POST", self.path(info, ns), params, body), _identity)
 
     def update_raw(self, info: ResourceInfo, obj: Obj, namespace: str | None = None,
-                   dry_run: bool = False, subresource: str | None = None) -> Op[Obj]:
+                   dry_run: bool = False, subresource: str | None = None,
+                   field_manager: str | None = None) -> Op[Obj]:
         ns = self.namespace_for(info, namespace, obj)
         name = str(meta(obj).get("name") or "")
         body = dict(obj)
         body.setdefault("apiVersion", info.api_version)
         body.setdefault("kind", info.kind)
-        return Op(Request("PUT", self.path(info, ns, name, subresource), _dry_run({}, dry_run), body),
-                  _identity)
+        params = _write_params(dry_run, field_manager)
+        return Op(Request("PUT", self.path(info, ns, name, subresource), params, body), _identity)
 
     def patch_raw(self, info: ResourceInfo, name: str, patch: Obj, namespace: str | None = None,
-                  subresource: str | None = None, dry_run: bool = False) -> Op[Obj]:
+                  subresource: str | None = None, dry_run: bool = False, field_manager: str | None = None,
+                  patch_type: str = MERGE_PATCH) -> Op[Obj]:
+        """A PATCH: a JSON merge patch, or ``patch_type`` :data:`STRATEGIC_PATCH`."""
         ns = self.namespace_for(info, namespace)
-        return Op(Request("PATCH", self.path(info, ns, name, subresource), _dry_run({}, dry_run), patch,
-                          MERGE_PATCH), _identity)
+        params = _write_params(dry_run, field_manager)
+        path = self.path(info, ns, name, subresource)
+        return Op(Request("PATCH", path, params, patch, patch_type), _identity)
 
     def apply_raw(self, info: ResourceInfo, name: str, obj: Obj, field_manager: str,
                   namespace: str | None = None, force: bool = False, subresource: str | None = None,
                   dry_run: bool = False) -> Op[Obj]:
         """Server-side apply of ``obj`` as ``field_manager`` (``force``: take over conflicting fields)."""
         ns = self.namespace_for(info, namespace)
-        params = _dry_run({"fieldManager": field_manager}, dry_run)
+        params = _write_params(dry_run, field_manager)
         if force:
             params["force"] = "true"
         path = self.path(info, ns, name, subresource)
@@ -270,7 +296,7 @@ class Operations:
         body = {"apiVersion": "v1", "kind": "Binding", "metadata": metadata,
                 "target": {"kind": target_kind, "name": target}}
         path = self.path(info, ns, name, "binding")
-        return Op(Request("POST", path, _dry_run({}, dry_run), body), _identity)
+        return Op(Request("POST", path, _write_params(dry_run), body), _identity)
 
     def evict_raw(self, info: ResourceInfo, name: str, namespace: str | None = None, uid: str | None = None,
                   resource_version: str | None = None, dry_run: bool = False) -> Op[Obj]:
@@ -284,7 +310,7 @@ class Operations:
         if preconditions:
             body["deleteOptions"] = {"preconditions": preconditions}
         path = self.path(info, ns, name, "eviction")
-        return Op(Request("POST", path, _dry_run({}, dry_run), body), _identity)
+        return Op(Request("POST", path, _write_params(dry_run), body), _identity)
 
     def delete_raw(self, info: ResourceInfo, name: str, namespace: str | None = None,
                    resource_version: str | None = None, dry_run: bool = False) -> Op[Obj | None]:
@@ -293,7 +319,7 @@ class Operations:
         if resource_version:
             body = {"kind": "DeleteOptions", "apiVersion": "v1",
                     "preconditions": {"resourceVersion": str(resource_version)}}
-        return Op(Request("DELETE", self.path(info, ns, name), _dry_run({}, dry_run), body), _decode_deleted)
+        return Op(Request("DELETE", self.path(info, ns, name), _write_params(dry_run), body), _decode_deleted)
 
     def watch_request(
         self,
@@ -304,6 +330,7 @@ class Operations:
         field_selector: str | None = None,
         timeout_seconds: int | None = None,
         allow_bookmarks: bool = True,
+        accept: str | None = None,
     ) -> Request:
         params: dict[str, str] = {"watch": "true"}
         if resource_version not in (None, ""):
@@ -317,7 +344,7 @@ class Operations:
         if timeout_seconds:
             params["timeoutSeconds"] = str(int(timeout_seconds))
         ns = namespace if info.namespaced else None
-        return Request("GET", self.path(info, ns), params)
+        return Request("GET", self.path(info, ns), params, accept=accept)
 
 
 def typed(model: type[M]) -> Callable[[Any], M]:

@@ -7,7 +7,6 @@ the status write finds its machine on restart instead of making a second domain.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import logging
 from collections.abc import Mapping, Sequence
@@ -18,7 +17,6 @@ import grpc
 import grpc.aio
 
 from ironpool.api.compute import Machine, MachineClass
-from ironpool.api.core import Secret
 from ironpool.api.errors import Conflict, NotFound
 from ironpool.api.meta import now_rfc3339
 from ironpool.api.networking import Network, NetworkInterface
@@ -38,6 +36,7 @@ from ironpool.poollet.machine_iri import (
     connection_volume,
     desired_power,
     device_names,
+    error_reason,
     failed_status,
     local_disk_volume,
     volume_object_name,
@@ -54,8 +53,10 @@ from ironpool.poollet.machine_nics import (
 )
 from ironpool.poollet.machine_plan import apply, plan, refetch
 from ironpool.poollet.reconciler import PoolObjectReconciler
-from ironpool.poollet.secret_reader import SECRET_RETRY, SecretReader
+from ironpool.poollet.secret_reader import SECRET_RETRY, SecretReader, secret_value
 from ironpool.poollet.waiting import Dependency, Waiting, waiting_message
+
+PULL_RETRY = 2.0  # seconds between asking a runtime that is still pulling a machine's image
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class Dependencies:
 
     runtime_class: str = ""
     ignition: bytes = b""
+    pull_secret: dict[str, bytes] = field(default_factory=dict)
     volumes: dict[str, mpb.Volume] = field(default_factory=dict)
     nics: dict[str, mpb.NetworkInterface] = field(default_factory=dict)
     nic_refs: dict[str, NicRef] = field(default_factory=dict)  # machine NIC name -> its object
@@ -76,14 +78,6 @@ class Dependencies:
     def annotations(self) -> dict[str, str]:
         """The IRI machine annotations besides the generations (IronCore's NIC mapping)."""
         return {keys.NETWORK_INTERFACE_MAPPING_ANNOTATION: mapping_annotation(self.nic_refs)}
-
-
-def secret_value(secret: Secret, key: str) -> bytes | None:
-    if secret.data and key in secret.data:
-        return base64.b64decode(secret.data[key])
-    if secret.string_data and key in secret.string_data:
-        return secret.string_data[key].encode()
-    return None
 
 
 def _quantity_bytes(resources: Mapping[str, Any] | None) -> int:
@@ -144,7 +138,10 @@ class MachineReconciler(PoolObjectReconciler[Machine]):
         ign = machine.spec.ignition_ref
         if ign is not None:  # read by name: a pool may not watch Secrets
             await self.secrets.refresh(machine.metadata.namespace or "default", ign.name)
-        deps = self.resolve(machine)
+        pull = machine.spec.image_pull_secret
+        if pull is not None and not found:
+            await self.secrets.refresh(machine.metadata.namespace or "default", pull.name)
+        deps = self.resolve(machine, creating=not found)
         now = now_rfc3339()
         await self._release_unused_claims(machine)
         if not found:
@@ -163,11 +160,18 @@ class MachineReconciler(PoolObjectReconciler[Machine]):
                 iri = await self.runtime.create_machine(desired)
             except grpc.aio.AioRpcError as exc:
                 # Tell the user why (an unknown image, no room left), then retry with backoff; a request
-                # the runtime calls invalid stays invalid until the Machine changes.
+                # the runtime calls invalid stays invalid until the Machine changes. An image still
+                # being pulled is no failure: the runtime reports its progress as events.
+                reason = error_reason(exc)
+                if reason == "ImagePulling":
+                    pulling = failed_status(machine, exc.details() or "", now, reason)
+                    await self.patch_status(machine, pulling)
+                    return Result(requeue_after=PULL_RETRY)
                 if exc.code() != grpc.StatusCode.CANCELLED:
                     message = f"runtime refused CreateMachine: {exc.code().name}: {exc.details()}"
-                    await self.patch_status(machine, failed_status(machine, message, now))
-                    await self._event(machine, "Warning", "FailedCreate", message)
+                    await self.patch_status(machine, failed_status(machine, message, now, reason))
+                    event_reason = "FailedCreate" if reason == "CreateFailed" else reason
+                    await self._event(machine, "Warning", event_reason, message)
                 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
                     raise TerminalError(message) from exc
                 raise
@@ -218,8 +222,9 @@ class MachineReconciler(PoolObjectReconciler[Machine]):
 
     # -- dependencies ----------------------------------------------------------------------------
 
-    def resolve(self, machine: Machine) -> Dependencies:
-        """The class, ignition and volumes of ``machine``, or what it still waits for."""
+    def resolve(self, machine: Machine, creating: bool = True) -> Dependencies:
+        """The class, ignition and volumes of ``machine``, or what it still waits for (the image pull
+        secret only while ``creating``: a machine that exists has its disks)."""
         deps = Dependencies()
         ns = machine.metadata.namespace or "default"
         class_name = machine.spec.machine_class_ref.name
@@ -244,12 +249,15 @@ class MachineReconciler(PoolObjectReconciler[Machine]):
                     deps.waiting.append(Waiting(Dependency.SECRET, f"{ns}/{ign.name}", f"has no key {key!r}"))
                 else:
                     deps.ignition = data
+        pull = machine.spec.image_pull_secret
+        if pull is not None and creating:
+            deps.pull_secret = self.secrets.image_pull_secret(ns, pull.name, deps.waiting)
         spec_volumes = machine.spec.volumes or []
         devices = device_names(spec_volumes)
         for v in spec_volumes:
             obj_name = volume_object_name(machine, v)
             if obj_name is None:
-                deps.volumes[v.name] = local_disk_volume(v, devices[v.name])
+                deps.volumes[v.name] = local_disk_volume(v, devices[v.name], deps.pull_secret)
                 continue
             vol = self.volumes.get(f"{ns}/{obj_name}")
             reason = self._volume_problem(machine, vol)

@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
+
 from ironpool.api.compute import Machine, MachineVolume
 from ironpool.api.conditions import condition
 from ironpool.api.meta import Condition
@@ -73,14 +75,18 @@ def volume_object_name(machine: Machine, volume: MachineVolume) -> str | None:
     return None
 
 
-def local_disk_volume(volume: MachineVolume, device: str) -> mpb.Volume:
-    """An IRI ``local_disk`` for ``localDisk`` (or the deprecated ``emptyDisk``) sources."""
+def local_disk_volume(
+    volume: MachineVolume, device: str, pull_secret: Mapping[str, bytes] | None = None
+) -> mpb.Volume:
+    """An IRI ``local_disk`` for ``localDisk`` (or the deprecated ``emptyDisk``) sources; an image
+    carries the image pull Secret's data."""
     disk = mpb.LocalDisk()
     if volume.local_disk is not None:
         if volume.local_disk.size_limit is not None:
             disk.size_bytes = volume.local_disk.size_limit.value()
         if volume.local_disk.image:
             disk.image.image = volume.local_disk.image
+            disk.image.pull_secret_data.update(pull_secret or {})
     elif volume.empty_disk is not None and volume.empty_disk.size_limit is not None:
         disk.size_bytes = volume.empty_disk.size_limit.value()
     return mpb.Volume(name=volume.name, device=device, local_disk=disk)
@@ -213,7 +219,7 @@ def compute_status(
         observed = int(iri.metadata.annotations.get(keys.MACHINE_GENERATION_ANNOTATION, "0"))
     except ValueError:
         observed = 0
-    return {
+    status = {
         "machineID": f"{runtime_name}://{iri.metadata.id}",
         "observedGeneration": observed,
         "state": state,
@@ -221,6 +227,9 @@ def compute_status(
         "volumes": volumes,
         "networkInterfaces": nics,
     }
+    if iri.status.image_ref:
+        status["imageRef"] = iri.status.image_ref
+    return status
 
 
 def waiting_status(machine: Machine, reasons: Sequence[Waiting], now: str) -> dict[str, Any]:
@@ -243,8 +252,21 @@ def waiting_status(machine: Machine, reasons: Sequence[Waiting], now: str) -> di
     }
 
 
-def failed_status(machine: Machine, message: str, now: str) -> dict[str, Any]:
-    """Status of a machine the runtime refused to create: ``Ready=False/CreateFailed`` with its error."""
+def failed_status(machine: Machine, message: str, now: str, reason: str = "CreateFailed") -> dict[str, Any]:
+    """Status of a machine the runtime refused to create (or is still pulling the image of):
+    ``Ready=False`` with the runtime's reason (``ImageNotFound``, ``ImagePulling``, ...) and message."""
     previous = list(machine.status.conditions or []) if machine.status else []
     return {"state": "Pending",
-            "conditions": [condition("Ready", "False", "CreateFailed", message, previous, now)]}
+            "conditions": [condition("Ready", "False", reason, message, previous, now)]}
+
+
+REASON_METADATA = "ironpool-reason"  # as ironpool's runtimes send it beside an error
+
+
+def error_reason(exc: grpc.aio.AioRpcError, default: str = "CreateFailed") -> str:
+    """The reason word a runtime sent beside an error (``ImagePulling``), else ``default``."""
+    for key, value in exc.trailing_metadata() or ():
+        if key == REASON_METADATA and isinstance(value, str) and value.isalnum():
+            return value
+    return default
+

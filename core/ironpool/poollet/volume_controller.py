@@ -13,6 +13,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import grpc
+import grpc.aio
+
 from ironpool.api.compute import Machine
 from ironpool.api.conditions import condition
 from ironpool.api.core import Secret
@@ -27,9 +30,9 @@ from ironpool.iri.client import AsyncVolumeRuntimeClient
 from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as vpb
 from ironpool.poollet import keys
 from ironpool.poollet.classes import ClassMapper
-from ironpool.poollet.machine_controller import secret_value
+from ironpool.poollet.machine_iri import error_reason
 from ironpool.poollet.reconciler import PoolObjectReconciler
-from ironpool.poollet.secret_reader import SECRET_RETRY, SecretReader
+from ironpool.poollet.secret_reader import SECRET_RETRY, SecretReader, secret_value
 from ironpool.poollet.waiting import Dependency, Waiting, waiting_message
 
 log = logging.getLogger(__name__)
@@ -116,11 +119,25 @@ class VolumeReconciler(PoolObjectReconciler[Volume]):
         if not found:
             if vol.spec.encryption is not None:  # read by name: a pool may not watch Secrets
                 await self.secrets.refresh(ns_of(vol), vol.spec.encryption.secret_ref.name)
+            if vol.spec.image_pull_secret is not None:
+                await self.secrets.refresh(ns_of(vol), vol.spec.image_pull_secret.name)
             desired, waiting = self._build(vol)
             if desired is None:
                 await self.patch_status(vol, self._waiting_status(vol, waiting, now))
                 return Result(requeue_after=SECRET_RETRY) if any(w.polled for w in waiting) else DONE
-            iri = await self.runtime.create_volume(desired)
+            try:
+                iri = await self.runtime.create_volume(desired)
+            except grpc.aio.AioRpcError as exc:
+                reason = error_reason(exc, "")
+                if not reason:
+                    raise
+                # An image being pulled, or one that cannot be: say so in the status, retry.
+                previous = vol.status.conditions if vol.status else None
+                await self.patch_status(vol, {"state": "Pending", "conditions": [
+                    condition("Ready", "False", reason, exc.details() or "", previous, now)]})
+                if reason == "ImagePulling":
+                    return Result(requeue_after=SECRET_RETRY)
+                raise
             log.info("volume %s: created IRI volume %s", key, iri.metadata.id)
         else:
             iri = found[0]
@@ -166,8 +183,12 @@ class VolumeReconciler(PoolObjectReconciler[Volume]):
                 spec.encryption.secret_data["encryptionKey"] = data
         ds = vol.spec.data_source
         if ds is not None and ds.os_image is not None:
-            spec.volume_data_source.image_data_source.image = ds.os_image.image
-            spec.volume_data_source.image_data_source.architecture = ds.os_image.architecture or ""
+            source = spec.volume_data_source.image_data_source
+            source.image = ds.os_image.image
+            source.architecture = ds.os_image.architecture or ""
+            pull = vol.spec.image_pull_secret
+            if pull is not None:
+                source.pull_secret_data.update(self.secrets.image_pull_secret(ns, pull.name, waiting))
         if waiting:
             return None, waiting
         iri = vpb.Volume(spec=spec)

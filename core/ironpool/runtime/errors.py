@@ -10,9 +10,15 @@ class IriError(Exception):
 
     code: grpc.StatusCode = grpc.StatusCode.INTERNAL
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, reason: str = "") -> None:
         super().__init__(message)
         self.message = message
+        # One CamelCase word a caller can put in a condition (``ImageNotFound``); sent beside the
+        # status as the trailing metadata REASON_METADATA.
+        self.reason = reason
+
+
+REASON_METADATA = "ironpool-reason"
 
 
 class InvalidArgument(IriError):
@@ -34,7 +40,7 @@ class AlreadyExists(IriError):
 
 
 class ResourceExhausted(IriError):
-    """The storage pool has not enough free space for the request."""
+    """The storage pool (or the image cache) has not enough free space for the request."""
 
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
 
@@ -52,7 +58,8 @@ class Unimplemented(IriError):
 
 
 class Unavailable(IriError):
-    """libvirtd cannot be reached right now; the caller retries."""
+    """libvirtd or an image registry cannot be reached right now, or an image is still being
+    pulled; the caller retries."""
 
     code = grpc.StatusCode.UNAVAILABLE
 

@@ -26,7 +26,7 @@ import libvirt
 
 from ironpool.iri.endpoint import EndpointError, parse_endpoint
 
-from .errors import IriError
+from .errors import REASON_METADATA, IriError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -64,7 +64,7 @@ async def abort(context: Context, exc: Exception, fn: Callable[..., Any]) -> NoR
     """End the RPC with the status code ``exc`` carries (INTERNAL for anything unexpected)."""
     what = getattr(fn, "__name__", str(fn))
     if isinstance(exc, IriError):
-        await context.abort(exc.code, exc.message)
+        await context.abort(exc.code, exc.message, ((REASON_METADATA, exc.reason),) if exc.reason else ())
     if isinstance(exc, libvirt.libvirtError):
         log.warning("%s: libvirt error: %s", what, exc)
         await context.abort(grpc.StatusCode.INTERNAL, f"libvirt: {exc.get_error_message()}")

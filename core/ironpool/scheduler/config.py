@@ -12,9 +12,10 @@
     schedulerName: default             # handle objects annotated scheduler.ironpool.dev/scheduler-name
 
 A Machine/Volume picks a profile with the annotation ``scheduler.ironpool.dev/profile``; without it the
-first profile schedules it. Several schedulers (or scheduler processes) may run against one apiserver:
-its capacity admission refuses a bind that would overcommit a pool, and the refused scheduler tries
-again with what its watch then shows.
+first profile schedules it. A profile that disables a plugin another one needs (VolumeLocality needs
+VolumeBinding) is refused, naming both. Several schedulers (or scheduler processes) may run against
+one apiserver: its capacity admission refuses a bind that would overcommit a pool, and the refused
+scheduler tries again with what its watch then shows.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ironpool.scheduler.cache import SchedulerCache
-from ironpool.scheduler.framework.profile import Framework
-from ironpool.scheduler.plugins import BINDER, DEFAULT_PLUGINS, REGISTRY, STRATEGIES
+from ironpool.scheduler.framework.profile import Framework, RequirementError, check_requirements
+from ironpool.scheduler.plugins import BINDER, DEFAULT_PLUGINS, REGISTRY, SCORING_STRATEGIES
 
 PROFILE_ANNOTATION = "scheduler.ironpool.dev/profile"
 
@@ -47,8 +48,8 @@ class ProfileConfig(_Strict):
     @field_validator("strategy")
     @classmethod
     def _strategy(cls, v: str) -> str:
-        if v not in STRATEGIES:
-            raise ValueError(f"must be one of {', '.join(STRATEGIES)}")
+        if v not in SCORING_STRATEGIES:
+            raise ValueError(f"must be one of {', '.join(SCORING_STRATEGIES)}")
         return v
 
     @field_validator("disabled_plugins")
@@ -66,6 +67,19 @@ class ProfileConfig(_Strict):
             if name not in REGISTRY:
                 raise ValueError(f"unknown plugin {name!r}")
         return v
+
+    @model_validator(mode="after")
+    def _requirements(self) -> ProfileConfig:
+        try:
+            check_requirements(REGISTRY[name] for name in self.plugin_names())
+        except RequirementError as exc:
+            raise ValueError(f"disabledPlugins: {exc}") from None
+        return self
+
+    def plugin_names(self) -> list[str]:
+        """The plugins this profile runs, in order: the default ones it does not disable, its
+        scoring strategy, the binder."""
+        return [*(n for n in DEFAULT_PLUGINS if n not in self.disabled_plugins), self.strategy, BINDER]
 
 
 class QueueConfig(_Strict):
@@ -138,9 +152,8 @@ def parse_config(data: Any, source: str = "config") -> SchedulerConfig:
 
 def build_framework(profile: ProfileConfig, cache: SchedulerCache, use_index: bool = True) -> Framework:
     """Instantiate a profile's plugins and wire them into a Framework."""
-    names = [n for n in DEFAULT_PLUGINS if n not in profile.disabled_plugins]
     plugins = []
-    for name in [*names, profile.strategy, BINDER]:
+    for name in profile.plugin_names():
         cls = REGISTRY[name]
         args = profile.plugin_args.get(name)
         try:

@@ -64,6 +64,8 @@ class RuntimeProc(RuntimeProcess):
             str(self.workdir / "classes.yaml"),
             "--images",
             str(self.images),
+            "--image-cache",
+            str(self.workdir / "image-cache"),
             "--state-dir",
             str(self.state_dir),
             "--address",

@@ -78,6 +78,7 @@ def test_a_machine_runtime_qemu_cannot_reach_refuses_to_start_naming_the_folder(
         log = private / "runtime.log"
         proc = start_ironpool(["libvirt-runtime", "--libvirt-uri", LIBVIRT_URI,
                                "--classes", str(private / "classes.yaml"), "--images", str(runtime.images),
+                               "--image-cache", str(private / "cache"),
                                "--state-dir", str(private / "state"), "--address", f"unix://{private}/m.sock",
                                "--streaming-address", "127.0.0.1:0"], log)
         assert proc.wait(60) != 0

@@ -19,13 +19,13 @@ CLASSES = {"tiny": MachineClassSpec("tiny", {"cpu": 1, "memory": 128 << 20})}
 DISKS = Path("/state/machines/m/disks")
 ODD = "v<&>\"'\n]]>"  # what IRI allows in label values and the machine runtime keeps verbatim
 IMAGES = {
-    "disk": Image(name="disk", kind="disk", path=Path("/images/disk.qcow2"), format="qcow2"),
-    "kernel": Image(name="kernel", kind="kernel", kernel=Path("/images/kernel/kernel")),
-    "kernel2": Image(name="kernel2", kind="kernel", kernel=Path("/images/kernel2/kernel")),
+    "disk": Image(name="disk", path=Path("/images/disk.qcow2"), format="qcow2"),
+    "kernel": Image(name="kernel", kernel=Path("/images/kernel/kernel")),
+    "kernel2": Image(name="kernel2", kernel=Path("/images/kernel2/kernel")),
 }
 
 
-def _resolve(ref: str) -> Image:
+def _resolve(ref: str, _creds: object, _rec: object) -> Image:
     name = catalog_name(ref)  # InvalidImageName for a bad reference, as the catalog does
     if name not in IMAGES:
         raise ImageNotFound(f"image {ref!r}: not found")

@@ -14,7 +14,13 @@ import libvirt
 import pytest
 from ironpool.runtime.errors import InvalidArgument
 from ironpool.runtime.events import EventRing, RuntimeEvent
-from ironpool.runtime.images import ImageCatalog, ImageNotFound, InvalidImageName, catalog_name
+from ironpool.runtime.images import (
+    ImageCatalog,
+    ImageNotFound,
+    InvalidImageName,
+    catalog_name,
+    open_resolver,
+)
 from ironpool.runtime.libvirt_util import choose_domain_type
 from ironpool.runtime.machine.classes import ClassFileError, parse_classes, quantity
 from ironpool.runtime.machine.domain_xml import (
@@ -151,10 +157,11 @@ def test_image_catalog(tmp_path: Path) -> None:
     (tmp_path / "k" / "cmdline").write_text("console=ttyS0\n")
     (tmp_path / "disk.qcow2").write_bytes(b"q")
     cat = ImageCatalog(tmp_path)
-    k = cat.resolve("ghcr.io/org/k:latest")
-    assert k.kind == "kernel" and k.cmdline == "console=ttyS0" and k.initrd == tmp_path / "k" / "initrd"
+    k = cat.resolve("org/k:latest")
+    assert k.boots_kernel and not k.has_disk and k.cmdline == "console=ttyS0"
+    assert k.initrd == tmp_path / "k" / "initrd"
     d = cat.resolve("disk")
-    assert d.kind == "disk" and d.format == "qcow2"
+    assert d.has_disk and not d.boots_kernel and d.format == "qcow2"
     assert cat.names() == ["disk", "k"]
     with pytest.raises(ImageNotFound, match="nope"):
         cat.resolve("nope")
@@ -211,7 +218,7 @@ def test_driver_on_the_libvirt_test_driver_makes_overlay_disks(tmp_path: Path) -
     driver = MachineDriver(
         host,
         {"c": MachineClassSpec("c", {"cpu": 1, "memory": 64 << 20})},
-        ImageCatalog(images),
+        open_resolver(images, tmp_path / "cache"),
         tmp_path / "st",
     )
     driver.start()
@@ -261,7 +268,8 @@ def test_observed_generation_follows_the_applied_power_on_the_test_driver(tmp_pa
     host = Host("test:///default")
     classes = {"c": MachineClassSpec("c", {"cpu": 1, "memory": 64 << 20})}
     # The test driver ignores the ACPI button: the grace period ends in a destroy.
-    driver = MachineDriver(host, classes, ImageCatalog(tmp_path), tmp_path / "st", shutdown_timeout=0.2)
+    images = open_resolver(tmp_path, None)
+    driver = MachineDriver(host, classes, images, tmp_path / "st", shutdown_timeout=0.2)
     driver.start()
     try:
         spec = mpb.MachineSpec(power=mpb.POWER_ON)

@@ -174,10 +174,10 @@ def read_guest_bytes(qcow2: str, offset: int, length: int, tmp: Path) -> bytes:
     return data
 
 
-def test_create_from_image_is_a_flat_copy(runtime: VolumeRuntimeProc, tmp_path: Path) -> None:
+def test_create_from_catalog_image_is_a_flat_copy(runtime: VolumeRuntimeProc, tmp_path: Path) -> None:
     write_image(runtime.images / "tiny.raw", 8 * MiB, b"IRONPOOL-IMAGE", 3 * MiB)
     vol = runtime.stub.CreateVolume(
-        volume_request(size=32 * MiB, image="registry.example/os/tiny:1.0")
+        volume_request(size=32 * MiB, image="os/tiny:1.0")
     ).volume
     path = vol.status.access.attributes["path"]
     info = qemu_img_info(path)
@@ -185,7 +185,7 @@ def test_create_from_image_is_a_flat_copy(runtime: VolumeRuntimeProc, tmp_path: 
     assert "backing-filename" not in info  # a copy, independent of the catalog
     (runtime.images / "tiny.raw").unlink()
     assert read_guest_bytes(path, 3 * MiB, 14, tmp_path) == b"IRONPOOL-IMAGE"
-    assert vol.spec.volume_data_source.image_data_source.image == "registry.example/os/tiny:1.0"
+    assert vol.spec.volume_data_source.image_data_source.image == "os/tiny:1.0"
 
 
 def test_snapshot_and_volume_from_snapshot(runtime: VolumeRuntimeProc, tmp_path: Path) -> None:

@@ -67,6 +67,8 @@ class VolumeRuntimeProc(RuntimeProcess):
             str(self.classes),
             "--images",
             str(self.images),
+            "--image-cache",
+            str(self.workdir / "image-cache"),
             "--address",
             self.address,
             *self.extra_args,

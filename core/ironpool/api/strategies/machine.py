@@ -34,6 +34,7 @@ from ironpool.api.strategies.networkinterface import default_nic_spec, validate_
 from ironpool.api.strategies.prefix import validate_template_metadata
 from ironpool.api.strategies.volume import validate_volume_spec
 from ironpool.api.strategy import Obj, Strategy
+from ironpool.api.subresources import PoolBinding, PoolEviction
 
 _DEVICE_RE = re.compile(r"^[a-z]{2}[a-z][a-z]?$")
 _DEVICE_PREFIX = "od"
@@ -56,6 +57,8 @@ class MachineStrategy(Strategy[Machine]):
     info = ResourceInfo(COMPUTE_GROUP, COMPUTE_VERSION, "Machine", "machines", "machine", ("ma",), True,
                         Machine, True)
     name_is_dns_label = True
+    subresources = (PoolBinding(pool_kind="MachinePool", pool_ref="machinePoolRef"),
+                    PoolEviction(pool_ref="machinePoolRef"))
     columns = (
         NAME, Column("MACHINECLASS", field("spec.machineClassRef.name")),
         Column("POOL", field("spec.machinePoolRef.name")), Column("STATE", field("status.state")),
@@ -63,6 +66,7 @@ class MachineStrategy(Strategy[Machine]):
         Column("READY", cond_status("Ready"), wide=True),
         Column("MACHINEID", field("status.machineID"), wide=True),
         Column("POOLSELECTOR", mapping("spec.machinePoolSelector"), wide=True),
+        Column("IMAGE", field("status.imageRef"), wide=True),
         Column("IPS", ADDRESSES, wide=True),
     )
 
@@ -83,6 +87,8 @@ class MachineStrategy(Strategy[Machine]):
             ref_name(spec.machine_pool_ref.name, "spec.machinePoolRef.name", errs)
         if spec.machine_pool_selector:
             validate_labels(spec.machine_pool_selector, "spec.machinePoolSelector", errs)
+        if spec.image_pull_secret is not None:
+            ref_name(spec.image_pull_secret.name, "spec.imagePullSecret.name", errs)
         if spec.ignition_ref is not None:
             ref_name(spec.ignition_ref.name, "spec.ignitionRef.name", errs)
             for msg in secret_key(spec.ignition_ref.key or ""):

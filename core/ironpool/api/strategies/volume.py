@@ -12,6 +12,7 @@ from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.rules import get, immutable, ref_name, set_once, tolerations
 from ironpool.api.storage import STORAGE_GROUP, STORAGE_VERSION, Volume, VolumeSpec
 from ironpool.api.strategy import Obj, Strategy
+from ironpool.api.subresources import PoolBinding
 
 
 class VolumeStrategy(Strategy[Volume]):
@@ -19,6 +20,9 @@ class VolumeStrategy(Strategy[Volume]):
 
     info = ResourceInfo(STORAGE_GROUP, STORAGE_VERSION, "Volume", "volumes", "volume", ("vol",), True,
                         Volume, True)
+    subresources = (
+        PoolBinding(pool_kind="VolumePool", pool_ref="volumePoolRef", class_ref="volumeClassRef"),
+    )
     columns = (
         NAME, Column("VOLUMECLASS", field("spec.volumeClassRef.name")),
         Column("POOL", field("spec.volumePoolRef.name")), Column("STATE", field("status.state")),
@@ -51,6 +55,8 @@ def validate_volume_spec(spec: VolumeSpec, path: str, errs: FieldErrors) -> None
         elif storage.sign() <= 0:
             errs.invalid(f"{path}.resources.storage", str(storage), "must be greater than zero")
         tolerations(spec.tolerations, f"{path}.tolerations", errs)
+        if spec.image_pull_secret is not None:
+            ref_name(spec.image_pull_secret.name, f"{path}.imagePullSecret.name", errs)
     else:
         why = "must not specify if volume class is empty"
         if spec.volume_pool_selector is not None:

@@ -1,6 +1,6 @@
 """What capacity admission knows without asking the store: pools' totals and classes' demands (kept
-current by a :class:`~.mirror.StoreMirror`), and the charges of objects bound before usage keys
-existed; plus the arithmetic of amounts.
+current by a :class:`~ironpool.store.mirror.StoreMirror`), and the charges of objects
+bound before usage keys existed; plus the arithmetic of amounts.
 
 Amounts are exact integers in nano-units (quantities are rounded to 1e-9 when parsed). In a usage
 key they are decimal strings: 64Gi in nano-units does not fit JSON's 64-bit integers.
@@ -16,8 +16,8 @@ from typing import Any
 
 from ironpool.api.quantity import Format, Quantity, parse_quantity
 from ironpool.api.resources import RESOURCES, ResourceInfo
-from ironpool.apiserver.admission.mirror import StoreMirror
 from ironpool.store.interface import Document, Store
+from ironpool.store.mirror import StoreMirror
 
 _INDEXES: weakref.WeakKeyDictionary[Store, CapacityIndex] = weakref.WeakKeyDictionary()
 _CLASS_PREFIX = "class/"

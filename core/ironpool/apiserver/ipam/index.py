@@ -2,7 +2,7 @@
 range, the NICs with their addresses and MACs per Network, the Networks and the Machines that use
 them.
 
-It is a :class:`~ironpool.apiserver.admission.mirror.StoreMirror` of Namespaces, Networks,
+It is a :class:`~ironpool.store.mirror.StoreMirror` of Namespaces, Networks,
 Machines, Prefixes and NetworkInterfaces: listed on first use, then kept current by a store watch
 (writes of every apiserver) and at once by :meth:`IPAMIndex.committed` (this process's writes). It
 is what decisions are made on; the guard keys (:mod:`.guards`) are what makes them hold. The
@@ -222,7 +222,7 @@ class IPAMIndex:
         #: called with (info, key, doc or None) for every change applied, this process's or another's
         self.watchers: list[Callable[[ResourceInfo, str, Document | None], None]] = []
         # Imported here: the admission package imports this module through its IPAM plugin.
-        from ironpool.apiserver.admission.mirror import StoreMirror
+        from ironpool.store.mirror import StoreMirror
 
         self.mirror = StoreMirror(store, [_INFOS[k] for k in _ORDER], self._mirrored)
         self._loading: list[tuple[ResourceInfo, str, Document | None]] | None = None

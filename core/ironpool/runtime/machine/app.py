@@ -13,7 +13,8 @@ from pathlib import Path
 
 from ironpool.runtime import libvirt_util
 from ironpool.runtime.events import EventRing
-from ironpool.runtime.images import ImageCatalog
+from ironpool.runtime.images import open_resolver
+from ironpool.runtime.images.cache import DEFAULT_LIMIT
 
 from .classes import load_classes
 from .console_server import ConsoleServer
@@ -31,6 +32,11 @@ class MachineRuntimeConfig:
 
     classes_file: Path
     images_dir: Path = Path("/var/lib/ironpool/images")
+    image_cache: Path = Path("/var/lib/ironpool/image-cache")
+    image_cache_size: int = DEFAULT_LIMIT
+    insecure_registries: tuple[str, ...] = ()
+    file_images: tuple[Path, ...] = ()
+    image_pull_wait: float = 10.0
     libvirt_uri: str = "qemu:///system"
     address: str = "unix:///var/run/iri-machineprovider.sock"
     state_dir: Path = Path("/var/lib/ironpool/machine-runtime")
@@ -54,7 +60,8 @@ def build(cfg: MachineRuntimeConfig) -> tuple[MachineDriver, ConsoleServer]:
     driver = MachineDriver(
         host,
         classes,
-        ImageCatalog(cfg.images_dir),
+        open_resolver(cfg.images_dir, cfg.image_cache, cfg.image_cache_size, cfg.insecure_registries,
+                      cfg.file_images, cfg.image_pull_wait),
         cfg.state_dir,
         options=DomainOptions(domain_type=dtype, machine_type=cfg.machine_type),
         shutdown_timeout=cfg.shutdown_timeout,

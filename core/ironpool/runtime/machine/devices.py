@@ -18,6 +18,7 @@ import libvirt
 
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as machine_pb2
 from ironpool.runtime.errors import Internal, NotFound
+from ironpool.runtime.images import ImageResolver
 
 from . import disks, records
 from .domain_xml import disk_element, interface_element, nic_alias, to_string, volume_alias
@@ -43,6 +44,7 @@ class MachineDevices:
     driver's index and host."""
 
     index: MachineIndex
+    images: ImageResolver
     lookups: records.Lookups
     host_networks: HostNetworks
     user_nics: UserNics
@@ -62,7 +64,8 @@ class MachineDevices:
             )
             records.attachable(vrec, image)
             guest = self.guest(rec)
-            disks.make_local(vrec, image)
+            with self.images.lease(image, vrec.path, f"machine {rec.id}"):
+                disks.make_local(vrec, image)
             try:
                 if vrec.path:
                     xml, what = to_string(disk_element(vrec)), f"volume {vrec.name!r}"
@@ -70,6 +73,7 @@ class MachineDevices:
             except Internal:
                 if vrec.owned:
                     Path(vrec.path).unlink(missing_ok=True)
+                    self.images.release(vrec.path)
                 raise
             rec.volumes.append(vrec)
             self.persist(entry, guest)
@@ -96,6 +100,7 @@ class MachineDevices:
             self.persist(entry, guest)
             if vrec.owned and vrec.path:
                 Path(vrec.path).unlink(missing_ok=True)
+                self.images.release(vrec.path)
             self.record_event(
                 entry.rec, "DetachVolumeSucceeded", f"volume {name!r} detached", action="DetachVolume"
             )

@@ -1,4 +1,9 @@
-"""Local disks the runtime makes for a machine: qcow2 files, empty or overlaid on a catalog image."""
+"""Local disks the runtime makes for a machine: qcow2 files, empty or overlaid on an image's disk.
+
+An overlay is a copy-on-write qcow2 whose backing file is the image's disk in the catalog or the
+host's image cache, with the backing format recorded (libvirt never probes it): making one costs
+the same whatever the image's size, and ten machines from one image share its one base.
+"""
 
 from __future__ import annotations
 
@@ -37,10 +42,11 @@ def create_empty(path: Path, size_bytes: int) -> None:
     _qemu_img("create", "-q", "-f", "qcow2", str(path), str(size_bytes or DEFAULT_EMPTY_DISK_BYTES))
 
 
-def create_overlay(path: Path, image: Path, image_format: str, size_bytes: int) -> int:
-    """A qcow2 overlay on ``image`` (never written), grown to ``size_bytes`` if larger; its size."""
+def create_overlay(path: Path, image: Path, image_format: str, size_bytes: int, base_size: int = 0) -> int:
+    """A qcow2 overlay on ``image`` (never written), grown to ``size_bytes`` if larger; its size.
+    ``base_size``: the image's virtual size when known (saves reading it)."""
     make_dirs(path.parent)
-    base = virtual_size(image)
+    base = base_size or virtual_size(image)
     size = max(base, size_bytes)
     _qemu_img("create", "-q", "-f", "qcow2", "-b", str(image), "-F", image_format, str(path), str(size))
     return size
@@ -56,8 +62,10 @@ def make_local(vrec: VolumeRecord, image: Image | None) -> None:
     """The file of a local disk: an overlay on a disk image, or empty; records its size."""
     if vrec.kind != "local" or not vrec.path:
         return
-    if image is not None and image.kind == "disk" and image.path is not None:
-        vrec.size_bytes = create_overlay(Path(vrec.path), image.path, image.format, vrec.size_bytes)
+    if image is not None and image.path is not None:
+        vrec.size_bytes = create_overlay(
+            Path(vrec.path), image.path, image.format, vrec.size_bytes, image.virtual_size
+        )
     else:
         create_empty(Path(vrec.path), vrec.size_bytes)
         vrec.size_bytes = vrec.size_bytes or DEFAULT_EMPTY_DISK_BYTES

@@ -145,7 +145,7 @@ def domain_element(
         _sub(sysinfo, "entry", name=IGNITION_FW_CFG, file=str(ignition_file))
     os_el = _sub(dom, "os")
     _sub(os_el, "type", "hvm", arch=opts.arch, machine=opts.machine_type)
-    if boot is not None and boot.kind == "kernel":
+    if boot is not None and boot.kernel is not None:
         _sub(os_el, "kernel", str(boot.kernel))
         if boot.initrd is not None:
             _sub(os_el, "initrd", str(boot.initrd))

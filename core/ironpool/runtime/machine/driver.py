@@ -22,7 +22,7 @@ import libvirt
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as machine_pb2
 from ironpool.runtime.errors import Internal, IriError, NotFound
 from ironpool.runtime.events import EventRing, RuntimeEvent
-from ironpool.runtime.images import ImageCatalog
+from ironpool.runtime.images import Credentials, Image, ImageResolver
 from ironpool.runtime.metadata import check_string_map
 from ironpool.runtime.qemu_access import check_reachable, make_dirs
 
@@ -55,7 +55,7 @@ class MachineDriver:
         self,
         host: Host,
         classes: Mapping[str, MachineClassSpec],
-        catalog: ImageCatalog,
+        images: ImageResolver,
         state_dir: str | Path,
         options: DomainOptions | None = None,
         shutdown_timeout: float = 10.0,
@@ -65,7 +65,7 @@ class MachineDriver:
     ) -> None:
         self.host = host
         self.classes = dict(classes)
-        self.catalog = catalog
+        self.images = images
         self.state_dir = Path(state_dir).absolute()
         self.options = options or DomainOptions()
         self.shutdown_timeout = shutdown_timeout
@@ -73,22 +73,25 @@ class MachineDriver:
         self.index = MachineIndex()
         self.networks = networks or NetworkSettings()
         self.lookups = records.Lookups(
-            catalog.resolve, os.path.isfile, host.network_exists, host.bridge_exists, self.networks
+            self._resolve_image, os.path.isfile, host.network_exists, host.bridge_exists, self.networks
         )
         self.host_networks = HostNetworks(host.connection, self.state_dir)
         self.user_nics = UserNics(self.networks)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="machine-worker")
-        self.devices = MachineDevices(self.index, self.lookups, self.host_networks, self.user_nics,
-                                      self.machine_dir, self._guest, self._persist, self.record_event,
-                                      self._release_networks)
+        self.devices = MachineDevices(
+            index=self.index, images=self.images, lookups=self.lookups, host_networks=self.host_networks,
+            user_nics=self.user_nics, machine_dir=self.machine_dir, guest=self._guest, persist=self._persist,
+            record_event=self.record_event, release_networks=self._release_networks,
+        )
 
     # -- lifecycle of the runtime ------------------------------------------------------------
     def start(self) -> None:
         """Rebuild the index from libvirt, subscribe to lifecycle events, resume pending work."""
         make_dirs(self.state_dir / "machines")
+        self.images.start()
         check_reachable(self.host.conn, self.options.domain_type, {
             "the machine runtime's disks and files": self.state_dir / "machines",
-            "the image catalog": self.catalog.directory,
+            **self.images.folders(),
         })
         self.host.subscribe(self._on_lifecycle)
         for guest in self.host.guests(DOMAIN_PREFIX):
@@ -122,6 +125,7 @@ class MachineDriver:
 
     def close(self) -> None:
         self.host.close()
+        self.images.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def machine_dir(self, machine_id: str) -> Path:
@@ -195,6 +199,16 @@ class MachineDriver:
         with entry.cond:
             entry.cond.notify_all()
 
+    # -- images ------------------------------------------------------------------------------
+    def _resolve_image(self, ref: str, creds: Credentials | None, rec: MachineRecord) -> Image:
+        """The image for a machine being made; its pull's progress becomes events about it."""
+        key = ",".join(f"{k}={v}" for k, v in sorted(rec.labels.items())) or rec.id
+
+        def emit(reason: str, message: str) -> None:
+            self.record_event(rec, reason, message, action="PullImage")
+
+        return self.images.resolve(ref, creds, (key, emit))
+
     # -- create ------------------------------------------------------------------------------
     def create_machine(self, machine: machine_pb2.Machine) -> MachineView:
         """Check everything, then make disks, define the domain and start it if powered on.
@@ -238,8 +252,12 @@ class MachineDriver:
                 ignition_file = mdir / "ignition.ign"
                 with open(os.open(ignition_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
                     f.write(ignition)
+            user = f"machine {rec.id}"
+            self.images.hold(plan.boot, mdir, user)  # the kernel and initramfs it boots
             for vrec in rec.volumes:
-                disks.make_local(vrec, plan.images.get(vrec.name))
+                image = plan.images.get(vrec.name)
+                with self.images.lease(image, vrec.path, user):
+                    disks.make_local(vrec, image)
             xml = to_string(
                 domain_element(rec, self.options, self.console_log(rec.id), plan.boot, ignition_file)
             )
@@ -258,6 +276,7 @@ class MachineDriver:
                     log.warning("domain %s: undefine failed: %s", guest.name, undefine_exc)
             self._release_networks(reserved)
             shutil.rmtree(mdir, ignore_errors=True)
+            self.images.release(mdir, *(v.path for v in rec.volumes if v.owned and v.path))
             if isinstance(exc, libvirt.libvirtError):
                 raise Internal(f"libvirt: defining the domain failed: {exc.get_error_message()}") from exc
             raise
@@ -427,6 +446,9 @@ class MachineDriver:
                         Path(vol.path).unlink(missing_ok=True)
                 shutil.rmtree(self.machine_dir(rec.id), ignore_errors=True)
                 self.index.remove(rec.id)
+            self.images.release(
+                self.machine_dir(rec.id), *(v.path for v in rec.volumes if v.owned and v.path)
+            )
             self.record_event(
                 rec, "MachineDeletionSucceeded", "domain undefined and disks removed", action="Delete"
             )

@@ -25,7 +25,8 @@ class VolumeRecord:
     target: str  # libvirt target dev (``vda``)
     kind: Literal["local", "connection"]
     size_bytes: int = 0
-    image: str = ""  # local disk: catalog image name
+    image: str = ""  # local disk: the image reference as written (a catalog name, OCI reference, URL)
+    image_ref: str = ""  # local disk: that image pinned to its digest, as status.imageRef reports it
     driver: str = ""
     handle: str = ""
     attributes: dict[str, str] = field(default_factory=dict)
@@ -69,7 +70,7 @@ class MachineRecord:
     power: int = 0  # IRI Power: 0 = on, 1 = off
     hostname: str = ""
     ignition: bool = False
-    boot_image: str = ""  # a kernel-bundle image booted directly; "" for disk boot
+    boot_image: str = ""  # an image whose kernel is booted directly; "" for boot from disk
     volumes: list[VolumeRecord] = field(default_factory=list)
     nics: list[NicRecord] = field(default_factory=list)
     cpu: int = 1

@@ -19,7 +19,7 @@ import libvirt
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as machine_pb2
 from ironpool.iri.gen.meta.v1alpha1 import api_pb2 as meta_pb2
 from ironpool.runtime.errors import AlreadyExists, InvalidArgument, NotFound
-from ironpool.runtime.images import Image, ImageNotFound, InvalidImageName
+from ironpool.runtime.images import Credentials, Image, ImageError
 from ironpool.runtime.metadata import check_string_map
 
 from . import nics
@@ -93,13 +93,17 @@ def check_power(power: int, field: str) -> int:
 
 
 # -- requests to records -----------------------------------------------------------------------
+ResolveImage = Callable[[str, "Credentials | None", MachineRecord], Image]
+
+
 @dataclass(frozen=True)
 class Lookups:
-    """What converting a request needs from the host: the image catalog (raising ImageNotFound or
-    InvalidImageName), whether a volume file, a libvirt network or a host bridge exists, and how the
-    host realises networks that do not say."""
+    """What converting a request needs from the host: images (a reference and its pull credentials
+    for a machine to local files, raising :class:`~ironpool.runtime.images.ImageError`), whether a
+    volume file, a libvirt network or a host bridge exists, and how the host realises networks that
+    do not say."""
 
-    resolve_image: Callable[[str], Image]
+    resolve_image: ResolveImage
     file_exists: Callable[[str], bool]
     network_exists: Callable[[str], bool]
     bridge_exists: Callable[[str], bool] = lambda _name: False
@@ -171,7 +175,7 @@ def plan_machine(
     for i, vol in enumerate(spec.volumes):
         field_ = f"machine.spec.volumes[{i}]"
         vrec, image = volume_record(vol, field_, rec, disk_dir, lookups)
-        if image is not None and image.kind == "kernel":
+        if image is not None and image.boots_kernel:
             if plan.boot is not None:
                 raise InvalidArgument(
                     f"{field_}.local_disk.image: only one kernel image can boot a machine "
@@ -179,7 +183,7 @@ def plan_machine(
                 )
             plan.boot = image
             rec.boot_image = image.name
-        elif image is not None:
+        if image is not None and image.has_disk:
             plan.images[vrec.name] = image
         rec.volumes.append(vrec)
     for i, nic in enumerate(spec.network_interfaces):
@@ -213,23 +217,15 @@ def volume_record(
         raise InvalidArgument(f"{field}: exactly one of local_disk and connection must be set")
     if has_local:
         size = check_size(vol.local_disk.size_bytes, f"{field}.local_disk.size_bytes")
-        image: Image | None = None
-        ref = vol.local_disk.image.image if vol.local_disk.HasField("image") else ""
-        if ref:
-            try:
-                image = lookups.resolve_image(ref)
-            except InvalidImageName as exc:
-                raise InvalidArgument(f"{field}.local_disk.image.image: {exc}") from exc
-            except ImageNotFound as exc:
-                raise NotFound(f"{field}.local_disk.image.image: {exc}") from exc
+        image = local_image(vol.local_disk, f"{field}.local_disk", rec, lookups)
         digest = hashlib.sha256(name.encode()).hexdigest()[:16]
-        # A kernel bundle boots without a disk unless a size asks for a scratch disk.
-        kernel_only = image is not None and image.kind == "kernel" and size == 0
+        # A kernel image boots without a disk unless it has one or a size asks for a scratch disk.
+        kernel_only = image is not None and not image.has_disk and size == 0
         path = "" if kernel_only else str(disk_dir / f"{digest}.qcow2")
         return VolumeRecord(
             name=name, device=device, target=target, kind="local", size_bytes=size,
-            image=image.name if image else "", handle=f"local:{rec.id}:{digest}", path=path,
-            format="qcow2", owned=bool(path),
+            image=image.name if image else "", image_ref=image.booted_ref if image else "",
+            handle=f"local:{rec.id}:{digest}", path=path, format="qcow2", owned=bool(path),
         ), image  # fmt: skip
     conn = vol.connection
     if conn.driver != LOCAL_DRIVER:
@@ -254,9 +250,26 @@ def volume_record(
     ), None  # fmt: skip
 
 
+def local_image(
+    disk: machine_pb2.LocalDisk, field: str, rec: MachineRecord, lookups: Lookups
+) -> Image | None:
+    """The image a local disk starts from (None for an empty disk), with its pull credentials."""
+    ref = disk.image.image if disk.HasField("image") else ""
+    if not ref:
+        return None
+    try:
+        creds = Credentials.from_secret(dict(disk.image.pull_secret_data), "the pull secret")
+    except ImageError as exc:
+        raise exc.as_iri(f"{field}.image.pull_secret_data") from exc
+    try:
+        return lookups.resolve_image(ref, creds, rec)
+    except ImageError as exc:
+        raise exc.as_iri(f"{field}.image.image") from exc
+
+
 def attachable(vrec: VolumeRecord, image: Image | None) -> VolumeRecord:
-    """A volume for a machine that exists: a kernel bundle only boots a machine at creation."""
-    if image is not None and image.kind == "kernel":
+    """A volume for a machine that exists: a kernel image only boots a machine at creation."""
+    if image is not None and image.boots_kernel and not image.has_disk:
         raise InvalidArgument(
             f"volume.local_disk.image.image: kernel image {image.name!r} can only "
             f"boot a machine at creation, not be attached"
@@ -413,7 +426,7 @@ def machine_message(view: MachineView) -> machine_pb2.Machine:
     status = machine_pb2.MachineStatus(
         observed_generation=view.observed_generation,
         state=view.state,  # type: ignore[arg-type]
-        image_ref=rec.boot_image or next((v.image for v in rec.volumes if v.image), ""),
+        image_ref=next((v.image_ref or v.image for v in rec.volumes if v.image), rec.boot_image),
     )
     attached = view.state != machine_pb2.MACHINE_PENDING
     for v in rec.volumes:

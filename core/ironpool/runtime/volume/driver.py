@@ -27,7 +27,7 @@ from ironpool.runtime.events import EventRing, RuntimeEvent
 from ironpool.runtime.metadata import check_string_map, select
 
 from .classes import VolumeClassSpec
-from .images import ImageCatalog
+from .images import ImageInfo, VolumeImages
 from .owner import claim_pool
 from .pool import PoolConfigError, StoragePool, VolumeInfo, qemu_img
 from .records import (
@@ -55,7 +55,7 @@ class VolumeDriver:
         self,
         pool: StoragePool,
         classes: Mapping[str, VolumeClassSpec],
-        images: ImageCatalog,
+        images: VolumeImages,
         clock: Callable[[], int] = time.time_ns,
         owner: str | None = None,
         share_pool: bool = False,
@@ -84,6 +84,7 @@ class VolumeDriver:
     def start(self) -> None:
         """Ensure the pool and rebuild the index from libvirt + sidecars, finishing crashed work."""
         self.pool.ensure()
+        self.images.resolver.start()
         self._sidecars = SidecarStore(self.pool.target_path / META_DIR_NAME)
         self.sidecars.ensure()
         if self.owner is not None:  # before anything of the pool is touched
@@ -91,6 +92,10 @@ class VolumeDriver:
         self._take_pool_lock()
         with self._lock:
             self._reconcile()
+
+    def close(self) -> None:
+        """Stop image pulls under way; the pool's libvirt connection is its owner's to close."""
+        self.images.resolver.close()
 
     def _take_pool_lock(self) -> None:
         """One runtime per pool: two would race on sidecars and free space. The kernel drops the
@@ -171,14 +176,22 @@ class VolumeDriver:
         return self.pool.space()[1]
 
     # -- create ------------------------------------------------------------------------------
-    def _validate_create(self, args: CreateVolumeArgs) -> tuple[VolumeClassSpec, Path | None, str, int]:
-        """Check everything that needs no lock; return class, source file, its format, min size."""
+    def _validate_create(
+        self, args: CreateVolumeArgs
+    ) -> tuple[VolumeClassSpec, Path | None, str, int, ImageInfo | None]:
+        """Check everything that needs no lock; return class, source file, its format, min size, and
+        the image when the source is one."""
         vclass = volume_class(args, self.classes)
         source: Path | None = None
         source_format = ""
         min_size = 0
+        image: ImageInfo | None = None
         if args.image:
-            image = self.images.resolve(args.image, "volume.spec.volume_data_source.image_data_source.image")
+            image = self.images.resolve(
+                args.image, "volume.spec.volume_data_source.image_data_source.image", args.pull_secret,
+                (",".join(f"{k}={v}" for k, v in sorted(args.labels.items())), self._pull_event(args)),
+                args.architecture,
+            )
             source, source_format, min_size = image.path, image.format, image.virtual_size
         elif args.snapshot_id:
             field = "volume.spec.volume_data_source.snapshot_data_source.snapshot_id"
@@ -189,7 +202,13 @@ class VolumeDriver:
                 f"volume.spec.resources.storage_bytes: {args.storage_bytes} is smaller than the source's "
                 f"virtual size {min_size}"
             )
-        return vclass, source, source_format, min_size
+        return vclass, source, source_format, min_size, image
+
+    def _pull_event(self, args: CreateVolumeArgs) -> Callable[[str, str], None]:
+        def emit(reason: str, message: str) -> None:
+            self.events.add(RuntimeEvent("", dict(args.labels), dict(args.annotations), reason, message,
+                                         "Normal", "PullImage"))
+        return emit
 
     def _check_space(self, needed: int, field: str) -> None:
         free = self.free_bytes()
@@ -217,13 +236,14 @@ class VolumeDriver:
         try:
             view = self._create_volume(args)
         except Exception as exc:
-            self._event(args, "CreateFailed", str(getattr(exc, "message", exc)), "Create")
+            if getattr(exc, "reason", "") != "ImagePulling":  # that is progress, told by its own events
+                self._event(args, "CreateFailed", str(getattr(exc, "message", exc)), "Create")
             raise
         self._event(view.record, "Created", f"created {view.effective_bytes} bytes", "Create")
         return view
 
     def _create_volume(self, args: CreateVolumeArgs) -> VolumeView:
-        vclass, source, source_format, _ = self._validate_create(args)
+        vclass, source, source_format, _, image = self._validate_create(args)
         record = VolumeRecord(
             id=uuid.uuid4().hex,
             phase="creating",
@@ -237,10 +257,21 @@ class VolumeDriver:
             image=args.image,
             snapshot_id=args.snapshot_id,
         )
-        # A full copy, not a backing-file overlay: the volume must outlive the image.
-        copy = (["-f", source_format], str(source)) if source is not None else None
         size = args.storage_bytes
-        record, info = self._make(record, size, size, "volume.spec.resources.storage_bytes", copy)
+        field = "volume.spec.resources.storage_bytes"
+        if image is not None and image.immutable:
+            # A copy-on-write overlay on the cached image, which the cache keeps while we use it.
+            path = self.pool.volume_path(record.libvirt_name)
+            try:
+                with self.images.resolver.lease(image.image, path, f"volume {record.id}"):
+                    record, info = self._make(record, size, size, field, None, (image.path, image.format))
+            except BaseException:
+                self.images.resolver.release(path)
+                raise
+        else:
+            # A full copy: a catalog file may be replaced or removed, the volume must outlive it.
+            copy = (["-f", source_format], str(source)) if source is not None else None
+            record, info = self._make(record, size, size, field, copy)
         view = VolumeView(record, info.path, info.capacity)
         with self._lock:
             self._volumes[record.id] = view
@@ -248,7 +279,8 @@ class VolumeDriver:
         return view
 
     def _make(
-        self, record: R, capacity: int, needed: int, field: str, copy: tuple[list[str], str] | None
+        self, record: R, capacity: int, needed: int, field: str, copy: tuple[list[str], str] | None,
+        backing: tuple[Path, str] | None = None,
     ) -> tuple[R, VolumeInfo]:
         """A new volume or snapshot file in the order that survives a crash: sidecar (creating),
         libvirt volume, contents (``qemu-img convert`` options and source), sidecar (ready).
@@ -259,7 +291,7 @@ class VolumeDriver:
             self._check_space(needed, field)
             self.sidecars.write(record)
             try:
-                info = self.pool.create_qcow2(record.libvirt_name, capacity)
+                info = self.pool.create_qcow2(record.libvirt_name, capacity, backing)
             except BaseException:
                 self.sidecars.remove(kind, record.id)
                 raise
@@ -323,6 +355,7 @@ class VolumeDriver:
             del self._volumes[volume_id]
             self.pool.delete(record.libvirt_name)
             self.sidecars.remove("volume", volume_id)
+        self.images.resolver.release(view.path)
         log.info("deleted volume %s", volume_id)
 
     # -- status ------------------------------------------------------------------------------

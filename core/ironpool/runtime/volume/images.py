@@ -1,87 +1,86 @@
-"""Volumes from images: the host's shared image catalog (:mod:`ironpool.runtime.images`) plus the
-checks a volume source needs.
+"""Volumes from images: the host's image resolver (:mod:`ironpool.runtime.images`) plus the checks a
+volume source needs.
 
-The machine runtime and this runtime read the same ``--images`` folder the same way: an image
-reference (``debian-12`` or an OCI-style ``registry/path/debian-12:tag``) names
-``<dir>/debian-12.qcow2|.raw|.img``, and the suffix fixes the format (so a raw image that starts
-with a qcow2 header is never read as qcow2). The image is *copied* (flattened with
-``qemu-img convert``) into the new volume, so the volume does not depend on the image file.
+The machine runtime and this runtime resolve references the same way (catalog names, OCI
+references, ``https://``/``file://`` URLs) through the same per-host cache. An image from the cache
+is content-addressed and never changes, so a volume is a copy-on-write overlay on it (the cache
+keeps it while the volume lives); a catalog image is an ordinary file someone may replace, so a
+volume from it is a flattened copy (``qemu-img convert``) that does not depend on the file.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ironpool.runtime import images as catalog
-from ironpool.runtime.errors import Internal, InvalidArgument, NotFound
-
-_FORMATS = frozenset({"qcow2", "raw"})
+from ironpool.runtime.errors import InvalidArgument
+from ironpool.runtime.images import Credentials, Image, ImageError, ImageResolver
+from ironpool.runtime.images.diskfile import qemu_img_info
+from ironpool.runtime.images.mediatypes import GOARCH
 
 
 @dataclass(frozen=True)
 class ImageInfo:
-    """A resolved disk image: file, disk format and virtual size in bytes."""
+    """A resolved disk image: file, disk format, virtual size in bytes, and whether it is a
+    cached (immutable) image a volume may overlay."""
 
     name: str
     path: Path
     format: str
     virtual_size: int
+    image: Image
+    immutable: bool
 
 
-def qemu_img_info(path: Path, fmt: str = "", force_share: bool = False) -> dict[str, object]:
-    """``qemu-img info`` as a dict; raises :class:`Internal` with qemu-img's message on failure."""
-    cmd = ["qemu-img", "info", "--output=json"]
-    if fmt:
-        cmd += ["-f", fmt]
-    if force_share:
-        cmd.append("-U")
-    proc = subprocess.run([*cmd, str(path)], capture_output=True, text=True, timeout=60, check=False)
-    if proc.returncode != 0:
-        raise Internal(f"qemu-img info {path}: {proc.stderr.strip()}")
-    data = json.loads(proc.stdout)
-    assert isinstance(data, dict)
-    return data
+class VolumeImages:
+    """Resolves image references to disk files for new volumes."""
 
+    def __init__(self, resolver: ImageResolver) -> None:
+        self.resolver = resolver
 
-class ImageCatalog:
-    """Resolves image references to disk files (or refuses every image when there is no catalog)."""
-
-    def __init__(self, directory: Path | None) -> None:
-        self.directory = directory
-        self._catalog = catalog.ImageCatalog(directory) if directory is not None else None
-
-    def resolve(self, ref: str, field: str) -> ImageInfo:
+    def resolve(
+        self,
+        ref: str,
+        field: str,
+        pull_secret: Mapping[str, bytes] | None = None,
+        requester: tuple[str, Callable[[str, str], None]] | None = None,
+        architecture: str = "",
+    ) -> ImageInfo:
+        host_arch = self.resolver.options.architecture
+        if architecture and GOARCH.get(architecture, architecture) != GOARCH.get(host_arch, host_arch):
+            raise InvalidArgument(
+                f"{field.rsplit('.', 1)[0]}.architecture: {architecture!r} images do not run on this "
+                f"host ({host_arch}); its machines boot the host's architecture"
+            )
         try:
-            catalog.catalog_name(ref)
-        except catalog.InvalidImageName as exc:
-            raise InvalidArgument(f"{field}: {exc}") from exc
-        if self._catalog is None:
-            raise NotFound(f"{field}: image {ref!r} not found: this runtime has no image catalog (--images)")
+            creds = Credentials.from_secret(dict(pull_secret or {}), "the pull secret")
+        except ImageError as exc:
+            raise exc.as_iri(field.rsplit(".", 1)[0] + ".pull_secret_data") from exc
         try:
-            image = self._catalog.resolve(ref)
-        except catalog.InvalidImageName as exc:
-            raise InvalidArgument(f"{field}: {exc}") from exc
-        except catalog.ImageNotFound as exc:
-            raise NotFound(f"{field}: {exc}") from exc
-        if image.kind != "disk" or image.path is None:
-            raise InvalidArgument(f"{field}: image {ref!r} is a kernel bundle, not a disk image")
+            image = self.resolver.resolve(ref, creds, requester)
+        except ImageError as exc:
+            raise exc.as_iri(field) from exc
+        if image.path is None:
+            raise InvalidArgument(f"{field}: image {ref!r} has no disk (a kernel image boots a machine only)")
+        immutable = image.digest != ""
+        size = image.virtual_size
+        if not immutable or not size:
+            size = self._checked_size(ref, field, image)
+        return ImageInfo(image.name, image.path, image.format, size, image, immutable)
+
+    @staticmethod
+    def _checked_size(ref: str, field: str, image: Image) -> int:
+        assert image.path is not None
         try:
             info = qemu_img_info(image.path, fmt=image.format)
-        except Internal as exc:
+        except ImageError as exc:
             raise InvalidArgument(f"{field}: image {ref!r} is unreadable: {exc.message}") from exc
         if info.get("backing-filename"):
             raise InvalidArgument(
                 f"{field}: image {ref!r} has a backing file; flatten it into one file first"
             )
-        fmt = str(info.get("format", ""))
-        if fmt not in _FORMATS:
-            raise InvalidArgument(
-                f"{field}: image {ref!r} has format {fmt!r}; only qcow2 and raw are supported"
-            )
         size = info.get("virtual-size")
         if not isinstance(size, int) or size <= 0:
             raise InvalidArgument(f"{field}: image {ref!r} has no usable virtual size")
-        return ImageInfo(name=image.name, path=image.path, format=fmt, virtual_size=size)
+        return size

@@ -47,7 +47,7 @@ def _pool_xml(name: str, path: Path) -> str:
     return ET.tostring(pool, encoding="unicode")
 
 
-def _volume_xml(name: str, capacity: int) -> str:
+def _volume_xml(name: str, capacity: int, backing: tuple[Path, str] | None = None) -> str:
     vol = ET.Element("volume", type="file")
     ET.SubElement(vol, "name").text = name
     ET.SubElement(vol, "capacity", unit="bytes").text = str(capacity)
@@ -56,6 +56,11 @@ def _volume_xml(name: str, capacity: int) -> str:
     ET.SubElement(target, "format", type="qcow2")
     perms = ET.SubElement(target, "permissions")
     ET.SubElement(perms, "mode").text = "0600"
+    if backing is not None:
+        # A copy-on-write overlay; the backing format is recorded, so nothing probes it later.
+        store = ET.SubElement(vol, "backingStore")
+        ET.SubElement(store, "path").text = str(backing[0])
+        ET.SubElement(store, "format", type=backing[1])
     return ET.tostring(vol, encoding="unicode")
 
 
@@ -164,9 +169,10 @@ class StoragePool:
     def volume_path(self, name: str) -> Path:
         return self.target_path / name
 
-    def create_qcow2(self, name: str, capacity: int) -> VolumeInfo:
+    def create_qcow2(self, name: str, capacity: int, backing: tuple[Path, str] | None = None) -> VolumeInfo:
+        """A new qcow2 volume, empty or (``backing``: file and format) an overlay on that file."""
         def create(conn: libvirt.virConnect) -> VolumeInfo:
-            vol = self._pool(conn).createXML(_volume_xml(name, capacity), 0)
+            vol = self._pool(conn).createXML(_volume_xml(name, capacity, backing), 0)
             _type, cap, alloc = vol.info()
             return VolumeInfo(name, vol.path(), int(cap), int(alloc))
 

@@ -131,6 +131,8 @@ class CreateVolumeArgs:
     image: str = ""
     snapshot_id: str = ""
     encrypted: bool = False
+    pull_secret: Mapping[str, bytes] = field(default_factory=dict, repr=False)
+    architecture: str = ""
 
 
 def create_args(volume: volume_pb2.Volume) -> CreateVolumeArgs:
@@ -143,6 +145,8 @@ def create_args(volume: volume_pb2.Volume) -> CreateVolumeArgs:
         annotations=dict(volume.metadata.annotations),
         image=source.image_data_source.image,
         snapshot_id=source.snapshot_data_source.snapshot_id,
+        pull_secret=dict(source.image_data_source.pull_secret_data),
+        architecture=source.image_data_source.architecture,
         encrypted=bool(volume.spec.encryption.secret_data),
     )
 

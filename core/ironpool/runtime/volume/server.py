@@ -140,4 +140,5 @@ async def serve(
             await server.stop(grace=5)
             remove_socket(address)
         executor.shutdown(wait=True)
+        driver.close()
         driver.pool.host.close()

@@ -11,11 +11,16 @@ The extension points are kube-scheduler's, in the order one object meets them:
 Every rejection is a :class:`Status` naming the plugin that returned it and the cluster events that
 could change its verdict (see :mod:`ironpool.scheduler.framework.events`); each plugin declares all
 of those in :meth:`Plugin.events_to_register` (kube's EnqueueExtensions).
+
+What one plugin needs of another it declares (:attr:`Plugin.requires`); a profile that disables a
+plugin another one needs is refused when it is built, naming both. What every plugin needs, the
+resources the object takes (:attr:`CycleState.demand`), the framework computes itself.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -71,7 +76,8 @@ class CycleState:
     """Per-object scratch space shared by the plugins of one scheduling and binding cycle."""
 
     cache: SchedulerCache
-    #: resources the object takes (filled by ClassAvailable's PreFilter)
+    #: resources the object takes (its class's capabilities, a Volume's storage), set by the
+    #: framework before PreFilter: what Filter, Score and Reserve charge against a pool
     demand: dict[str, int] = field(default_factory=dict)
     #: per-plugin data, keyed by plugin name
     data: dict[str, Any] = field(default_factory=dict)
@@ -83,6 +89,8 @@ class Plugin:
     """Base of all plugins; ``name`` is what profiles refer to."""
 
     name: ClassVar[str] = ""
+    #: the plugins this one needs in the same profile, each with why (for the refusal's message)
+    requires: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, args: dict[str, Any] | None = None) -> None:
         self.args = dict(args or {})
@@ -122,10 +130,7 @@ class FilterPlugin(Plugin):
 
 
 class ScorePlugin(Plugin):
-    """Higher is better. ``class_static`` scorers depend only on (pool state, class demand), so a
-    per-class index sorted by their score finds the best pool without scoring every pool."""
-
-    class_static: ClassVar[bool] = False
+    """Higher is better."""
 
     def __init__(self, args: dict[str, Any] | None = None, weight: int = 1) -> None:
         super().__init__(args)
@@ -144,6 +149,19 @@ class ScorePlugin(Plugin):
         if hi <= lo:
             return [100.0] * len(scores)
         return [(s - lo) * 100.0 / (hi - lo) for s in scores]
+
+
+class ClassStaticScorePlugin(ScorePlugin):
+    """A scorer whose score depends only on the pool's state and the class's demand (a profile's
+    scoring strategy: LeastAllocated, MostAllocated), so a per-class index sorted by
+    :meth:`static_score` finds the best pool for a plain request without scoring every pool."""
+
+    def static_score(self, pool: PoolInfo, demand: dict[str, int]) -> float:
+        """The score of placing an object demanding ``demand`` on ``pool``."""
+        raise NotImplementedError
+
+    def score(self, state: CycleState, req: SchedulingRequest, pool: PoolInfo) -> float:
+        return self.static_score(pool, state.demand)
 
 
 class ReservePlugin(Plugin):

@@ -9,9 +9,12 @@ Two ways to find a pool, with the same answer:
 * scan: every filter on every pool, then Score, NormalizeScore (when several scorers are active) and
   the weighted sum. Used for Volumes, zone spreading, and to explain a failure.
 
-Ties go to the smaller pool name on both paths. A failure names every plugin that refused a pool
-(kube's "unschedulable plugins") and collects their wake-ups, so the queue knows which cluster events
-are worth another attempt.
+Before any plugin runs, the framework works out what the object demands (its class's capabilities,
+a Volume's storage: :attr:`CycleState.demand`), so every plugin, and Reserve, charge the same
+resources whichever plugins a profile runs; an object whose class it does not know yet waits for the
+class. Ties go to the smaller pool name on both paths. A failure names every plugin that refused a
+pool (kube's "unschedulable plugins") and collects their wake-ups, so the queue knows which cluster
+events are worth another attempt.
 """
 
 from __future__ import annotations
@@ -19,13 +22,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 from ironpool.scheduler.cache import SchedulerCache
 from ironpool.scheduler.framework.events import ActionType, ClusterEventWithHint, EventResource, on, same_kind
 from ironpool.scheduler.framework.interface import (
     SUCCESS,
     BindPlugin,
+    ClassStaticScorePlugin,
     Code,
     CycleState,
     FilterPlugin,
@@ -37,6 +42,7 @@ from ironpool.scheduler.framework.interface import (
     ReservePlugin,
     ScorePlugin,
     Status,
+    unschedulable,
 )
 from ironpool.scheduler.index import ClassIndex
 from ironpool.scheduler.model import PoolInfo, SchedulingRequest
@@ -46,6 +52,34 @@ if TYPE_CHECKING:
 
 #: with no pool of the kind at all, only a new pool can help
 POOL_ADDED = on(EventResource.POOL, ActionType.ADD, same_kind)
+
+
+def _class_appears(req: SchedulingRequest, info: Any) -> bool:
+    return bool(info.kind == req.kind and info.name == req.class_name)
+
+
+#: an object whose class is unknown waits for the class
+CLASS_CREATED = on(EventResource.CLASS, ActionType.ADD | ActionType.UPDATE_DEMAND, _class_appears)
+
+
+@lru_cache(maxsize=4096)
+def _class_not_found(kind_word: str, class_name: str) -> Status:
+    return unschedulable("", f"{kind_word} class {class_name} not found", CLASS_CREATED)
+
+
+class RequirementError(ValueError):
+    """A profile runs a plugin without another one it needs."""
+
+
+def check_requirements(plugins: Iterable[type[Plugin]]) -> None:
+    """Refuse a set of plugins in which one needs another that is not there, naming both and why."""
+    plugins = sorted(plugins, key=lambda p: p.name)
+    present = {p.name for p in plugins}
+    for plugin in plugins:
+        for needed, why in plugin.requires.items():
+            if needed not in present:
+                raise RequirementError(f"{plugin.name} needs {needed}: {why}; enable {needed} or disable "
+                                       f"{plugin.name} too")
 
 
 @dataclass(slots=True)
@@ -71,6 +105,7 @@ class Framework:
 
     def __init__(self, name: str, cache: SchedulerCache, plugins: Sequence[Plugin],
                  use_index: bool = True) -> None:
+        check_requirements(type(p) for p in plugins)
         self.name = name
         self.cache = cache
         self.pre_enqueuers = [p for p in plugins if isinstance(p, PreEnqueuePlugin)]
@@ -84,14 +119,13 @@ class Framework:
         self._uncovered = [f for f in self.filters if not f.index_covered]
         #: per combination of skipped filters (few): the filters left to run
         self._filter_sets: dict[tuple[str, ...], tuple[list[FilterPlugin], list[FilterPlugin]]] = {}
-        static = [s for s in self.scorers if s.class_static]
-        self.strategy: ScorePlugin | None = static[0] if len(static) == 1 else None
+        static = [s for s in self.scorers if isinstance(s, ClassStaticScorePlugin)]
+        #: the profile's scoring strategy, when it has exactly one class-static scorer
+        self.strategy: ClassStaticScorePlugin | None = static[0] if len(static) == 1 else None
         self.index: ClassIndex | None = None
         if use_index and self.strategy is not None:
-            # class-static scorers expose static_score(pool, demand); looked up by name on purpose
-            score_fn = getattr(self.strategy, "static_score")  # noqa: B009
             covered = [f for f in self.filters if f.index_covered]
-            self.index = ClassIndex(cache, "machine", score_fn, covered)
+            self.index = ClassIndex(cache, "machine", self.strategy.static_score, covered)
 
     def close(self) -> None:
         if self.index is not None:
@@ -100,7 +134,7 @@ class Framework:
     def events_to_register(self) -> set[ClusterEventWithHint]:
         """Every wake-up a decision of this profile can carry."""
         plugins = {*self.pre_enqueuers, *self.pre_filters, *self.filters, *self.reservers}
-        return {POOL_ADDED, *(w for p in plugins for w in p.events_to_register())}
+        return {POOL_ADDED, CLASS_CREATED, *(w for p in plugins for w in p.events_to_register())}
 
     # ---- scheduling cycle --------------------------------------------------------------------
     def pre_enqueue(self, req: SchedulingRequest) -> Status:
@@ -114,7 +148,9 @@ class Framework:
 
     def find(self, req: SchedulingRequest) -> Decision:
         """Pick a pool for ``req`` without reserving anything."""
-        state = CycleState(self.cache)
+        state, refused = self.new_cycle(req)
+        if refused is not None:
+            return Decision(req, None, refused.reason, refused.wakeups, frozenset(), state)
         skipped: list[str] = []
         for plugin in self.pre_filters:
             status = plugin.pre_filter(state, req)
@@ -184,6 +220,19 @@ class Framework:
         assert decision.state is not None and decision.pool is not None
         for plugin in self.post_binders:
             plugin.post_bind(decision.state, decision.request, decision.pool)
+
+    def new_cycle(self, req: SchedulingRequest) -> tuple[CycleState, Status | None]:
+        """A scheduling cycle's state for ``req``, with what it demands of a pool; and the refusal
+        when that is not known (no class, or a class this scheduler has not seen: only a new version
+        of the object, or the class, can help)."""
+        state = CycleState(self.cache)
+        kind_word = "machine" if req.kind == "machine" else "volume"
+        if req.class_name is None:
+            return state, unschedulable("", f"{kind_word} has no class")
+        if (req.kind, req.class_name) not in self.cache.classes:
+            return state, _class_not_found(kind_word, req.class_name)
+        state.demand = self.cache.demand_of(req.kind, req.class_name, req.storage) or {}
+        return state, None
 
     # ---- internals ---------------------------------------------------------------------------
     def _without(self, skipped: tuple[str, ...]) -> tuple[list[FilterPlugin], list[FilterPlugin]]:

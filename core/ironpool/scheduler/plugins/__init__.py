@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ironpool.scheduler.framework.interface import Plugin
+from ironpool.scheduler.framework.interface import ClassStaticScorePlugin, Plugin
 from ironpool.scheduler.plugins.class_available import ClassAvailable
 from ironpool.scheduler.plugins.default_binder import DefaultBinder
 from ironpool.scheduler.plugins.least_allocated import LeastAllocated
@@ -24,8 +24,11 @@ REGISTRY: dict[str, type[Plugin]] = {
 #: plugins every profile runs, in filter order (a profile may disable some)
 DEFAULT_PLUGINS: tuple[str, ...] = ("PoolReady", "TaintToleration", "PoolSelector", "ClassAvailable",
                                     "ResourcesFit", "VolumeLocality", "VolumeBinding", "TopologySpread")
-STRATEGIES: tuple[str, ...] = ("LeastAllocated", "MostAllocated")
+#: what a profile's ``strategy`` may name: the class-static scorers
+SCORING_STRATEGIES: tuple[str, ...] = tuple(
+    name for name, cls in REGISTRY.items() if issubclass(cls, ClassStaticScorePlugin)
+)
 #: the Bind plugin every profile ends with (there is no other way to bind)
 BINDER = "DefaultBinder"
 
-__all__ = ["BINDER", "DEFAULT_PLUGINS", "REGISTRY", "STRATEGIES"]
+__all__ = ["BINDER", "DEFAULT_PLUGINS", "REGISTRY", "SCORING_STRATEGIES"]

@@ -6,10 +6,8 @@ LeastAllocated. It depends only on the pool's state and the class, so the class 
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from ironpool.scheduler.framework.interface import CycleState, ScorePlugin
-from ironpool.scheduler.model import PoolInfo, SchedulingRequest
+from ironpool.scheduler.framework.interface import ClassStaticScorePlugin
+from ironpool.scheduler.model import PoolInfo
 
 
 def least_allocated_score(pool: PoolInfo, demand: dict[str, int]) -> float:
@@ -24,13 +22,8 @@ def least_allocated_score(pool: PoolInfo, demand: dict[str, int]) -> float:
     return total / n if n else 0.0
 
 
-class LeastAllocated(ScorePlugin):
+class LeastAllocated(ClassStaticScorePlugin):
     name = "LeastAllocated"
-    class_static: ClassVar[bool] = True
 
-    @staticmethod
-    def static_score(pool: PoolInfo, demand: dict[str, int]) -> float:
+    def static_score(self, pool: PoolInfo, demand: dict[str, int]) -> float:
         return least_allocated_score(pool, demand)
-
-    def score(self, state: CycleState, req: SchedulingRequest, pool: PoolInfo) -> float:
-        return least_allocated_score(pool, state.demand)

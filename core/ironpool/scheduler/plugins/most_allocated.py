@@ -13,10 +13,10 @@ because it opens small hosts first.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
-from ironpool.scheduler.framework.interface import CycleState, ScorePlugin
-from ironpool.scheduler.model import PoolInfo, SchedulingRequest
+from ironpool.scheduler.framework.interface import ClassStaticScorePlugin
+from ironpool.scheduler.model import PoolInfo
 from ironpool.scheduler.plugins.least_allocated import least_allocated_score
 
 
@@ -41,16 +41,15 @@ _MODES: dict[str, Callable[[PoolInfo, dict[str, int]], float]] = {
 }
 
 
-class MostAllocated(ScorePlugin):
+class MostAllocated(ClassStaticScorePlugin):
     name = "MostAllocated"
-    class_static: ClassVar[bool] = True
 
     def __init__(self, args: dict[str, Any] | None = None, weight: int = 1) -> None:
         super().__init__(args, weight)
         mode = str(self.args.get("mode", "dot"))
         if mode not in _MODES:
             raise ValueError(f"MostAllocated.args.mode: must be one of {sorted(_MODES)}, got {mode!r}")
-        self.static_score = _MODES[mode]
+        self._score = _MODES[mode]
 
-    def score(self, state: CycleState, req: SchedulingRequest, pool: PoolInfo) -> float:
-        return self.static_score(pool, state.demand)
+    def static_score(self, pool: PoolInfo, demand: dict[str, int]) -> float:
+        return self._score(pool, demand)

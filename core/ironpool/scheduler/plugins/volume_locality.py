@@ -27,6 +27,8 @@ _ELSEWHERE = unschedulable(NAME, "do not hold the machine's local volumes", _POO
 
 class VolumeLocality(PreFilterPlugin, FilterPlugin):
     name = NAME
+    requires = {"VolumeBinding": "a Machine's Volumes that are not bound yet are VolumeBinding's to place "
+                                 "beside it; without it they land on any host, away from their Machine"}
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return (_POOLS_CHANGE,)

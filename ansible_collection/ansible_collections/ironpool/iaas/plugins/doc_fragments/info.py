@@ -29,13 +29,21 @@ options:
     description:
       - Wait until every listed object meets O(wait_for) and O(wait_condition). With O(name), also
         wait for the object to appear.
-      - When O(wait_timeout) passes first, the task fails naming the objects still waited for.
+      - When O(wait_timeout) passes first, the task fails naming the objects still waited for and
+        where each was last (for a Machine or Volume not placed yet, the scheduler's reason).
     type: bool
     default: false
   wait_timeout:
     description: Seconds to wait when O(wait=true).
     type: int
     default: 120
+  fail_on_unschedulable:
+    description:
+      - With O(wait=true), fail within seconds when the scheduler says no pool can take a listed
+        Machine or Volume until the fleet changes (no pool offers its class or matches its pool
+        selector), naming the scheduler's reason, instead of waiting out O(wait_timeout).
+    type: bool
+    default: true
   wait_condition:
     description: A status condition every listed object must have when O(wait=true).
     type: dict

@@ -20,14 +20,22 @@ from ansible_collections.ironpool.iaas.plugins.module_utils.client import (
 )
 from ansible_collections.ironpool.iaas.plugins.module_utils.errors import OptionError, describe_api_error
 from ansible_collections.ironpool.iaas.plugins.module_utils.placement import pool_of, predict_pools
-from ansible_collections.ironpool.iaas.plugins.module_utils.resource import Declarer, object_key
-from ansible_collections.ironpool.iaas.plugins.module_utils.wait import gone, wait_for_object
+from ansible_collections.ironpool.iaas.plugins.module_utils.resource import TaskDeclarer, object_key
+from ansible_collections.ironpool.iaas.plugins.module_utils.wait import WaitFailed, await_objects
 
 try:
     from ironpool.api.errors import ApiError
     from ironpool.client import ServerUnreachable
 except ImportError:  # reported by IronpoolModule.execute through missing_required_lib
     pass
+
+
+def placement_header(what: str, placed: dict[str, str]) -> str:
+    """The after header of a check-mode diff of a new Machine or Volume: the pool the scheduler's
+    placement preview picks, or why none fits."""
+    if placed.get("pool"):
+        return f"{what} would land on pool {placed['pool']} (the scheduler's placement preview)"
+    return f"{what} fits no pool now: {placed.get('placement_reason') or 'no reason given'}"
 
 
 class IronpoolModule:
@@ -72,7 +80,7 @@ class IronpoolModule:
     def run(self) -> None:
         raise NotImplementedError
 
-    def placement(self, declarer: Declarer, obj: dict[str, Any] | None) -> dict[str, str]:
+    def placement(self, declarer: TaskDeclarer, obj: dict[str, Any] | None) -> dict[str, str]:
         """Check mode, for a Machine or Volume not bound yet: the pool the scheduler would pick now
         (``pool``, empty when none fits) and why (``placement_reason``)."""
         if obj is None or pool_of(obj) is not None:
@@ -81,7 +89,30 @@ class IronpoolModule:
         predicted = predict_pools(self.client, [obj], self.namespace).get(key, {})
         return {"pool": predicted.get("pool") or "", "placement_reason": predicted.get("reason", "")}
 
-    def delete_and_wait(self, declarer: Declarer, current: dict[str, Any] | None, result_key: str,
+    def finish_present(self, declarer: TaskDeclarer, obj: dict[str, Any] | None, result: dict[str, Any],
+                       summary: Callable[[dict[str, Any] | None], dict[str, Any]]) -> NoReturn:
+        """The end of state present for a Machine or Volume: in check mode, the pool it would land on
+        (named in the diff's header too); else, with ``wait``, wait for ``wait_for`` and return the
+        object as it was then (``summary`` turns it into the result's fields)."""
+        p = self.params
+        if self.check_mode:
+            placed = self.placement(declarer, obj)
+            if placed and self.diff_mode:
+                diffs = result["diff"] if isinstance(result["diff"], list) else [result["diff"]]
+                what = f"{declarer.info.kind} {object_key(declarer.with_identity(obj or {}))}"
+                diffs[0]["after_header"] = placement_header(what, placed)
+            self.exit(**{**result, **placed})
+        if p["wait"]:
+            try:
+                found = await_objects(self.client, declarer.info, declarer.namespace, [p["name"]],
+                                      p["wait_for"], p)
+            except WaitFailed as exc:
+                result.update(summary(exc.last.get(p["name"])))
+                self.fail(str(exc), **result)
+            result.update(summary(found[p["name"]]))
+        self.exit(**result)
+
+    def delete_and_wait(self, declarer: TaskDeclarer, current: dict[str, Any] | None, result_key: str,
                         still_there: str, then: Callable[[], bool] | None = None) -> NoReturn:
         """State absent: delete (then run ``then``, which says whether it changed something), and
         with ``wait`` wait until the object is gone (its poollet's finalizer keeps it until the
@@ -94,12 +125,13 @@ class IronpoolModule:
         if self.diff_mode:
             result["diff"] = outcome.diff()
         if p["wait"] and not self.check_mode and current is not None:
-            last, ok = wait_for_object(self.client, declarer.info, self.namespace, p["name"], gone,
-                                       p["wait_timeout"])
-            if not ok:
-                result[result_key] = last or {}
-                self.fail(f"{declarer.info.kind} {self.namespace}/{p['name']} is still there after "
-                          f"{p['wait_timeout']}s ({still_there})", **result)
+            try:
+                await_objects(self.client, declarer.info, declarer.namespace, [p["name"]], "gone", p)
+            except WaitFailed as exc:
+                result[result_key] = exc.last.get(p["name"]) or {}
+                where = object_key(declarer.with_identity({"metadata": {"name": p["name"]}}))
+                self.fail(f"{declarer.info.kind} {where} is still there after {p['wait_timeout']}s "
+                          f"({still_there})", **result)
         self.exit(**result)
 
     def fail(self, msg: str, **result: Any) -> NoReturn:

@@ -48,6 +48,7 @@ def wait_argument_spec() -> dict[str, Any]:
     return {
         "wait": {"type": "bool", "default": False},
         "wait_timeout": {"type": "int", "default": 300},
+        "fail_on_unschedulable": {"type": "bool", "default": True},
     }
 
 

@@ -4,11 +4,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.ironpool.iaas.plugins.module_utils.base import IronpoolModule
 from ansible_collections.ironpool.iaas.plugins.module_utils.kinds import resource
-from ansible_collections.ironpool.iaas.plugins.module_utils.resource import Declarer, Outcome
+from ansible_collections.ironpool.iaas.plugins.module_utils.resource import TaskDeclarer
+
+if TYPE_CHECKING:
+    from ironpool.client.declare import Outcome
 
 Obj = dict[str, Any]
 
@@ -20,7 +23,7 @@ class DeclarativeModule(IronpoolModule):
     api_version = ""
     kind = ""
     result_key = ""
-    immutable: tuple[tuple[str, ...], ...] = ()  # see Declarer
+    immutable: tuple[tuple[str, ...], ...] = ()  # see TaskDeclarer
 
     def desired(self, current: Obj | None) -> Obj:
         raise NotImplementedError
@@ -35,8 +38,8 @@ class DeclarativeModule(IronpoolModule):
     def run(self) -> None:
         p = self.params
         info = resource(self.api_version, self.kind)
-        declarer = Declarer(self.client, info, self.namespace, self.check_mode, self.fields,
-                            immutable=self.immutable)
+        declarer = TaskDeclarer(self.client, info, self.namespace, self.check_mode, self.fields,
+                                immutable=self.immutable)
         current = declarer.get(p["name"])
         if p["state"] == "absent":
             outcome = declarer.absent(p["name"], current)

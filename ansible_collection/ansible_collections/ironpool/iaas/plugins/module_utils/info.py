@@ -1,7 +1,9 @@
 # Copyright: ironpool contributors
 # SPDX-License-Identifier: Apache-2.0
 """The shape of the ``*_info`` modules: list objects of one kind by name, labels, fields and
-namespace, optionally waiting until they meet a condition (like ``kubernetes.core.k8s_info``)."""
+namespace, optionally waiting until they meet a condition (like ``kubernetes.core.k8s_info``): the
+kind's readiness every front end shares (``wait_for``) and, or, a status condition
+(``wait_condition``)."""
 
 from __future__ import annotations
 
@@ -12,10 +14,12 @@ from typing import Any
 from ansible_collections.ironpool.iaas.plugins.module_utils.base import IronpoolModule
 from ansible_collections.ironpool.iaas.plugins.module_utils.client import list_all_raw
 from ansible_collections.ironpool.iaas.plugins.module_utils.kinds import resource
-from ansible_collections.ironpool.iaas.plugins.module_utils.wait import Done, object_id, wait_for_objects
+from ansible_collections.ironpool.iaas.plugins.module_utils.wait import WaitFailed, await_objects
 
 with contextlib.suppress(ImportError):  # reported by IronpoolModule.execute
     from ironpool.api.errors import NotFound
+    from ironpool.client.readiness import Readiness, Verdict, exists, readiness_for
+    from ironpool.client.wait import key_of
 
 Obj = dict[str, Any]
 
@@ -28,6 +32,7 @@ def info_argument_spec(wait_for_choices: list[str], namespaced: bool) -> dict[st
         "field_selectors": {"type": "list", "elements": "str", "default": []},
         "wait": {"type": "bool", "default": False},
         "wait_timeout": {"type": "int", "default": 120},
+        "fail_on_unschedulable": {"type": "bool", "default": True},
         "wait_for": {"type": "str", "choices": wait_for_choices},
         "wait_condition": {
             "type": "dict",
@@ -56,24 +61,31 @@ def has_condition(obj: Obj | None, want: Mapping[str, Any]) -> bool:
 
 
 class InfoModule(IronpoolModule):
-    """Subclasses name the kind, the result key and their ``wait_for`` conditions; :meth:`shown`
-    turns each object into what the playbook gets."""
+    """Subclasses name the kind and the result key (their ``wait_for`` choices are the kind's
+    readiness names); :meth:`shown` turns each object into what the playbook gets."""
 
     api_version = ""
     kind = ""
     result_key = ""
-    wait_conditions: Mapping[str, Done] = {}
 
     def shown(self, obj: Obj) -> Any:
         return obj
 
-    def done(self, obj: Obj | None) -> bool:
+    def readiness(self) -> Readiness:
+        """What ``wait`` waits for: ``wait_for`` (else that the object exists), and ``wait_condition``."""
         p = self.params
-        if obj is None:
-            return False
-        if p["wait_for"] and not self.wait_conditions[p["wait_for"]](obj):
-            return False
-        return not p["wait_condition"] or has_condition(obj, p["wait_condition"])
+        base = readiness_for(self.kind, p["wait_for"]) if p["wait_for"] else exists
+        want = p["wait_condition"]
+
+        def check(obj: Obj | None) -> Verdict:
+            verdict = base(obj)
+            if not verdict.done or not want or has_condition(obj, want):
+                return verdict
+            reason = f" ({want['reason']})" if want.get("reason") else ""
+            wanted = f"{want['type']}={want['status']}{reason}"
+            return Verdict(False, f"{verdict.progress}; no condition {wanted} yet")
+
+        return check
 
     def run(self) -> None:
         p = self.params
@@ -98,16 +110,16 @@ class InfoModule(IronpoolModule):
 
     def wait(self, info: Any, namespace: str | None, across: bool, items: list[Obj]) -> list[Obj]:
         p = self.params
-        names = [object_id(o, across) for o in items]
+        names = [key_of(o, across) for o in items]
         if p["name"] and not items and not across:
             names = [p["name"]]  # wait for it to appear, too
         if not names:
             return items
-        latest, ok = wait_for_objects(self.client, info, namespace, names, self.done, p["wait_timeout"])
-        found = [o for o in latest.values() if o is not None]
-        if not ok:
-            pending = sorted(n for n, o in latest.items() if not self.done(o))
-            self.fail(f"{len(pending)} {self.kind}(s) did not meet the wait condition within "
-                      f"{p['wait_timeout']}s: {', '.join(pending[:10])}",
-                      **{self.result_key: [self.shown(o) for o in found]})
-        return found
+        plain = p["wait_for"] and not p["wait_condition"]
+        what = f"become {p['wait_for']}" if plain else "meet the wait condition"
+        try:
+            latest = await_objects(self.client, info, namespace, names, what, p, self.readiness())
+        except WaitFailed as exc:
+            found = [o for o in exc.last.values() if o is not None]
+            self.fail(str(exc), **{self.result_key: [self.shown(o) for o in found]})
+        return [o for o in latest.values() if o is not None]

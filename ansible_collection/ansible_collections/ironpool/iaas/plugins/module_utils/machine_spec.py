@@ -1,7 +1,7 @@
 # Copyright: ironpool contributors
 # SPDX-License-Identifier: Apache-2.0
-"""What an ``ironpool.iaas.machine`` task declares: its options, the Machine and ignition Secret
-they describe, and how a Machine that is not there yet is described when a wait times out."""
+"""What an ``ironpool.iaas.machine`` task declares: its options, and the Machine and ignition Secret
+they describe."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from typing import Any
 
 from ansible_collections.ironpool.iaas.plugins.module_utils.checks import check_quantity
 from ansible_collections.ironpool.iaas.plugins.module_utils.client import wait_argument_spec
-from ansible_collections.ironpool.iaas.plugins.module_utils.placement import pool_of
 
 Obj = dict[str, Any]
 
@@ -121,18 +120,6 @@ def ignition_secret(params: Mapping[str, Any]) -> Obj:
         "type": "Opaque",
         "data": {IGNITION_KEY: base64.b64encode(str(params["ignition"]).encode()).decode()},
     }
-
-
-def describe_progress(obj: Obj | None) -> str:
-    """``state Pending, Ready=False (waiting for ...)``: what a timed-out wait last saw."""
-    if obj is None:
-        return "the Machine does not exist"
-    status = obj.get("status") or {}
-    parts = [f"pool {pool_of(obj) or '(not scheduled)'}", f"state {status.get('state') or '(none yet)'}"]
-    for cond in status.get("conditions") or ():
-        if cond.get("type") == "Ready":
-            parts.append(f"Ready={cond.get('status')} ({cond.get('message') or cond.get('reason') or ''})")
-    return ", ".join(parts)
 
 
 def _volumes(p: Mapping[str, Any]) -> list[Obj] | None:

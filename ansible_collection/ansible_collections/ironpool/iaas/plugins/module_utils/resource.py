@@ -1,20 +1,23 @@
 # Copyright: ironpool contributors
 # SPDX-License-Identifier: Apache-2.0
-"""Declaring one object: create it, update it in place, recreate it when forced, or delete it.
+"""Declaring one object from a task: create it, update it in place, recreate it when forced, or
+delete it.
 
-The apiserver itself computes what a change would do (server-side dry run), so the check-mode
-prediction, the diff and ``changed`` all come from the same defaulting and validation a real write
-goes through: a field the server fills in never shows up as a change, and a second run reports
-nothing changed. Updates are JSON merge patches of what the task declares, like ``ironpool apply``:
-fields the task leaves out are kept.
+The declaring itself is ``ironpool.client.declare``, which the CLI and the Pulumi provider use too:
+the apiserver computes what a change would do (server-side dry run), so the check-mode prediction,
+the diff and ``changed`` all come from the same defaulting and validation a real write goes
+through, and a second run reports nothing changed. Updates are JSON merge patches of what the task
+declares: fields it leaves out are kept. Every write is recorded under the field manager
+``ironpool-ansible``. What is Ansible's own: option names in errors, fields a task may only change
+by recreating the object (``force``), waiting for an object being deleted before creating it again,
+and check mode's prediction of an object that refers to something an earlier task would create.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from ansible.module_utils.common.warnings import warn
@@ -26,29 +29,25 @@ from ansible_collections.ironpool.iaas.plugins.module_utils.errors import (
     immutable_causes,
 )
 from ansible_collections.ironpool.iaas.plugins.module_utils.views import dig
-from ansible_collections.ironpool.iaas.plugins.module_utils.wait import gone, wait_for_object
 
 with contextlib.suppress(ImportError):  # the modules report the missing library before anything is declared
-    from ironpool.api.errors import Invalid, NotFound
+    from ironpool.api.errors import Invalid
+    from ironpool.client.declare import (
+        FIELD_MANAGERS,
+        Declarer,
+        Outcome,
+        declared_view,
+        terminating,
+        without_nulls,
+    )
+    from ironpool.client.readiness import gone
+    from ironpool.client.wait import WaitError, wait_for_one
 
 Obj = dict[str, Any]
 
-# Metadata the server owns: never declared, so never part of a diff.
-SERVER_METADATA = frozenset({
-    "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
-    "deletionGracePeriodSeconds", "managedFields", "selfLink", "finalizers", "ownerReferences",
-})
-IDENTITY_KEYS = ("apiVersion", "kind", "metadata", "status")
 PATCHABLE_METADATA = ("labels", "annotations")
 # The label keys a module set on an object, comma-separated (see with_owned_labels).
 MANAGED_LABELS = "iaas.ironpool.dev/managed-labels"
-
-
-def declared_view(obj: Obj) -> Obj:
-    """What a user declares of an object: no status and no server-managed metadata."""
-    out = {k: v for k, v in obj.items() if k != "status"}
-    out["metadata"] = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in SERVER_METADATA}
-    return out
 
 
 def declared_metadata(params: Mapping[str, Any]) -> Obj:
@@ -79,92 +78,39 @@ def with_owned_labels(meta: Obj, current: Obj | None) -> Obj:
     return out
 
 
-def merge_patch(desired: Obj) -> Obj:
-    """The merge patch that brings an existing object to ``desired``: everything declared but
-    identity and status (only labels and annotations of the metadata)."""
-    patch = {k: copy.deepcopy(v) for k, v in desired.items() if k not in IDENTITY_KEYS}
-    meta = desired.get("metadata") or {}
-    meta_patch = {k: copy.deepcopy(meta[k]) for k in PATCHABLE_METADATA if meta.get(k) is not None}
-    if meta_patch:
-        patch["metadata"] = meta_patch
-    return patch
-
-
-def without_nulls(value: Any) -> Any:
-    """``value`` without the nulls a merge patch uses to remove keys (a new object has none to remove)."""
-    if isinstance(value, dict):
-        return {k: without_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [without_nulls(v) for v in value]
-    return value
-
-
-def _terminating(obj: Obj) -> bool:
-    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
-
-
 def object_key(obj: Obj) -> str:
     """``namespace/name`` for namespaced objects, ``name`` else."""
     meta = obj.get("metadata") or {}
     return f"{meta['namespace']}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
 
 
-@dataclass
-class Outcome:
-    """What declaring one object did (or, in check mode, would do)."""
-
-    action: str  # created | updated | recreated | unchanged | deleted | terminating | absent
-    obj: Obj | None  # the object as the server holds it now (as it would be, in check mode)
-    before: Obj | None = None
-    after: Obj | None = None
-
-    @property
-    def changed(self) -> bool:
-        return self.action not in ("unchanged", "terminating", "absent")
-
-    def diff(self) -> dict[str, Any]:
-        """``{'before': ..., 'after': ...}`` of the declared views (``{}`` for a missing side)."""
-        return {"before": self.before or {}, "after": self.after or {}}
-
-
-class Declarer:
-    """Brings objects of one kind to a declared state through ``client`` (an ``ironpool.client.Client``).
+class TaskDeclarer:
+    """Brings objects of one kind to what a task declares through ``client`` (an
+    ``ironpool.client.Client``), in check mode without writing.
 
     ``fields`` maps API field paths to the module's option names, for error messages;
-    ``gone_timeout`` bounds how long a forced recreate waits for the old object to disappear.
+    ``gone_timeout`` bounds how long a forced recreate waits for the old object to disappear;
+    ``immutable`` names field paths the module treats as fixed although the API would take a change
+    (it would not be realised, e.g. a Volume's data source).
     """
 
     def __init__(self, client: Any, info: Any, namespace: str | None, check_mode: bool,
                  fields: Mapping[str, str], gone_timeout: float = 300.0,
                  immutable: tuple[tuple[str, ...], ...] = ()) -> None:
+        self.declarer = Declarer(client, info, namespace, FIELD_MANAGERS["ansible"], dry_run=check_mode)
         self.client = client
         self.info = info
-        self.namespace = namespace if info.namespaced else None
+        self.namespace = self.declarer.namespace
         self.check_mode = check_mode
         self.fields = fields
         self.gone_timeout = gone_timeout
-        # Field paths the module treats as fixed although the API would take a change (it would
-        # not be realised, e.g. a Volume's data source).
         self.immutable = immutable
 
-    # -- reads -------------------------------------------------------------------------------
-
     def get(self, name: str) -> Obj | None:
-        try:
-            return dict(self.client.get_raw(self.info, name, self.namespace))
-        except NotFound:
-            return None
+        return self.declarer.get(name)
 
     def with_identity(self, desired: Obj) -> Obj:
-        """``desired`` with apiVersion, kind and (for namespaced kinds) the namespace filled in."""
-        out = dict(desired)
-        out.setdefault("apiVersion", self.info.api_version)
-        out.setdefault("kind", self.info.kind)
-        meta = dict(out.get("metadata") or {})
-        if self.info.namespaced:
-            meta["namespace"] = meta.get("namespace") or self.namespace
-        out["metadata"] = meta
-        return out
+        return self.declarer.with_identity(desired)
 
     def validate_new(self, desired: Obj) -> Obj:
         """The canonical form of a new object, checked by the API's own validation without a round
@@ -187,7 +133,7 @@ class Declarer:
         a field it cannot change differs (otherwise that is an :class:`ImmutableChange`)."""
         desired = self.with_identity(desired)
         name = str(desired["metadata"]["name"])
-        if current is not None and _terminating(current):
+        if current is not None and terminating(current):
             if self.check_mode:
                 after = self.validate_new(desired)
                 return Outcome("created", after, None, declared_view(after))
@@ -198,33 +144,17 @@ class Declarer:
         frozen = self._client_side_immutable(desired, current)
         if frozen:
             return self._immutable(desired, current, frozen, force)
-        patch = merge_patch(desired)
         try:
-            preview = self.client.patch_raw(self.info, name, patch, self.namespace, dry_run=True)
+            return self.declarer.update(desired, current)
         except Invalid as exc:
             frozen = [(c.field, c.message) for c in immutable_causes(exc)]
             if not frozen or len(frozen) != len(exc.causes):
                 raise
             return self._immutable(desired, current, frozen, force)
-        before, after = declared_view(current), declared_view(preview)
-        if before == after:
-            return Outcome("unchanged", current, before, after)
-        if self.check_mode:
-            return Outcome("updated", preview, before, after)
-        updated = self.client.patch_raw(self.info, name, patch, self.namespace)
-        return Outcome("updated", updated, before, declared_view(updated))
 
     def absent(self, name: str, current: Obj | None) -> Outcome:
         """Delete the object if it exists (its finalizers may keep it a while: see ``wait``)."""
-        if current is None:
-            return Outcome("absent", None)
-        before = declared_view(current)
-        if _terminating(current):
-            return Outcome("terminating", current, before, None)
-        if self.check_mode:
-            return Outcome("deleted", current, before, None)
-        remaining = self.client.delete_raw(self.info, name, self.namespace)
-        return Outcome("deleted", remaining, before, None)
+        return self.declarer.absent(name, current)
 
     def _client_side_immutable(self, desired: Obj, current: Obj) -> list[tuple[str, str]]:
         out = []
@@ -243,9 +173,8 @@ class Declarer:
         return self._recreate(desired, current)
 
     def _create(self, desired: Obj, before: Obj | None) -> Outcome:
-        body = without_nulls({k: v for k, v in desired.items() if k != "status"})
         try:
-            created = self.client.create_raw(self.info, body, self.namespace, dry_run=self.check_mode)
+            created = self.declarer.create(desired).obj or {}
         except Invalid as exc:
             missing = [c for c in exc.causes if c.reason == "FieldValueNotFound"]
             if not self.check_mode or not missing or len(missing) != len(exc.causes):
@@ -264,12 +193,15 @@ class Declarer:
         if self.check_mode:
             after = self.validate_new(desired)
             return Outcome("recreated", after, before, declared_view(after))
-        self.client.delete_raw(self.info, name, self.namespace)
+        self.declarer.absent(name, current)
         self._await_gone(name, "force=true deleted it to recreate it")
         return self._create(desired, before)
 
     def _await_gone(self, name: str, why: str) -> None:
-        ok = wait_for_object(self.client, self.info, self.namespace, name, gone, self.gone_timeout)[1]
-        if not ok:
+        try:
+            wait_for_one(self.client, self.info, self.namespace, name, gone,
+                         time.monotonic() + self.gone_timeout)
+        except WaitError:
             raise OptionError(f"wait_timeout: {self.info.kind} {name} is still there after "
-                              f"{self.gone_timeout:g}s ({why}); it cannot be created again before it is gone")
+                              f"{self.gone_timeout:g}s ({why}); it cannot be created again before it is "
+                              f"gone") from None

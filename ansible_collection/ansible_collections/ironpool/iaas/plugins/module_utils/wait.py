@@ -1,128 +1,68 @@
 # Copyright: ironpool contributors
 # SPDX-License-Identifier: Apache-2.0
-"""Waiting for objects to reach a condition: one list, then a watch stream until every named object
-is done or the deadline passes (no polling, so a wait ends as soon as the apiserver says so)."""
+"""Waiting in a task: ``ironpool.client.wait`` (one list, then a watch, until every named object is
+done), with the same readiness the CLI and the Pulumi provider use, and what a task says when a
+wait fails: where each object was last, with the scheduler's reason while it is not placed.
+
+With ``fail_on_unschedulable`` (the default) a wait for a Machine or Volume fails within seconds
+when the scheduler says no pool offers its class or matches its pool selector, instead of waiting
+out ``wait_timeout`` for a fleet that will not change by itself.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import math
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from ansible_collections.ironpool.iaas.plugins.module_utils.views import dig
-
 with contextlib.suppress(ImportError):  # the modules report the missing library before anything waits
-    from ironpool.api.errors import Expired
+    from ironpool.client.readiness import Readiness, Verdict, readiness_for
+    from ironpool.client.wait import Gone, Unschedulable, WaitError, WaitTimeout, pending_summary, wait_for
 
 Obj = dict[str, Any]
-Done = Callable[["Obj | None"], bool]
 
 
-def object_id(obj: Obj, across_namespaces: bool) -> str:
-    """How :func:`wait_for_objects` names an object: ``name``, or ``namespace/name`` when it waits
-    across every namespace."""
-    meta = obj.get("metadata") or {}
-    name = str(meta.get("name") or "")
-    return f"{meta.get('namespace')}/{name}" if across_namespaces else name
+class WaitFailed(Exception):
+    """A wait ended before every object was done; the message says why, ``last`` holds each object
+    as last seen (None: it does not exist)."""
+
+    def __init__(self, message: str, last: dict[str, Obj | None]) -> None:
+        super().__init__(message)
+        self.last = last
 
 
-def wait_for_objects(client: Any, info: Any, namespace: str | None, names: Collection[str], done: Done,
-                     timeout: float) -> tuple[dict[str, Obj | None], bool]:
-    """Wait until ``done(obj)`` holds for every object in ``names`` (``obj`` is None while the
-    object does not exist). Returns the last state seen of each, and whether all were done in time.
-
-    ``namespace=None`` for a namespaced kind waits across every namespace; ``names`` are then
-    ``namespace/name``."""
-    wanted = set(names)
-    ns = namespace if info.namespaced else None
-    across = info.namespaced and ns is None
-    selector = None
-    if len(wanted) == 1 and not across:
-        selector = f"metadata.name={next(iter(wanted))}"
-    deadline = time.monotonic() + timeout
-    latest: dict[str, Obj | None] = dict.fromkeys(wanted)
-    while True:
-        page = client.list_raw(info, ns, field_selector=selector)
-        latest = dict.fromkeys(wanted)
-        for item in page.items:
-            if object_id(item, across) in wanted:
-                latest[object_id(item, across)] = item
-        pending = {n for n in wanted if not done(latest[n])}
-        remaining = deadline - time.monotonic()
-        if not pending or remaining <= 0:
-            return latest, not pending
-        try:
-            for event in client.watch_raw(info, ns, resource_version=page.resource_version,
-                                          field_selector=selector, allow_bookmarks=False,
-                                          timeout_seconds=max(1, math.ceil(remaining))):
-                name = object_id(event.object, across)
-                if name not in wanted:
-                    continue
-                latest[name] = None if event.type == "DELETED" else event.object
-                if done(latest[name]):
-                    pending.discard(name)
-                else:
-                    pending.add(name)
-                if not pending:
-                    return latest, True
-                if time.monotonic() >= deadline:
-                    return latest, False
-        except Expired:
-            continue  # the revision was compacted away: list again
-        if time.monotonic() >= deadline:
-            return latest, False
+def await_objects(client: Any, info: Any, namespace: str | None, names: Collection[str], what: str,
+                  params: Mapping[str, Any], readiness: Readiness | None = None) -> dict[str, Obj | None]:
+    """Each object of ``names`` once it is ``what`` (``running``, ``available``, ``gone``, ...: the
+    kind's readiness, unless ``readiness`` is given, which ``what`` then describes: "meet the wait
+    condition"), waiting as the task's ``wait_timeout`` and ``fail_on_unschedulable`` say; raises
+    :class:`WaitFailed`. ``namespace=None`` for a namespaced kind spans every namespace (the names are
+    then ``namespace/name``)."""
+    timeout = float(params["wait_timeout"])
+    try:
+        return wait_for(client, info, namespace, names, readiness or readiness_for(info.kind, what),
+                        time.monotonic() + timeout,
+                        fail_unschedulable=bool(params.get("fail_on_unschedulable", True)))
+    except WaitError as exc:
+        goal = what if readiness is not None else f"become {what}"
+        raise WaitFailed(_message(exc, info.kind, namespace, goal, timeout), exc.last) from None
 
 
-def wait_for_object(client: Any, info: Any, namespace: str | None, name: str, done: Done,
-                    timeout: float) -> tuple[Obj | None, bool]:
-    """:func:`wait_for_objects` for one object."""
-    latest, ok = wait_for_objects(client, info, namespace, [name], done, timeout)
-    return latest[name], ok
-
-
-def gone(obj: Obj | None) -> bool:
-    """Done when the object no longer exists."""
-    return obj is None
-
-
-def machine_scheduled(obj: Obj | None) -> bool:
-    """The scheduler bound the Machine to a pool."""
-    return bool(dig(obj, "spec", "machinePoolRef", "name"))
-
-
-def machine_running(obj: Obj | None) -> bool:
-    """The Machine's domain realises its current spec: state Running for power On, Shutdown for Off,
-    its network interfaces attached (their addresses and SSH endpoint reported)."""
-    if obj is None:
-        return False
-    want = "Shutdown" if dig(obj, "spec", "power") == "Off" else "Running"
-    observed = dig(obj, "status", "observedGeneration")
-    generation = dig(obj, "metadata", "generation")
-    current = observed is None or generation is None or int(observed) >= int(generation)
-    nics_ready = all(c.get("status") == "True" for c in dig(obj, "status", "conditions") or ()
-                     if isinstance(c, dict) and c.get("type") == "NetworkInterfacesReady")
-    return dig(obj, "status", "state") == want and current and nics_ready
-
-
-def volume_scheduled(obj: Obj | None) -> bool:
-    """The scheduler bound the Volume to a pool."""
-    return bool(dig(obj, "spec", "volumePoolRef", "name"))
-
-
-def volume_available(obj: Obj | None) -> bool:
-    """The Volume is Available at (at least) its requested size."""
-    if obj is None or dig(obj, "status", "state") != "Available":
-        return False
-    want = dig(obj, "spec", "resources", "storage")
-    have = dig(obj, "status", "resources", "storage")
-    if want is None or have is None:
-        return True
-    from ironpool.api.quantity import parse_quantity
-
-    return bool(parse_quantity(have) >= parse_quantity(want))
-
-
-MACHINE_CONDITIONS: dict[str, Done] = {"scheduled": machine_scheduled, "running": machine_running}
-VOLUME_CONDITIONS: dict[str, Done] = {"scheduled": volume_scheduled, "available": volume_available}
+def _message(exc: Any, kind: str, namespace: str | None, goal: str, timeout: float) -> str:
+    where = f"{namespace}/" if namespace else ""
+    if isinstance(exc, Unschedulable):
+        return (f"{kind} {where}{exc.name} cannot be scheduled: {exc.reason}. It stays Pending until a pool "
+                f"offers its class or matches its pool selector (fail_on_unschedulable=false waits for "
+                f"that instead)")
+    if isinstance(exc, Gone):
+        return f"{kind} {where}{exc.name} was deleted while waiting for it to {goal}"
+    pending: dict[str, Verdict] = exc.pending
+    if len(pending) == 1:
+        name, verdict = next(iter(pending.items()))
+        return f"{kind} {where}{name} did not {goal} within {timeout:g}s; last seen: {verdict.progress}"
+    if isinstance(exc, WaitTimeout):
+        scope = f" in namespace {namespace}" if namespace else ""
+        return (f"{len(pending)} {kind}(s){scope} did not {goal} within {timeout:g}s: "
+                f"{pending_summary(pending, 10)}")
+    return str(exc)

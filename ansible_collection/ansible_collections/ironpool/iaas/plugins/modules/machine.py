@@ -24,7 +24,7 @@ description:
     C(iaas.ironpool.dev/managed-labels) (as C(kubectl apply) records what it applied), so labels set
     by others, or set before the module recorded them, are never removed.
   - In check mode nothing is written. A new Machine reports the pool the scheduler would pick now
-    (RV(pool)), computed by the scheduler's placement preview.
+    (RV(pool)), computed by the scheduler's placement preview; with C(--diff) the diff's header names it.
 author:
   - ironpool engineers (!UNKNOWN)
 options:
@@ -143,9 +143,11 @@ options:
     description:
       - What O(wait=true) waits for with state V(present).
       - V(scheduled) - the scheduler bound the Machine to a pool.
-      - V(running) - the domain realises the Machine's power state (C(Running) when on, C(Shutdown)
-        when off) and its network interfaces are attached, with their addresses and SSH endpoint
-        reported (see the P(ironpool.iaas.machines#inventory) inventory).
+      - V(running) - the Machine's poollet has acted on its current spec (C(status.observedGeneration)),
+        the domain is in the Machine's power state (C(Running) when on, C(Shutdown) when off), and its
+        volumes and network interfaces are attached, the interfaces' addresses and SSH endpoint
+        reported (see the P(ironpool.iaas.machines#inventory) inventory). C(ironpool wait --for=running)
+        and the Pulumi provider's C(wait_for="running") mean the same.
     type: str
     choices: [scheduled, running]
     default: running
@@ -261,7 +263,7 @@ action:
   sample: created
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.ironpool.iaas.plugins.module_utils.base import IronpoolModule
 from ansible_collections.ironpool.iaas.plugins.module_utils.checks import require_class
@@ -271,19 +273,19 @@ from ansible_collections.ironpool.iaas.plugins.module_utils.machine_spec import 
     BOOT_DISK,
     FIELDS,
     IGNITION_OF_LABEL,
-    describe_progress,
     ignition_secret,
     ignition_secret_name,
     machine_spec,
 )
 from ansible_collections.ironpool.iaas.plugins.module_utils.resource import (
-    Declarer,
-    Outcome,
+    TaskDeclarer,
     declared_metadata,
     with_owned_labels,
 )
 from ansible_collections.ironpool.iaas.plugins.module_utils.views import machine_summary, secret_diff
-from ansible_collections.ironpool.iaas.plugins.module_utils.wait import MACHINE_CONDITIONS, wait_for_object
+
+if TYPE_CHECKING:
+    from ironpool.client.declare import Outcome
 
 
 class MachineModule(IronpoolModule):
@@ -304,8 +306,8 @@ class MachineModule(IronpoolModule):
             self.fields.update({"spec.volumes[0]": "image", f"spec.volumes[{BOOT_DISK}]": "image"})
         if p["ignition"] is not None:
             self.fields["spec.ignitionRef"] = "ignition"
-        machines = Declarer(self.client, resource(COMPUTE, "Machine"), self.namespace, self.check_mode,
-                            self.fields, gone_timeout=p["wait_timeout"])
+        machines = TaskDeclarer(self.client, resource(COMPUTE, "Machine"), self.namespace, self.check_mode,
+                                self.fields, gone_timeout=p["wait_timeout"])
         current = machines.get(p["name"])
         if p["state"] == "absent":
             self.delete_and_wait(machines, current, "machine", "its poollet removes the domain first",
@@ -314,7 +316,7 @@ class MachineModule(IronpoolModule):
 
     # -- present -----------------------------------------------------------------------------
 
-    def declare(self, machines: Declarer, current: dict[str, Any] | None) -> None:
+    def declare(self, machines: TaskDeclarer, current: dict[str, Any] | None) -> None:
         p = self.params
         desired = {"metadata": with_owned_labels(declared_metadata(p), current), "spec": machine_spec(p)}
         if current is None and not p["machine_class"]:
@@ -327,24 +329,13 @@ class MachineModule(IronpoolModule):
         secret_outcome = self.declare_ignition()
         outcome = machines.present(desired, current, force=p["force"])
         result = self.result(outcome, secret_outcome)
-        obj = outcome.obj
-        if self.check_mode:
-            self.exit(**{**result, **self.placement(machines, obj)})
-        if p["wait"]:
-            done = MACHINE_CONDITIONS[p["wait_for"]]
-            obj, ok = wait_for_object(self.client, machines.info, self.namespace, p["name"], done,
-                                      p["wait_timeout"])
-            result.update(machine_summary(obj))
-            if not ok:
-                self.fail(f"Machine {self.namespace}/{p['name']} did not become {p['wait_for']} within "
-                          f"{p['wait_timeout']}s; last seen: {describe_progress(obj)}", **result)
-        self.exit(**result)
+        self.finish_present(machines, outcome.obj, result, machine_summary)
 
     def declare_ignition(self) -> Outcome | None:
         if self.params["ignition"] is None:
             return None
-        secrets = Declarer(self.client, resource("v1", "Secret"), self.namespace, self.check_mode,
-                           {"data": "ignition"})
+        secrets = TaskDeclarer(self.client, resource("v1", "Secret"), self.namespace, self.check_mode,
+                               {"data": "ignition"})
         desired = ignition_secret(self.params)
         return secrets.present(desired, secrets.get(desired["metadata"]["name"]))
 
@@ -365,7 +356,7 @@ class MachineModule(IronpoolModule):
 
     def remove_ignition(self) -> bool:
         """Delete the Secret this module made for the Machine's ``ignition`` (never a user's own)."""
-        secrets = Declarer(self.client, resource("v1", "Secret"), self.namespace, self.check_mode, {})
+        secrets = TaskDeclarer(self.client, resource("v1", "Secret"), self.namespace, self.check_mode, {})
         name = ignition_secret_name(self.params)
         current = secrets.get(name)
         labels = ((current or {}).get("metadata") or {}).get("labels") or {}

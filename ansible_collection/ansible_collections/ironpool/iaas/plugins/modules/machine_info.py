@@ -22,7 +22,8 @@ options:
   wait_for:
     description:
       - With O(wait=true), wait until every listed Machine is V(scheduled) (bound to a pool) or
-        V(running) (its domain realises its power state).
+        V(running) (as O(ironpool.iaas.machine#module:wait_for=running) means - its poollet acted on its
+        current spec, it is in its power state, its volumes and network interfaces are attached).
     type: str
     choices: [scheduled, running]
 extends_documentation_fragment:
@@ -70,7 +71,6 @@ machines:
 """
 
 from ansible_collections.ironpool.iaas.plugins.module_utils.info import InfoModule, info_argument_spec
-from ansible_collections.ironpool.iaas.plugins.module_utils.wait import MACHINE_CONDITIONS
 
 
 class MachineInfoModule(InfoModule):
@@ -79,8 +79,7 @@ class MachineInfoModule(InfoModule):
     api_version = "compute.ironcore.dev/v1alpha1"
     kind = "Machine"
     result_key = "machines"
-    wait_conditions = MACHINE_CONDITIONS
-    argument_spec = info_argument_spec(sorted(MACHINE_CONDITIONS), namespaced=True)
+    argument_spec = info_argument_spec(["running", "scheduled"], namespaced=True)
 
 
 def main() -> None:

@@ -16,7 +16,8 @@ author:
   - ironpool engineers (!UNKNOWN)
 options:
   wait_for:
-    description: With O(wait=true), wait until every listed pool is V(ready) (state C(Ready)).
+    description: With O(wait=true), wait until every listed pool is V(ready) (its C(Ready)
+      condition is C(True), as the scheduler judges it).
     type: str
     choices: [ready]
 extends_documentation_fragment:
@@ -89,17 +90,12 @@ from ansible_collections.ironpool.iaas.plugins.module_utils.info import InfoModu
 from ansible_collections.ironpool.iaas.plugins.module_utils.views import pool_summary
 
 
-def _ready(obj: dict[str, Any] | None) -> bool:
-    return ((obj or {}).get("status") or {}).get("state") == "Ready"
-
-
 class MachinePoolInfoModule(InfoModule):
     """Lists MachinePools."""
 
     api_version = "compute.ironcore.dev/v1alpha1"
     kind = "MachinePool"
     result_key = "machine_pools"
-    wait_conditions = {"ready": _ready}
     argument_spec = info_argument_spec(["ready"], namespaced=False)
 
     def shown(self, obj: dict[str, Any]) -> dict[str, Any]:

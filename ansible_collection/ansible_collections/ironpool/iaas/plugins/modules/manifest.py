@@ -42,7 +42,8 @@ options:
       - What O(wait=true) waits for with state V(present), for the Machines and Volumes among the
         objects (other kinds are done once written).
       - V(scheduled) - bound to a pool.
-      - V(ready) - Machines realise their power state (C(Running) when on), Volumes are C(Available).
+      - V(ready) - Machines run as declared (as O(ironpool.iaas.machine#module:wait_for=running)
+        means), Volumes are C(Available) at their size.
     type: str
     choices: [scheduled, ready]
     default: ready
@@ -125,28 +126,26 @@ results:
 from dataclasses import dataclass
 from typing import Any
 
-from ansible_collections.ironpool.iaas.plugins.module_utils.base import IronpoolModule
+from ansible_collections.ironpool.iaas.plugins.module_utils.base import IronpoolModule, placement_header
 from ansible_collections.ironpool.iaas.plugins.module_utils.client import list_all_raw, wait_argument_spec
 from ansible_collections.ironpool.iaas.plugins.module_utils.errors import OptionError, cause_text
-from ansible_collections.ironpool.iaas.plugins.module_utils.placement import pool_of, predict_pools
-from ansible_collections.ironpool.iaas.plugins.module_utils.resource import Declarer, Outcome, object_key
-from ansible_collections.ironpool.iaas.plugins.module_utils.views import redact_secret, secret_diff
-from ansible_collections.ironpool.iaas.plugins.module_utils.wait import (
-    gone,
-    machine_running,
-    machine_scheduled,
-    volume_available,
-    volume_scheduled,
-    wait_for_objects,
+from ansible_collections.ironpool.iaas.plugins.module_utils.placement import (
+    SCHEDULED_KINDS,
+    pool_of,
+    predict_pools,
 )
+from ansible_collections.ironpool.iaas.plugins.module_utils.resource import TaskDeclarer, object_key
+from ansible_collections.ironpool.iaas.plugins.module_utils.views import redact_secret, secret_diff
+from ansible_collections.ironpool.iaas.plugins.module_utils.wait import WaitFailed, await_objects
 
 try:
     import yaml
     from ironpool.api.errors import ApiError, Invalid, NotFound
     from ironpool.api.resources import by_kind
     from ironpool.api.validation import validate_create
-    from ironpool.cli.config import CommandError
+    from ironpool.cli.errors import CommandError
     from ironpool.cli.manifests import load_manifests, parse_documents
+    from ironpool.client.declare import Outcome
 except ImportError:  # reported by IronpoolModule.execute
     pass
 
@@ -178,14 +177,6 @@ class Item:
         if self.outcome is None:
             raise RuntimeError(f"{self.kind} {self.name} has not been declared yet")
         return self.outcome
-
-
-WAIT_CONDITIONS = {
-    ("Machine", "scheduled"): machine_scheduled,
-    ("Machine", "ready"): machine_running,
-    ("Volume", "scheduled"): volume_scheduled,
-    ("Volume", "ready"): volume_available,
-}
 
 
 class ManifestModule(IronpoolModule):
@@ -301,22 +292,24 @@ class ManifestModule(IronpoolModule):
     def wait(self, items: list[Item], wait_for: str) -> None:
         groups: dict[tuple[str, str | None], list[Item]] = {}
         for item in items:
-            if (item.kind, wait_for) in WAIT_CONDITIONS or wait_for == "gone":
+            if item.kind in SCHEDULED_KINDS or wait_for == "gone":
                 groups.setdefault((item.kind, item.namespace), []).append(item)
-        timeout = self.params["wait_timeout"]
-        for (kind, namespace), group in groups.items():
-            done = gone if wait_for == "gone" else WAIT_CONDITIONS[(kind, wait_for)]
+        for (_kind, namespace), group in groups.items():
             names = [i.name for i in group]
-            latest, ok = wait_for_objects(self.client, group[0].info, namespace, names, done, timeout)
-            for item in group:
-                now = latest.get(item.name)
-                if now is not None or wait_for == "gone":
-                    item.done.obj = now
-            if not ok:
-                pending = sorted(n for n, o in latest.items() if not done(o))
-                where = f" in namespace {namespace}" if namespace else ""
-                self.fail(f"{len(pending)} {kind}(s){where} did not become {wait_for} within {timeout}s: "
-                          f"{', '.join(pending[:10])}", **self.result(items, {}))
+            try:
+                latest = await_objects(self.client, group[0].info, namespace, names, wait_for, self.params)
+            except WaitFailed as exc:
+                self.keep_last(group, exc.last, wait_for)
+                self.fail(str(exc), **self.result(items, {}))
+            self.keep_last(group, latest, wait_for)
+
+    @staticmethod
+    def keep_last(group: list[Item], latest: dict[str, Any], wait_for: str) -> None:
+        """The objects as the wait last saw them go into the result."""
+        for item in group:
+            now = latest.get(item.name)
+            if now is not None or wait_for == "gone":
+                item.done.obj = now
 
     # -- absent ------------------------------------------------------------------------------
 
@@ -331,9 +324,9 @@ class ManifestModule(IronpoolModule):
 
     # -- shared ------------------------------------------------------------------------------
 
-    def declarer(self, item: Item) -> Declarer:
-        return Declarer(self.client, item.info, item.namespace or self.namespace, self.check_mode, {},
-                        gone_timeout=self.params["wait_timeout"])
+    def declarer(self, item: Item) -> TaskDeclarer:
+        return TaskDeclarer(self.client, item.info, item.namespace or self.namespace, self.check_mode, {},
+                            gone_timeout=self.params["wait_timeout"])
 
     @staticmethod
     def entry(item: Item, predicted: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
@@ -359,11 +352,20 @@ class ManifestModule(IronpoolModule):
             "results": [self.entry(i, predicted) for i in items],
         }
         if self.diff_mode:
-            result["diff"] = [
-                secret_diff(i.done.before, i.done.after) if i.kind == "Secret" else i.done.diff()
-                for i in items if i.done.changed
-            ]
+            result["diff"] = [self.diff(i, predicted) for i in items if i.done.changed]
         return result
+
+    @staticmethod
+    def diff(item: Item, predicted: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
+        """One object's diff; a new Machine or Volume's names the pool check mode predicts."""
+        if item.kind == "Secret":
+            return secret_diff(item.done.before, item.done.after)
+        diff = item.done.diff()
+        guess = predicted.get((item.kind, object_key(item.obj)))
+        if guess is not None:
+            placed = {"pool": guess.get("pool") or "", "placement_reason": guess.get("reason") or ""}
+            diff["after_header"] = placement_header(f"{item.kind} {object_key(item.obj)}", placed)
+        return diff
 
     def finish(self, items: list[Item], predicted: dict[tuple[str, str], dict[str, Any]]) -> None:
         self.exit(**self.result(items, predicted))

@@ -77,11 +77,14 @@ action:
 """
 
 import base64
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.ironpool.iaas.plugins.module_utils.declarative import DeclarativeModule
-from ansible_collections.ironpool.iaas.plugins.module_utils.resource import Outcome, declared_metadata
+from ansible_collections.ironpool.iaas.plugins.module_utils.resource import declared_metadata
 from ansible_collections.ironpool.iaas.plugins.module_utils.views import redact_secret, secret_diff
+
+if TYPE_CHECKING:
+    from ironpool.client.declare import Outcome
 
 
 class SecretModule(DeclarativeModule):

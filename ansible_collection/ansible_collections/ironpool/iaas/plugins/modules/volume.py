@@ -149,13 +149,8 @@ from ansible_collections.ironpool.iaas.plugins.module_utils.checks import check_
 from ansible_collections.ironpool.iaas.plugins.module_utils.client import wait_argument_spec
 from ansible_collections.ironpool.iaas.plugins.module_utils.errors import OptionError, cause_text
 from ansible_collections.ironpool.iaas.plugins.module_utils.kinds import resource
-from ansible_collections.ironpool.iaas.plugins.module_utils.placement import pool_of
-from ansible_collections.ironpool.iaas.plugins.module_utils.resource import Declarer, declared_metadata
+from ansible_collections.ironpool.iaas.plugins.module_utils.resource import TaskDeclarer, declared_metadata
 from ansible_collections.ironpool.iaas.plugins.module_utils.views import volume_summary
-from ansible_collections.ironpool.iaas.plugins.module_utils.wait import (
-    VOLUME_CONDITIONS,
-    wait_for_object,
-)
 
 with contextlib.suppress(ImportError):  # reported by IronpoolModule.execute
     from ironpool.api.errors import Invalid
@@ -193,8 +188,8 @@ class VolumeModule(IronpoolModule):
     def run(self) -> None:
         p = self.params
         info = resource("storage.ironcore.dev/v1alpha1", "Volume")
-        volumes = Declarer(self.client, info, self.namespace, self.check_mode, self.fields,
-                           gone_timeout=p["wait_timeout"], immutable=(("spec", "dataSource"),))
+        volumes = TaskDeclarer(self.client, info, self.namespace, self.check_mode, self.fields,
+                               gone_timeout=p["wait_timeout"], immutable=(("spec", "dataSource"),))
         current = volumes.get(p["name"])
         if p["state"] == "absent":
             self.delete_and_wait(volumes, current, "volume", "a Machine may still use it")
@@ -216,7 +211,7 @@ class VolumeModule(IronpoolModule):
             spec["volumePoolSelector"] = p["pool_selector"]
         return {"metadata": meta, "spec": spec}
 
-    def declare(self, volumes: Declarer, current: dict[str, Any] | None) -> None:
+    def declare(self, volumes: TaskDeclarer, current: dict[str, Any] | None) -> None:
         p = self.params
         desired = self.desired()
         key = f"{self.namespace}/{p['name']}"
@@ -235,19 +230,7 @@ class VolumeModule(IronpoolModule):
                                   **volume_summary(outcome.obj)}
         if self.diff_mode:
             result["diff"] = outcome.diff()
-        if self.check_mode:
-            self.exit(**{**result, **self.placement(volumes, outcome.obj)})
-        if p["wait"]:
-            done = VOLUME_CONDITIONS[p["wait_for"]]
-            obj, ok = wait_for_object(self.client, volumes.info, self.namespace, p["name"], done,
-                                      p["wait_timeout"])
-            result.update(volume_summary(obj))
-            if not ok:
-                status = (obj or {}).get("status") or {}
-                self.fail(f"Volume {key} did not become {p['wait_for']} within {p['wait_timeout']}s; "
-                          f"last seen: pool {pool_of(obj) or '(not scheduled)'}, state "
-                          f"{status.get('state') or '(none yet)'}", **result)
-        self.exit(**result)
+        self.finish_present(volumes, outcome.obj, result, volume_summary)
 
     def recreating(self, current: dict[str, Any]) -> bool:
         """Whether ``force`` will replace ``current`` (so its size rules do not apply)."""

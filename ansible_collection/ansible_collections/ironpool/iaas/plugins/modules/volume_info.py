@@ -61,7 +61,6 @@ volumes:
 """
 
 from ansible_collections.ironpool.iaas.plugins.module_utils.info import InfoModule, info_argument_spec
-from ansible_collections.ironpool.iaas.plugins.module_utils.wait import VOLUME_CONDITIONS
 
 
 class VolumeInfoModule(InfoModule):
@@ -70,8 +69,7 @@ class VolumeInfoModule(InfoModule):
     api_version = "storage.ironcore.dev/v1alpha1"
     kind = "Volume"
     result_key = "volumes"
-    wait_conditions = VOLUME_CONDITIONS
-    argument_spec = info_argument_spec(sorted(VOLUME_CONDITIONS), namespaced=True)
+    argument_spec = info_argument_spec(["available", "scheduled"], namespaced=True)
 
 
 def main() -> None:

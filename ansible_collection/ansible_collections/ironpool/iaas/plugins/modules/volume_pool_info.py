@@ -16,7 +16,8 @@ author:
   - ironpool engineers (!UNKNOWN)
 options:
   wait_for:
-    description: With O(wait=true), wait until every listed pool is V(ready) (state C(Available)).
+    description: With O(wait=true), wait until every listed pool is V(ready) (its C(Ready)
+      condition is C(True), as the scheduler judges it).
     type: str
     choices: [ready]
 extends_documentation_fragment:
@@ -84,17 +85,12 @@ from ansible_collections.ironpool.iaas.plugins.module_utils.info import InfoModu
 from ansible_collections.ironpool.iaas.plugins.module_utils.views import pool_summary
 
 
-def _ready(obj: dict[str, Any] | None) -> bool:
-    return ((obj or {}).get("status") or {}).get("state") == "Available"
-
-
 class VolumePoolInfoModule(InfoModule):
     """Lists VolumePools."""
 
     api_version = "storage.ironcore.dev/v1alpha1"
     kind = "VolumePool"
     result_key = "volume_pools"
-    wait_conditions = {"ready": _ready}
     argument_spec = info_argument_spec(["ready"], namespaced=False)
 
     def shown(self, obj: dict[str, Any]) -> dict[str, Any]:

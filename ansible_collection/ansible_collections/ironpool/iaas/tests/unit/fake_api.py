@@ -33,6 +33,7 @@ class FakeClient:
         self.config = ClientConfig(server="http://fake.invalid", namespace="default")
         self.objects: dict[tuple[str, str | None, str], Obj] = {}
         self.writes: list[tuple[str, str, str]] = []
+        self.field_managers: set[str | None] = set()
         self._rv = itertools.count(1)
 
     @classmethod
@@ -53,6 +54,7 @@ class FakeClient:
         info = by_kind(obj["apiVersion"], obj["kind"])
         stored = self.create_raw(info, obj)
         self.writes.clear()
+        self.field_managers.clear()
         return stored
 
     def __enter__(self) -> FakeClient:
@@ -84,7 +86,9 @@ class FakeClient:
         ]
         return ListResult(items, str(next(self._rv)))
 
-    def create_raw(self, info: Any, obj: Obj, namespace: str | None = None, dry_run: bool = False) -> Obj:
+    def create_raw(self, info: Any, obj: Obj, namespace: str | None = None, dry_run: bool = False,
+                   field_manager: str | None = None) -> Obj:
+        self.field_managers.add(field_manager)
         body = copy.deepcopy(obj)
         meta = body.setdefault("metadata", {})
         if info.namespaced:
@@ -100,7 +104,9 @@ class FakeClient:
         return copy.deepcopy(out)
 
     def patch_raw(self, info: Any, name: str, patch: Obj, namespace: str | None = None,
-                  subresource: str | None = None, dry_run: bool = False) -> Obj:
+                  subresource: str | None = None, dry_run: bool = False,
+                  field_manager: str | None = None) -> Obj:
+        self.field_managers.add(field_manager)
         old = self.get_raw(info, name, namespace)
         new = validate_update(info, old, apply_merge_patch(old, patch))
         if spec_of(info, new) != spec_of(info, old):

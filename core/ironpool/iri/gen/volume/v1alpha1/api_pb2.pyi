@@ -185,17 +185,39 @@ Global___EncryptionSpec: typing_extensions.TypeAlias = EncryptionSpec
 class ImageDataSource(google.protobuf.message.Message):
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
 
+    @typing.final
+    class PullSecretDataEntry(google.protobuf.message.Message):
+        DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: builtins.int
+        VALUE_FIELD_NUMBER: builtins.int
+        key: builtins.str
+        value: builtins.bytes
+        def __init__(
+            self,
+            *,
+            key: builtins.str = ...,
+            value: builtins.bytes = ...,
+        ) -> None: ...
+        def ClearField(self, field_name: typing.Literal["key", b"key", "value", b"value"]) -> None: ...
+
     IMAGE_FIELD_NUMBER: builtins.int
     ARCHITECTURE_FIELD_NUMBER: builtins.int
+    PULL_SECRET_DATA_FIELD_NUMBER: builtins.int
     image: builtins.str
     architecture: builtins.str
+    @property
+    def pull_secret_data(self) -> google.protobuf.internal.containers.ScalarMap[builtins.str, builtins.bytes]:
+        """ironpool extension: the data of the image pull Secret (see machine.v1alpha1.ImageSpec)."""
+
     def __init__(
         self,
         *,
         image: builtins.str = ...,
         architecture: builtins.str = ...,
+        pull_secret_data: collections.abc.Mapping[builtins.str, builtins.bytes] | None = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["architecture", b"architecture", "image", b"image"]) -> None: ...
+    def ClearField(self, field_name: typing.Literal["architecture", b"architecture", "image", b"image", "pull_secret_data", b"pull_secret_data"]) -> None: ...
 
 Global___ImageDataSource: typing_extensions.TypeAlias = ImageDataSource
 

@@ -23,6 +23,7 @@ def test_a_named_kind_matches_the_table_but_for_its_model(api_version: str, kind
 
 
 def test_any_other_kind_comes_from_the_table() -> None:
-    assert resource("v1", "Namespace") is by_kind("v1", "Namespace")
+    assert resource("networking.ironcore.dev/v1alpha1", "Network") is \
+        by_kind("networking.ironcore.dev/v1alpha1", "Network")
     with pytest.raises(BadRequest, match="no kind"):
         resource("v1", "Nothing")

@@ -41,6 +41,7 @@ def test_creates_then_reports_no_change(run_module: Any, client: Any) -> None:
     second = run_module(machine.main, WEB)
     assert not second.result["changed"] and second.result["action"] == "unchanged"
     assert client.writes == [("create", "Machine", "web")]
+    assert client.field_managers == {"ironpool-ansible"}  # every write names the collection
 
 
 def test_check_mode_writes_nothing_and_predicts_the_pool(run_module: Any, client: Any,
@@ -50,6 +51,8 @@ def test_check_mode_writes_nothing_and_predicts_the_pool(run_module: Any, client
     assert out.result["placement_reason"] == "fits"
     assert out.result["diff"]["before"] == {}
     assert out.result["diff"]["after"]["spec"]["machineClassRef"] == {"name": "x-small"}
+    assert out.result["diff"]["after_header"] == \
+        "Machine default/web would land on pool host-1 (the scheduler's placement preview)"
     assert client.writes == [] and client.stored("Machine", "web") is None
     assert no_scheduler and no_scheduler[0][0]["metadata"]["name"] == "web"
 
@@ -152,17 +155,50 @@ def test_absent_deletes_and_then_reports_nothing_to_do(run_module: Any, client: 
 
 def test_wait_times_out_with_the_last_state(run_module: Any, client: Any) -> None:
     run_module(machine.main, WEB)
+    client.objects[("Machine", "default", "web")]["spec"]["machinePoolRef"] = {"name": "host-1"}
     client.set_status("Machine", "web", {"state": "Pending", "conditions": [
         {"type": "Ready", "status": "False", "reason": "Pending", "message": "waiting for volumes"}]})
     out = run_module(machine.main, {**WEB, "wait": True, "wait_timeout": 1})
-    assert out.failed and "did not become running within 1s" in out.result["msg"]
-    assert "state Pending" in out.result["msg"] and out.result["machine"]["metadata"]["name"] == "web"
+    assert out.failed and out.result["machine"]["metadata"]["name"] == "web"
+    assert out.result["msg"] == ("Machine default/web did not become running within 1s; last seen: on pool "
+                                 "host-1: no status for its spec yet; state Pending (waiting for volumes), "
+                                 "wants Running; volumes not attached: root")
+
+
+def scheduler_says(client: Any, message: str) -> None:
+    client.set_status("Machine", "web", {"conditions": [
+        {"type": "Scheduled", "status": "False", "reason": "FailedScheduling", "message": message}]})
+
+
+def test_a_machine_no_pool_can_take_fails_early_naming_the_schedulers_reason(
+        run_module: Any, client: Any) -> None:
+    run_module(machine.main, WEB)
+    scheduler_says(client, "0/2 pools: 1 do not offer class x-small, 1 do not match the pool selector")
+    out = run_module(machine.main, {**WEB, "wait": True, "wait_timeout": 120})
+    assert out.failed and out.result["msg"].startswith(
+        "Machine default/web cannot be scheduled: 0/2 pools: 1 do not offer class x-small, 1 do not match "
+        "the pool selector. It stays Pending")
+    assert client.stored("Machine", "web") is not None  # left as declared
+
+
+def test_a_machine_waiting_for_room_keeps_waiting_and_says_why(run_module: Any, client: Any) -> None:
+    run_module(machine.main, WEB)
+    scheduler_says(client, "0/2 pools: 1 do not offer class x-small, 1 have too little memory")
+    out = run_module(machine.main, {**WEB, "wait": True, "wait_timeout": 4})
+    assert out.failed and out.result["msg"] == (
+        "Machine default/web did not become running within 4s; last seen: not scheduled: 0/2 pools: 1 do "
+        "not offer class x-small, 1 have too little memory")
+    # Without failing early, an unschedulable Machine is waited for too.
+    scheduler_says(client, "0/1 pools: 1 do not offer class x-small")
+    out = run_module(machine.main, {**WEB, "wait": True, "wait_timeout": 4, "fail_on_unschedulable": False})
+    assert "did not become running within 4s" in out.result["msg"]
 
 
 def test_wait_returns_once_running_with_pool_and_state(run_module: Any, client: Any) -> None:
     run_module(machine.main, WEB)
     client.objects[("Machine", "default", "web")]["spec"]["machinePoolRef"] = {"name": "host-1"}
-    client.set_status("Machine", "web", {"state": "Running", "observedGeneration": 1})
+    client.set_status("Machine", "web", {"state": "Running", "observedGeneration": 1,
+                                         "volumes": [{"name": "root", "state": "Attached"}]})
     out = run_module(machine.main, {**WEB, "wait": True})
     assert not out.failed and out.result["state"] == "Running" and out.result["pool"] == "host-1"
     assert out.result["addresses"] == []

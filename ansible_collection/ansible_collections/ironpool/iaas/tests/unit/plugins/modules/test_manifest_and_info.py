@@ -46,6 +46,8 @@ def test_check_mode_predicts_pools_and_writes_nothing(run_module: Any, client: A
     out = run_module(manifest.main, {"definition": MANIFEST}, check_mode=True, diff=True)
     assert out.result["changed"] and [r["pool"] for r in out.result["results"]] == ["host-1", "host-1"]
     assert len(out.result["diff"]) == 2 and client.writes == []
+    headers = [d.get("after_header") for d in out.result["diff"]]
+    assert headers[0].endswith("would land on pool host-1 (the scheduler's placement preview)")
 
 
 def test_one_bad_document_fails_before_anything_is_written(run_module: Any, client: Any) -> None:
@@ -69,7 +71,13 @@ def test_machine_info_filters_and_waits_on_conditions(run_module: Any, client: A
     assert not ready.failed and len(ready.result["machines"]) == 1
     late = run_module(machine_info.main, {"name": "web", "wait": True, "wait_timeout": 1,
                                           "wait_condition": {"type": "Ready", "reason": "Elsewhere"}})
-    assert late.failed and "default" not in late.result["msg"] and "web" in late.result["msg"]
+    assert late.failed and late.result["msg"] == (
+        "Machine default/web did not meet the wait condition within 1s; last seen: exists; no condition "
+        "Ready=True (Elsewhere) yet")
+    running = run_module(machine_info.main, {"name": "web", "wait": True, "wait_timeout": 1,
+                                             "wait_for": "running"})
+    assert running.failed and running.result["msg"] == (
+        "Machine default/web did not become running within 1s; last seen: not scheduled yet")
 
 
 def test_pool_info_reports_free_per_class(run_module: Any, client: Any) -> None:

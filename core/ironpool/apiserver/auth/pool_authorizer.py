@@ -1,0 +1,383 @@
+"""The apiserver's authorizer: what pool identities may do (IronCore's poollet RBAC plus the
+NodeRestriction-style check that a poollet writes only objects bound to its own pool).
+
+Identities (the user and group names IronCore's poollets authenticate as):
+
+- group ``system:masters``: everything;
+- user ``compute.ironcore.dev:system:machinepool:<pool>`` (group
+  ``compute.ironcore.dev:system:machinepools``) and ``storage.ironcore.dev:system:volumepool:<pool>``
+  (group ``storage.ironcore.dev:system:volumepools``): only what that pool's poollet needs, below;
+- every other authenticated user: whatever RBAC grants (:mod:`ironpool.apiserver.auth.rbac`), or
+  everything with ``--authorization-mode AlwaysAllow``.
+
+A pool identity may read classes and namespaces; get objects of its kind and list/watch them only
+with ``fieldSelector=spec.<kind>PoolRef.name=<pool>`` (what the poollet's informer asks for);
+create events; get, create, update and patch its own pool (and its status); update/patch objects
+bound to its pool (spec unchanged, except clearing a stale ``spec.claimRef`` of a volume) and their
+status. Secrets, Volumes and NetworkInterfaces it may get only along the pool graph
+(:mod:`ironpool.apiserver.auth.pool_graph`, Kubernetes' Node authorizer): while a Machine (or, for a
+volume pool, a Volume) bound to it references them; it may never list or watch Secrets. A machine
+pool may also set or clear ``spec.claimRef`` of a Volume for a Machine bound to it
+(or clear a stale claim); a volume pool may get Machines and write the access Secrets owned by its
+Volumes. A machine pool lists and watches Volumes, Networks, NetworkInterfaces and Prefixes (its
+informers) and claims NetworkInterfaces as it claims Volumes: it sets ``spec.machineRef`` to a Machine
+bound to it (or clears it when that Machine is its own or gone), and of a NIC claimed by one of its
+Machines it sets ``spec.providerID`` and the finalizers, labels and annotations; nothing else (a NIC's
+status is the apiserver's allocation). Checks on the stored object run inside the registry's
+read-modify-write loop (:data:`ObjectCheck`), so a pool cannot take a Machine by patching
+``machinePoolRef``, and the common requests read nothing extra.
+
+Each pool identity gets, creates, updates and patches its own heartbeat Lease (named after the pool,
+in its kind's lease namespace, :mod:`ironpool.api.fleet`) and no other.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ironpool.api import errors
+from ironpool.api.fleet import MACHINE_POOL_LEASE_NAMESPACE, VOLUME_POOL_LEASE_NAMESPACE
+from ironpool.api.resources import RESOURCES, ResourceInfo
+from ironpool.api.selectors import parse_field_selector
+from ironpool.apiserver.auth.authentication import User
+from ironpool.apiserver.auth.interface import Conditions, ObjectCheck
+from ironpool.apiserver.auth.pool_graph import GRAPH_RESOURCES, PoolGraph, confirm
+from ironpool.store.interface import Document, Store
+
+MACHINE_POOL_USER_PREFIX = "compute.ironcore.dev:system:machinepool:"
+MACHINE_POOLS_GROUP = "compute.ironcore.dev:system:machinepools"
+VOLUME_POOL_USER_PREFIX = "storage.ironcore.dev:system:volumepool:"
+VOLUME_POOLS_GROUP = "storage.ironcore.dev:system:volumepools"
+
+_BY_PLURAL: dict[str, ResourceInfo] = {r.plural: r for r in RESOURCES}
+_READ = frozenset({"get", "list", "watch"})
+_WRITE = frozenset({"update", "patch"})
+_SHARED_READ = frozenset({"namespaces"})
+# What a poollet may change on the main resource of an object bound to its pool.
+_BOUND_METADATA = (("metadata", "finalizers"), ("metadata", "labels"), ("metadata", "annotations"))
+_CLAIM = (("spec", "claimRef"), ("metadata", "generation"))
+_NIC_CLAIM = (("spec", "machineRef"), ("spec", "providerID"), ("metadata", "generation"), *_BOUND_METADATA)
+_NETWORKING_READ = frozenset({"networks", "networkinterfaces", "prefixes"})
+_LEASE_NAMESPACE = {"machine": MACHINE_POOL_LEASE_NAMESPACE, "volume": VOLUME_POOL_LEASE_NAMESPACE}
+
+
+@dataclass(frozen=True)
+class PoolKind:
+    """The resources of one kind of pool."""
+
+    name: str  # "machine" or "volume"
+    pools: str
+    objects: str
+    classes: str
+    pool_ref: str
+
+
+MACHINE = PoolKind("machine", "machinepools", "machines", "machineclasses", "machinePoolRef")
+VOLUME = PoolKind("volume", "volumepools", "volumes", "volumeclasses", "volumePoolRef")
+
+
+@dataclass(frozen=True)
+class PoolSubject:
+    """The subject a poollet's user stands for: a pool of one kind (``pool`` is None for a member of
+    the pools group without a pool name)."""
+
+    kind: PoolKind
+    pool: str | None
+
+
+@functools.lru_cache(maxsize=1024)
+def pool_subject(user: User) -> PoolSubject | None:
+    """The pool ``user`` stands for, or None for administrators and ordinary users."""
+    if user.is_admin:
+        return None
+    for kind, prefix, group in (
+        (MACHINE, MACHINE_POOL_USER_PREFIX, MACHINE_POOLS_GROUP),
+        (VOLUME, VOLUME_POOL_USER_PREFIX, VOLUME_POOLS_GROUP),
+    ):
+        if user.name.startswith(prefix) and user.name[len(prefix) :]:
+            return PoolSubject(kind, user.name[len(prefix) :])
+        if group in user.groups:
+            return PoolSubject(kind, None)
+    return None
+
+
+def forbidden(
+    user: User, verb: str, resource: str, namespace: str | None, name: str | None, reason: str = ""
+) -> errors.Forbidden:
+    """Kubernetes' wording: ``machines.compute.ironcore.dev "x" is forbidden: User "u" cannot update
+    resource "machines" in API group "compute.ironcore.dev" in the namespace "default"``."""
+    base = resource.partition("/")[0]
+    info = _BY_PLURAL.get(base)
+    group = info.group if info is not None else ""
+    group_resource = info.group_resource if info is not None else base
+    what = f'{group_resource} "{name}"' if name else group_resource
+    scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+    message = (
+        f'{what} is forbidden: User "{user.name}" cannot {verb} resource "{resource}" '
+        f'in API group "{group}" {scope}'
+    )
+    if reason:
+        message += f": {reason}"
+    return errors.Forbidden(message, kind=base, name=name or "", group=group)
+
+
+def authorize_pool(
+    subject: PoolSubject, user: User, verb: str, resource: str, namespace: str | None, name: str | None,
+    graph: PoolGraph | None,
+) -> Conditions | None:
+    """What a pool identity may do (see the module docstring); no store reads here, except through
+    the conditions returned. Without a ``graph`` no Secret, Volume or NetworkInterface is reachable
+    by get."""
+    kind, pool = subject.kind, subject.pool
+    base, _, sub = resource.partition("/")
+
+    def deny(reason: str = "") -> errors.Forbidden:
+        return forbidden(user, verb, resource, namespace, name, reason)
+
+    if verb in _READ and (base in _SHARED_READ or base == kind.classes):
+        return None
+    if base == "events" and verb == "create":
+        return None
+    if pool is None:
+        raise deny(f"the user name does not name a {kind.name} pool")
+    if verb == "get" and base in GRAPH_RESOURCES and not (kind is VOLUME and base == "volumes"):
+        return _along_graph(deny, graph, kind, pool, base, namespace or "", name or "")
+    if base == "secrets" and verb in ("list", "watch"):
+        raise deny("a pool identity may get only the secrets its machines and volumes reference, "
+                   "one at a time")
+    if base == "leases" and namespace == _LEASE_NAMESPACE[kind.name]:
+        # Its heartbeat (NodeRestriction lets a kubelet write only its own node's Lease).
+        if verb == "create" and not sub:
+            return Conditions(objects=_creates_own(deny, pool, "Lease"))
+        if (verb == "get" or verb in _WRITE) and name == pool and not sub:
+            return None
+        raise deny(f'a {kind.name} pool identity may only get, create, update and patch its own '
+                   f'Lease "{pool}"')
+    if base == kind.pools:
+        if verb in _READ:
+            if verb == "get" and name == pool:
+                return None
+            if verb != "get":
+                return Conditions(selector=_require_selector(deny, "metadata.name", pool))
+            raise deny(f'a {kind.name} pool identity may only read its own pool "{pool}"')
+        if verb == "create" and not sub:
+            return Conditions(objects=_creates_own(deny, pool, "pool"))
+        if verb in _WRITE and name == pool:
+            return None
+        raise deny(f'a {kind.name} pool identity may only create, update and patch its own pool "{pool}"')
+    if base == kind.objects:
+        if verb == "get":
+            return None
+        if verb in ("list", "watch"):
+            return Conditions(selector=_require_selector(deny, f"spec.{kind.pool_ref}.name", pool))
+        if verb in _WRITE:
+            return Conditions(objects=_bound(deny, kind, pool, status=sub == "status"))
+    if kind is MACHINE and base == "volumes":
+        if verb in ("list", "watch"):
+            return None  # the poollet's informer; a machine's volumes live in any volume pool
+        if verb in _WRITE and not sub:
+            return Conditions(objects=_claims_for_pool(deny, pool))
+    if kind is MACHINE and base in _NETWORKING_READ:
+        if verb in _READ:
+            return None  # what a machine's NICs need: their Networks and ephemeral Prefixes
+        if base == "networkinterfaces" and verb in _WRITE and not sub:
+            return Conditions(objects=_nic_claims_for_pool(deny, pool))
+    if kind is VOLUME:
+        if base == "machines" and verb == "get":
+            return None  # to tell a live claim from a stale one
+        if base == "secrets" and (verb == "create" or (verb in _WRITE and not sub)):
+            return Conditions(objects=_owned_secret(deny, pool))
+    raise deny()
+
+
+Deny = Callable[[str], errors.Forbidden]
+
+
+def _along_graph(deny: Deny, graph: PoolGraph | None, kind: PoolKind, pool: str, plural: str,
+                 namespace: str, name: str) -> Conditions | None:
+    """A get of a Secret, Volume or NetworkInterface: allowed while an edge from ``pool`` leads to it.
+    When the mirror has no edge the store is asked (returned as a condition), since the mirror may be
+    a moment behind another apiserver's write."""
+    if graph is not None and graph.allows(kind.name, pool, plural, namespace, name):
+        return None
+    if kind is VOLUME and plural != "secrets":
+        raise deny("")
+    reason = (f'no {"machine" if kind is MACHINE else "volume"} bound to {kind.name} pool "{pool}" '
+              f"references it")
+
+    async def check(old: Document | None, new: Document | None, store: Store) -> None:
+        if not await confirm(store, kind.name, pool, plural, namespace, name):
+            raise deny(reason)
+
+    return Conditions(objects=check)
+
+
+def _require_selector(deny: Deny, path: str, value: str) -> Callable[[str], None]:
+    """A list/watch condition: the field selector must include ``path=value``."""
+
+    def check(field_selector: str) -> None:
+        if field_selector:
+            for req in parse_field_selector(field_selector).field_requirements:
+                if req.path == path and req.op == "=" and req.value == value:
+                    return
+        raise deny(f"a pool identity may list and watch only with fieldSelector={path}={value}")
+
+    return check
+
+
+def _pool_of(doc: Document, kind: PoolKind) -> str | None:
+    ref = (doc.get("spec") or {}).get(kind.pool_ref) or {}
+    name = ref.get("name") if isinstance(ref, dict) else None
+    return str(name) if name else None
+
+
+def _without(doc: Document, paths: tuple[tuple[str, ...], ...]) -> dict[str, Any]:
+    """A shallow copy of ``doc`` without the fields at ``paths`` (the original is not touched)."""
+    out = dict(doc)
+    for path in paths:
+        cur = out
+        for key in path[:-1]:
+            child = cur.get(key)
+            if not isinstance(child, dict):
+                break
+            cur[key] = child = dict(child)
+            cur = child
+        else:
+            cur.pop(path[-1], None)
+    return out
+
+
+def _creates_own(deny: Deny, pool: str, what: str) -> ObjectCheck:
+    """A create condition: the object (its pool, or its heartbeat Lease) is named after the pool."""
+
+    async def check(old: Document | None, new: Document | None, store: Store) -> None:
+        got = (new or {}).get("metadata", {}).get("name")
+        if got != pool:
+            raise deny(f'a pool identity may only create its own {what} "{pool}", not "{got}"')
+
+    return check
+
+
+def _bound(deny: Deny, kind: PoolKind, pool: str, status: bool) -> ObjectCheck:
+    """Writes to an object bound to ``pool``: judged on the stored object, so the binding cannot be
+    taken over by the write itself; on the main resource only metadata may change (and a volume
+    pool may clear a stale ``spec.claimRef``, one whose Machine is gone)."""
+
+    async def check(old: Document | None, new: Document | None, store: Store) -> None:
+        bound = _pool_of(old, kind) if old is not None else None
+        if bound != pool:
+            where = f'bound to {kind.name} pool "{bound}"' if bound else f"not bound to a {kind.name} pool"
+            raise deny(f'the {kind.name} is {where}, not to "{pool}"')
+        if status or new is None:
+            return
+        assert old is not None
+        allowed: tuple[tuple[str, ...], ...] = _BOUND_METADATA
+        old_claim = (old.get("spec") or {}).get("claimRef")
+        if kind is VOLUME and old_claim and not (new.get("spec") or {}).get("claimRef"):
+            # The volumepoollet releases claims of gone Machines (IronCore's volumerelease controller).
+            if await _machine_in_pool(store, old["metadata"].get("namespace"), old_claim, "") is not None:
+                name = old_claim.get("name")
+                raise deny(f'machine "{name}" still exists; only a stale claim may be cleared')
+            allowed = _BOUND_METADATA + _CLAIM
+        if _without(old, allowed) != _without(new, allowed):
+            claim = " (and clear a stale spec.claimRef)" if kind is VOLUME else ""
+            raise deny(
+                f"a {kind.name} pool identity may change only the finalizers, labels and annotations "
+                f"of a {kind.name} bound to it{claim}"
+            )
+
+    return check
+
+
+async def _machine_in_pool(
+    store: Store, namespace: str | None, claim: dict[str, Any], pool: str
+) -> bool | None:
+    """True if the claim's Machine is bound to ``pool``, False if to another pool, None if it is gone
+    (or replaced: another uid), i.e. the claim is stale."""
+    machine = await store.get(_BY_PLURAL["machines"].key(namespace, str(claim.get("name") or "")))
+    if machine is None or (claim.get("uid") and machine["metadata"].get("uid") != claim["uid"]):
+        return None
+    return _pool_of(machine, MACHINE) == pool
+
+
+def _claims_for_pool(deny: Deny, pool: str) -> ObjectCheck:
+    """A machine pool sets ``spec.claimRef`` of a Volume for its own Machines and clears claims of its
+    own or of gone Machines; nothing else of the Volume. Reads the claimed Machine (claims are rare)."""
+
+    async def check(old: Document | None, new: Document | None, store: Store) -> None:
+        if old is None or new is None:
+            raise deny("a machine pool identity may only change spec.claimRef of volumes")
+        if _without(old, _CLAIM) != _without(new, _CLAIM):
+            raise deny("a machine pool identity may change only spec.claimRef of a volume")
+        old_claim = (old.get("spec") or {}).get("claimRef")
+        new_claim = (new.get("spec") or {}).get("claimRef")
+        if old_claim == new_claim:
+            return
+        namespace = old["metadata"].get("namespace")
+        if new_claim and await _machine_in_pool(store, namespace, new_claim, pool) is not True:
+            raise deny(f'machine "{new_claim.get("name")}" is not a live machine bound to pool "{pool}"')
+        if old_claim and await _machine_in_pool(store, namespace, old_claim, pool) is False:
+            raise deny(f'the volume is claimed by machine "{old_claim.get("name")}" of another pool')
+
+    return check
+
+
+def _nic_claims_for_pool(deny: Deny, pool: str) -> ObjectCheck:
+    """A machine pool sets ``spec.machineRef`` of a NetworkInterface to its own Machines and clears
+    claims of its own or of gone Machines; of a NIC its Machine holds it writes ``spec.providerID``
+    and metadata. Reads the claimed Machine (claims are rare)."""
+
+    async def check(old: Document | None, new: Document | None, store: Store) -> None:
+        if old is None or new is None:
+            raise deny("a machine pool identity may only update network interfaces")
+        if _without(old, _NIC_CLAIM) != _without(new, _NIC_CLAIM):
+            raise deny("a machine pool identity may change only spec.machineRef, spec.providerID, "
+                       "finalizers, labels and annotations of a network interface")
+        namespace = old["metadata"].get("namespace")
+        old_ref = (old.get("spec") or {}).get("machineRef")
+        new_ref = (new.get("spec") or {}).get("machineRef")
+        if new_ref == old_ref:  # providerID or metadata: only of a NIC one of its Machines holds
+            if not old_ref or await _machine_in_pool(store, namespace, old_ref, pool) is not True:
+                raise deny(f'the network interface is not claimed by a machine bound to pool "{pool}"')
+            return
+        if new_ref and await _machine_in_pool(store, namespace, new_ref, pool) is not True:
+            raise deny(f'machine "{new_ref.get("name")}" is not a live machine bound to pool "{pool}"')
+        if old_ref and await _machine_in_pool(store, namespace, old_ref, pool) is False:
+            raise deny(f'the network interface is claimed by machine "{old_ref.get("name")}" of another pool')
+
+    return check
+
+
+def _owned_secret(deny: Deny, pool: str) -> ObjectCheck:
+    """A volume pool writes the access Secrets its Volumes own (``ownerReferences`` to a Volume bound to
+    it, uid matching); the owner references themselves must not change."""
+    volumes = _BY_PLURAL["volumes"]
+
+    async def owned(doc: Document, store: Store) -> bool:
+        m = doc.get("metadata") or {}
+        for ref in m.get("ownerReferences") or []:
+            if not isinstance(ref, dict) or ref.get("kind") != "Volume":
+                continue
+            if str(ref.get("apiVersion", "")).partition("/")[0] != volumes.group:
+                continue
+            vol = await store.get(volumes.key(m.get("namespace"), str(ref.get("name") or "")))
+            if vol is None or vol["metadata"].get("uid") != ref.get("uid"):
+                continue
+            if _pool_of(vol, VOLUME) == pool:
+                return True
+        return False
+
+    async def check(old: Document | None, new: Document | None, store: Store) -> None:
+        if new is None:
+            raise deny("a volume pool identity may not delete secrets")
+        if old is not None:
+            refs = (old.get("metadata") or {}).get("ownerReferences")
+            if refs != (new.get("metadata") or {}).get("ownerReferences"):
+                raise deny("a volume pool identity may not change the owner references of a secret")
+        if not await owned(old if old is not None else new, store):
+            raise deny(f'the secret is not owned by a volume bound to volume pool "{pool}"')
+
+    return check

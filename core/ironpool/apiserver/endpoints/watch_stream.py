@@ -1,0 +1,177 @@
+"""Watch requests: the query checked before the stream starts (timeout, resourceVersion, selectors),
+then the store's events streamed as Kubernetes watch events, with bookmarks, Tables and in-band
+errors."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from ironpool.api import errors
+from ironpool.api.resources import ResourceInfo
+from ironpool.apiserver.endpoints.bodies import JSON
+from ironpool.apiserver.endpoints.metrics import Metrics
+from ironpool.apiserver.endpoints.request_parsing import RequestInfo, list_options, truthy
+from ironpool.apiserver.endpoints.tables import TableWriter, include_object, table_version, writer_for
+from ironpool.apiserver.registry.generic import Registry
+from ironpool.apiserver.registry.listing import ListOptions, parse_resource_version
+from ironpool.store.interface import Store
+
+log = logging.getLogger("ironpool.apiserver")
+#: what the registry's watch yields: (type, object or None, its JSON or None, revision)
+Event = tuple[str, dict[str, Any] | None, bytes | None, int]
+
+DEFAULT_WATCH_TIMEOUT = 1800.0
+BOOKMARK_INTERVAL = 30.0
+MAX_TIMEOUT_SECONDS = 2**31 - 1
+FUTURE_REVISION_WAIT = 3.0  # how long a watch from a revision not reached yet waits (Kubernetes: 3 s)
+#: at most this many events that are ready at once go out in one write
+WRITE_BATCH = 256
+
+
+class WatchStreams:
+    """Answers watch requests over the registry; counts the open streams in ``metrics``."""
+
+    def __init__(self, store: Store, registry: Registry, metrics: Metrics) -> None:
+        self.store = store
+        self.registry = registry
+        self.metrics = metrics
+
+    async def response(self, request: Request, t: RequestInfo) -> Response:
+        """The streamed answer to a watch request; a 400 for a malformed query before it starts."""
+        options = list_options(request)
+        q = request.query_params
+        timeout_s = q.get("timeoutSeconds")
+        try:
+            timeout = float(timeout_s) if timeout_s else DEFAULT_WATCH_TIMEOUT
+        except ValueError:
+            raise errors.BadRequest(f"timeoutSeconds: {timeout_s!r} is not a number") from None
+        if not math.isfinite(timeout) or not 0 <= timeout <= MAX_TIMEOUT_SECONDS:
+            raise errors.BadRequest(
+                f"timeoutSeconds: must be between 0 and {MAX_TIMEOUT_SECONDS}, got {timeout_s}")
+        start = parse_resource_version(options.resource_version, "resourceVersion")
+        if start and not options.send_initial_events:
+            await self._wait_for_revision(start)
+        bookmarks = truthy(q.get("allowWatchBookmarks"))
+        options.predicate()  # a malformed selector is a 400 before the stream starts
+        version = table_version(request.headers.get("accept"))
+        table = None
+        if version is not None:
+            table = WatchTable(writer_for(t.info), include_object(q.get("includeObject")), version)
+        return StreamingResponse(
+            self._watch_stream(t, options, timeout, bookmarks, table),
+            media_type=JSON,
+            headers={"Cache-Control": "no-cache"},
+        )
+
+    async def _wait_for_revision(self, revision: int) -> None:
+        """Wait a little for a revision this apiserver has not seen yet (another apiserver may have
+        written it), then answer 504 as Kubernetes does ("Too large resource version")."""
+        deadline = time.monotonic() + FUTURE_REVISION_WAIT
+        while (current := await self.store.current_revision()) < revision:
+            if time.monotonic() >= deadline:
+                raise TooLargeResourceVersion(
+                    f"Too large resource version: {revision}, current: {current}", retry_after_seconds=1,
+                    causes=[errors.Cause("resourceVersion", "Too large resource version",
+                                         "ResourceVersionTooLarge")],
+                )
+            await asyncio.sleep(0.05)
+
+    async def _watch_stream(
+        self, t: RequestInfo, options: ListOptions, timeout: float, bookmarks: bool,
+        table: WatchTable | None = None,
+    ) -> AsyncIterator[bytes]:
+        info = t.info
+        events = aiter(self.registry.watch(info, t.namespace, options))
+        deadline = time.monotonic() + timeout
+        last_rev = options.resource_version or "0"
+        pending: asyncio.Future[Event] | None = None
+        self.metrics.watchers.inc()
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                if pending is None:
+                    pending = asyncio.ensure_future(anext(events))
+                done, _ = await asyncio.wait({pending}, timeout=min(remaining, BOOKMARK_INTERVAL))
+                if not done:
+                    if bookmarks and remaining > BOOKMARK_INTERVAL:
+                        yield _bookmark(info, last_rev)
+                    continue
+                try:
+                    event = pending.result()
+                except StopAsyncIteration:
+                    break
+                finally:
+                    pending = None
+                # The events the store holds already go out in one write, not one each: a burst
+                # (a group commit of many binds) costs a watcher one send instead of hundreds.
+                lines = [_line(event, table)]
+                while len(lines) < WRITE_BATCH:
+                    pending = asyncio.ensure_future(anext(events))
+                    await asyncio.sleep(0)  # one turn: enough for an event the store has already
+                    if not pending.done() or pending.exception() is not None:
+                        break  # not there yet (or the end, or a failure): the loop above waits
+                    event = pending.result()
+                    pending = None
+                    lines.append(_line(event, table))
+                last_rev = str(event[3])
+                yield b"".join(lines)
+        except errors.ApiError as exc:
+            yield orjson.dumps({"type": "ERROR", "object": exc.to_status()}) + b"\n"
+        except Exception as exc:  # headers are sent: report in-band, as Kubernetes does
+            log.exception("watch of %s failed", info.plural)
+            status = errors.InternalError(f"watch failed: {type(exc).__name__}: {exc}").to_status()
+            yield orjson.dumps({"type": "ERROR", "object": status}) + b"\n"
+        finally:
+            self.metrics.watchers.dec()
+            if pending is not None:
+                # The generator is running inside this task: let the cancellation finish it
+                # before closing, or aclose() finds it still running.
+                pending.cancel()
+                await asyncio.wait({pending})
+            await events.aclose()  # type: ignore[attr-defined]
+
+
+class TooLargeResourceVersion(errors.ApiError):
+    """504: a watch from a revision the store has not reached."""
+
+    code = 504
+    reason = "Timeout"
+
+
+class WatchTable:
+    """Watch events as Tables of one row; only the first carries the column definitions."""
+
+    def __init__(self, writer: TableWriter, include: str, version: str) -> None:
+        self.writer, self.include, self.version = writer, include, version
+        self.headers = True
+
+    def event(self, raw: bytes, revision: str) -> bytes:
+        meta = {"resourceVersion": revision}
+        body = self.writer.table([raw], meta, self.include, self.version, self.headers)
+        self.headers = False
+        return body
+
+
+def _line(event: Event, table: WatchTable | None) -> bytes:
+    """One watch event as the line the client reads."""
+    type_, obj, raw, rev = event
+    body = raw if raw is not None else orjson.dumps(obj)
+    if table is not None and type_ != "BOOKMARK":
+        body = table.event(body, str(rev))
+    return b'{"type":"' + type_.encode() + b'","object":' + body + b"}\n"
+
+
+def _bookmark(info: ResourceInfo, revision: str) -> bytes:
+    obj = {"apiVersion": info.api_version, "kind": info.kind, "metadata": {"resourceVersion": revision}}
+    return orjson.dumps({"type": "BOOKMARK", "object": obj}) + b"\n"

@@ -1,0 +1,69 @@
+"""Serving HTTPS: the uvicorn settings for a certificate, key and client CA, and the client
+certificate's identity handed to the app.
+
+uvicorn does not put the peer certificate into the ASGI scope, so :class:`TlsIdentityProtocol` (its
+httptools protocol plus one step) reads it once per connection, after the handshake verified it
+against the client CA, and sets ``scope["extensions"]["tls"]["client_subject"]`` to ``(CN, (O,
+...))``. A certificate from another CA never gets that far: the handshake fails.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import ssl
+from dataclasses import dataclass
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from ironpool.apiserver.serving.certs import subject_identity
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """The serving certificate and key, and optionally the CA whose client certificates are accepted."""
+
+    cert_file: str
+    key_file: str
+    client_ca_file: str | None = None
+
+    def uvicorn_options(self) -> dict[str, Any]:
+        """Keyword arguments for ``uvicorn.Config``."""
+        options: dict[str, Any] = {"ssl_certfile": self.cert_file, "ssl_keyfile": self.key_file}
+        if self.client_ca_file:
+            # Optional: clients without a certificate authenticate with a bearer token instead.
+            options.update(ssl_ca_certs=self.client_ca_file, ssl_cert_reqs=ssl.CERT_OPTIONAL)
+        return options
+
+
+class TlsIdentityProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol that tells the app who the verified client certificate names."""
+
+    _tls: dict[str, Any] | None = None
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        peer = transport.get_extra_info("peercert")
+        self._tls = {"client_subject": subject_identity(peer.get("subject", ()))} if peer else None
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self._tls is not None:
+            scope: dict[str, Any] = self.scope  # type: ignore[assignment]
+            scope["extensions"] = {"tls": self._tls}
+
+
+def client_subject(scope: Any) -> tuple[str, tuple[str, ...]] | None:
+    """The verified client certificate's ``(CN, (O, ...))`` of a request scope, if it had one."""
+    tls = (scope.get("extensions") or {}).get("tls")
+    return tls.get("client_subject") if tls else None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is reachable only from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
