@@ -104,6 +104,7 @@ def main() -> None:
 
     classes = resource_for_model(MachineClass)
     root = Path(tempfile.mkdtemp(prefix="ironpool-bench-rig-"))
+    root.chmod(0o711)  # QEMU's own user passes through to the hosts' disks below it
     etcd_data = Path(tempfile.mkdtemp(prefix="ironpool-bench-rig-etcd-"))
     rig = Rig(root / "r", args.images.absolute(), etcd_data=etcd_data)
     started = time.monotonic()

@@ -43,10 +43,10 @@ UNREACHABLE = "pool.ironpool.dev/unreachable"
 
 
 @pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+def rig() -> Iterator[Rig]:
     """A rig whose hosts offer room for 12 x-small Machines each, and whose controller-manager uses a
     grace period of a few seconds."""
-    with started_rig(tmp_path_factory.mktemp("rig"), host_cpu="12", host_memory="8Gi",
+    with started_rig(host_cpu="12", host_memory="8Gi",
                      controller_manager_args=["--pool-monitor-grace-period", str(GRACE),
                                               "--pool-monitor-period", "0.5", "--pool-eviction-rate", "10",
                                               "--pool-eviction-burst", "3"]) as rig:

@@ -17,9 +17,8 @@ from tests.rig.harness import started_rig
 
 
 @pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+def rig() -> Iterator[Rig]:
     # The burst test's pools have no host to renew their heartbeat Leases: a grace period longer than
     # the module keeps the controller-manager from marking them unreachable under a slow machine.
-    with started_rig(tmp_path_factory.mktemp("rig"),
-                     controller_manager_args=["--pool-monitor-grace-period", "600"]) as running:
+    with started_rig(controller_manager_args=["--pool-monitor-grace-period", "600"]) as running:
         yield running
