@@ -69,6 +69,17 @@ def quantity_option(value: str | None, option: str) -> int | None:
     return q
 
 
+def allocation_options(f: Any) -> Any:
+    """``--cpu-allocation-ratio`` and ``--reserved-memory``: how much of the host ironpool hands out
+    (Nova's ``cpu_allocation_ratio`` and reserved host memory). A machine runtime and the poollet
+    beside it must be given the same."""
+    f = click.option("--reserved-memory", default="0", show_default=True,
+                     help="Memory kept from ironpool machines for the host, e.g. 2Gi.")(f)
+    return click.option("--cpu-allocation-ratio", type=click.FloatRange(min=0, min_open=True), default=1.0,
+                        show_default=True,
+                        help="Virtual cores per host core that machines may be given (overcommit).")(f)
+
+
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
