@@ -22,7 +22,14 @@ from tests.apiserver.test_apiserver_admission import (
     machine_class,
     make_pool,
 )
-from tests.helpers.reservation_race import Op, race_last_capacity, run_property
+from tests.helpers.reservation_race import (
+    Op,
+    race_last_capacity,
+    run_property,
+    schedulers_race_for_the_last_capacity,
+    start_racing_schedulers,
+)
+from tests.helpers.runtimes import stop_process
 
 if TYPE_CHECKING:
     from tests.conftest import ApiServer
@@ -193,3 +200,12 @@ def test_two_reservations_racing_for_the_last_capacity(apiserver: ApiServer) -> 
 def test_no_interleaving_of_plans_binds_and_releases_overcommits(
         apiserver: ApiServer, pool_cpus: list[int], rounds: list[list[Op]]) -> None:
     asyncio.run(_with_clients(apiserver, lambda vias: run_property(vias, pool_cpus, rounds)))
+
+
+def test_two_scheduler_processes_race_for_the_last_capacity(apiserver: ApiServer, tmp_path: Any) -> None:
+    procs = start_racing_schedulers([apiserver.url], apiserver.token_file, tmp_path)
+    try:
+        asyncio.run(_with_clients(apiserver, schedulers_race_for_the_last_capacity))
+    finally:
+        for proc in procs:
+            stop_process(proc)

@@ -5,13 +5,21 @@ expiries and deletions never overcommit a pool (see tests/helpers/reservation_ra
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.ha.conftest import ControlPlane
 from tests.ha.test_ha_capacity import clients
-from tests.helpers.reservation_race import Op, race_last_capacity, run_property
+from tests.helpers.reservation_race import (
+    Op,
+    race_last_capacity,
+    run_property,
+    schedulers_race_for_the_last_capacity,
+    start_racing_schedulers,
+)
+from tests.helpers.runtimes import stop_process
 
 POOL_CPUS = st.lists(st.integers(0, 6), min_size=1, max_size=3)
 ROUNDS = st.lists(st.lists(st.tuples(st.sampled_from(["plan", "plan", "bind", "bind", "expire", "delete"]),
@@ -39,3 +47,14 @@ def test_two_reservations_racing_through_two_apiservers(two_apiservers: ControlP
 def test_no_interleaving_through_two_apiservers_overcommits(
         two_apiservers: ControlPlane, pool_cpus: list[int], rounds: list[list[Op]]) -> None:
     asyncio.run(_through_both(two_apiservers, lambda vias: run_property(vias, pool_cpus, rounds)))
+
+
+def test_two_schedulers_through_two_apiservers_race_for_the_last_capacity(
+        two_apiservers: ControlPlane, tmp_path: Path) -> None:
+    servers = two_apiservers.servers
+    procs = start_racing_schedulers([s.url for s in servers], servers[0].token_file, tmp_path)
+    try:
+        asyncio.run(_through_both(two_apiservers, schedulers_race_for_the_last_capacity))
+    finally:
+        for proc in procs:
+            stop_process(proc)

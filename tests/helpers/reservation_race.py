@@ -7,9 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import subprocess
+import time
+from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.helpers.runtimes import start_ironpool
 
 COMPUTE = "/apis/compute.ironcore.dev/v1alpha1"
 MERGE = {"Content-Type": "application/merge-patch+json"}
@@ -42,8 +47,9 @@ async def setup(c: httpx.AsyncClient, ns: str, pools: dict[str, int]) -> None:
             "apiVersion": "compute.ironcore.dev/v1alpha1", "kind": "MachinePool", "metadata": {"name": name}})
         assert r.status_code == 201, r.text
         room = {"cpu": str(cpu), "memory": "1Ti"}
+        ready = [{"type": "Ready", "status": "True", "reason": "HeartbeatReceived"}]
         r = await c.patch(f"{COMPUTE}/machinepools/{name}/status", headers=MERGE,
-                          json={"status": {"allocatable": room, "capacity": room}})
+                          json={"status": {"allocatable": room, "capacity": room, "conditions": ready}})
         assert r.status_code == 200, r.text
 
 
@@ -154,3 +160,60 @@ async def run_property(vias: list[httpx.AsyncClient], pool_cpus: list[int], roun
         used = await used_per_pool(vias[-1], ns)
         for pool, cpu in used.items():
             assert cpu <= pools[pool], f"{pool} overcommitted: {cpu} > {pools[pool]} after {ops}"
+
+
+# -- schedulers racing: two scheduler processes, each through its own apiserver -------------------
+
+def start_racing_schedulers(urls: list[str], token_file: Path, tmp: Path) -> list[subprocess.Popen[bytes]]:
+    """Two ``ironpool scheduler`` processes without leader election, both named ``default`` (each
+    plans every Reservation), the n-th talking to ``urls[n % len(urls)]``."""
+    procs = []
+    for i in range(2):
+        config = tmp / f"sched-{i}.yaml"
+        config.write_text("queue: {initialBackoffSeconds: 0.05, maxBackoffSeconds: 0.2}\n")
+        procs.append(start_ironpool(["scheduler", "--server", urls[i % len(urls)], "--token-file",
+                                     str(token_file), "--config", str(config), "--no-leader-elect"],
+                                    tmp / f"scheduler-{i}.log"))
+    return procs
+
+
+async def _answers(c: httpx.AsyncClient, ns: str, names: list[str], timeout: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        docs = {n: (await c.get(f"{reservations(ns)}/{n}")).json() for n in names}
+        if all(_condition(d, "Scheduled") is not None for d in docs.values()):
+            return docs
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not answered in {timeout}s: {docs}")
+        await asyncio.sleep(0.05)
+
+
+def _condition(doc: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+    return next((c for c in (doc.get("status") or {}).get("conditions") or [] if c["type"] == ctype), None)
+
+
+async def schedulers_race_for_the_last_capacity(vias: list[httpx.AsyncClient], rounds: int = 4) -> None:
+    """Per round: fresh pools (3 and 2 cpus), two Reservations of 4 machines made at once through
+    different apiservers, each fitting alone: exactly one is planned and held, the other refused,
+    and the pools hold exactly the planned one."""
+    ns = f"sched-race-{next(RUNS)}"
+    c = vias[0]
+    pools = {f"{ns}-a": 3, f"{ns}-b": 2}
+    await setup(c, ns, pools)
+    for r in range(rounds):
+        names = [f"r{r}-x", f"r{r}-y"]
+        await asyncio.gather(*(vias[i % len(vias)].post(reservations(ns), json={
+            "apiVersion": "compute.ironcore.dev/v1alpha1", "kind": "Reservation", "metadata": {"name": n},
+            "spec": {"resources": {f"class/machine.{ns}-one": "4"}, "pools": [{"name": p} for p in pools]}})
+            for i, n in enumerate(names)))
+        docs = await _answers(c, ns, names)
+        verdicts = sorted(_condition(d, "Scheduled")["status"] for d in docs.values())  # type: ignore[index]
+        assert verdicts == ["False", "True"], docs
+        used = await used_per_pool(c, ns)
+        assert used == {f"{ns}-a": 3, f"{ns}-b": 1} or sum(used.values()) == 4, used
+        assert all(used.get(p, 0) <= cpu for p, cpu in pools.items()), used
+        for n in names:  # release for the next round
+            r_ = await c.delete(f"{reservations(ns)}/{n}")
+            assert r_.status_code == 200, r_.text
+        while sum((await used_per_pool(c, ns)).values()):
+            await asyncio.sleep(0.05)

@@ -80,6 +80,8 @@ class SchedulerCache:
         self.holds: dict[str, dict[str, Hold]] = {}
         #: reservation key -> its state in one word (:func:`ironpool.api.reservation.summary`)
         self.reservation_states: dict[str, str] = {}
+        #: how many placements are assumed (decided here, not seen bound in the watch yet)
+        self.assumed_count = 0
         #: (pool, reservation) -> the demand, and the classes, of the machines placed within it there
         self._within: dict[tuple[str, str], dict[str, int]] = {}
         self.within_classes: dict[tuple[str, str], dict[str, int]] = {}
@@ -185,7 +187,9 @@ class SchedulerCache:
         existing = self.placements.get((kind, key))
         if existing is not None:
             if existing.pool == pool and existing.reservation == reservation:
-                existing.assumed = False
+                if existing.assumed:
+                    existing.assumed = False
+                    self.assumed_count -= 1
                 existing.deadline = None
                 return
             # Someone else bound it elsewhere (another scheduler): the store is the truth.
@@ -292,6 +296,8 @@ class SchedulerCache:
     # ---- internals ---------------------------------------------------------------------------
     def _add(self, p: Placement) -> None:
         self.placements[(p.kind, p.key)] = p
+        if p.assumed:
+            self.assumed_count += 1
         self._by_pool.setdefault((p.kind, p.pool), set()).add(p.key)
         if p.demand is None and p.class_name is not None:
             self._awaiting_class.setdefault((p.kind, p.class_name), set()).add(p.key)
@@ -307,6 +313,8 @@ class SchedulerCache:
 
     def _remove(self, p: Placement) -> None:
         del self.placements[(p.kind, p.key)]
+        if p.assumed:
+            self.assumed_count -= 1
         keys = self._by_pool.get((p.kind, p.pool))
         if keys is not None:
             keys.discard(p.key)

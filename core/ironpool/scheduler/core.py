@@ -137,17 +137,21 @@ class SchedulerCore:
         added = info.key not in self.reservations
         self.reservations[info.key] = info
         self.cache.reservation_states[info.key] = summary(obj)
+        action = ActionType.ADD if added else ActionType.UPDATE
         if info.key not in self.planning or info.holds:
             self.planning.discard(info.key)
+            if self.cache.holds.get(info.key) and not info.holds:
+                action |= ActionType.DELETE  # released: what it held is free
             self.cache.set_holds(info.key, info.holds)
-        return info, self._event(EventResource.RESERVATION, ActionType.ADD if added else ActionType.UPDATE,
-                                 info.key)
+        return info, self._event(EventResource.RESERVATION, action, info.key)
 
-    def delete_reservation(self, key: str) -> None:
+    def delete_reservation(self, key: str) -> Events:
         self.reservations.pop(key, None)
         self.cache.reservation_states.pop(key, None)
         self.planning.discard(key)
+        released = bool(self.cache.holds.get(key))
         self.cache.set_holds(key, {})
+        return self._event(EventResource.RESERVATION, ActionType.DELETE, key) if released else []
 
     def plan_reservation(self, info: ReservationInfo) -> GangPlan:
         """Plan ``info`` with the default profile; a plan that fits (and is no dry run) is held in

@@ -42,6 +42,7 @@ class ReservationInfo:
     states: dict[str, str]
     expired: bool
     accepted_condition: str | None
+    accepted_reason: str | None
     obj: dict[str, Any] = field(repr=False, default_factory=dict)
 
     @property
@@ -87,4 +88,5 @@ def reservation_from_json(obj: dict[str, Any]) -> ReservationInfo:
         dry_run=rsv.is_dry_run(obj), expires_at=when.timestamp() if when is not None else None,
         answered=rsv.condition(obj, rsv.SCHEDULED) is not None, holds=holds, states=states,
         expired=rsv.condition_is(obj, rsv.EXPIRED, "True"),
-        accepted_condition=str(accepted.get("status")) if accepted is not None else None, obj=obj)
+        accepted_condition=str(accepted.get("status")) if accepted is not None else None,
+        accepted_reason=str(accepted.get("reason")) if accepted is not None else None, obj=obj)

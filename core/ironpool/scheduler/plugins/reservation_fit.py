@@ -35,7 +35,7 @@ def _left_within(req: SchedulingRequest, placement: Any) -> bool:
     return bool(placement.reservation == req.reservation)
 
 
-_CHANGES = on(EventResource.RESERVATION, ActionType.ADD | ActionType.UPDATE, _its_reservation)
+_CHANGES = on(EventResource.RESERVATION, ActionType.ALL, _its_reservation)
 _SHARE_FREED = on(EventResource.PLACEMENT, ActionType.DELETE, _left_within)
 
 

@@ -27,11 +27,13 @@ from ironpool.scheduler.model import PoolInfo, SchedulingRequest
 NAME = "ResourcesFit"
 _MORE_POOL = on(EventResource.POOL, ActionType.ADD | ActionType.UPDATE_ALLOCATABLE, same_kind)
 _FREED = on(EventResource.PLACEMENT, ActionType.DELETE, same_kind)
+#: a Reservation released what it held (expired, rejected, deleted)
+_RELEASED = on(EventResource.RESERVATION, ActionType.DELETE)
 
 
 @lru_cache(maxsize=256)
 def _too_little(resource: str) -> Status:
-    return unschedulable(NAME, f"have too little {resource}", _MORE_POOL, _FREED)
+    return unschedulable(NAME, f"have too little {resource}", _MORE_POOL, _FREED, _RELEASED)
 
 
 class ResourcesFit(PreFilterPlugin, FilterPlugin):
@@ -40,7 +42,7 @@ class ResourcesFit(PreFilterPlugin, FilterPlugin):
     reads_usage: ClassVar[bool] = True
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
-        return (_MORE_POOL, _FREED)
+        return (_MORE_POOL, _FREED, _RELEASED)
 
     def pre_filter(self, state: CycleState, req: SchedulingRequest) -> Status:
         return SKIP if state.within_share else SUCCESS
