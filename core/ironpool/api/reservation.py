@@ -30,6 +30,9 @@ MACHINE_CLASS_PREFIX = "class/machine."
 #: The resources a Reservation may hold besides whole machines.
 SHARED_RESOURCES = ("cpu", "memory")
 
+#: IronCore's draft: each pool's poollet keeps ``<prefix><pool>`` on a Reservation it holds a part of.
+POOL_FINALIZER_PREFIX = "machinepoollet.ironcore.dev/reservation-"
+
 PENDING, ACCEPTED, REJECTED = "Pending", "Accepted", "Rejected"
 STATES = (PENDING, ACCEPTED, REJECTED)
 #: Conditions: the scheduler planned all of it (or says why not), every pool accepted its part,
@@ -37,6 +40,11 @@ STATES = (PENDING, ACCEPTED, REJECTED)
 SCHEDULED, ACCEPTED_CONDITION, EXPIRED = "Scheduled", "Accepted", "Expired"
 
 Obj = Mapping[str, Any]
+
+
+def pool_finalizer(pool: str) -> str:
+    """The finalizer pool ``pool``'s poollet keeps on a Reservation it holds a part of."""
+    return POOL_FINALIZER_PREFIX + pool
 
 
 def class_key(name: str) -> str:

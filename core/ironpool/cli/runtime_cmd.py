@@ -116,6 +116,7 @@ def libvirt_runtime(
     capacity_cpu: str | None,
     capacity_memory: str | None,
     cpu_allocation_ratio: float,
+    reserved_cpu: str,
     reserved_memory: str,
     log_level: str,
 ) -> None:
@@ -140,7 +141,8 @@ def libvirt_runtime(
         capacity = CapacityPolicy(cpu_allocation_ratio,
                                   quantity_option(reserved_memory, "--reserved-memory") or 0,
                                   quantity_option(capacity_cpu, "--capacity-cpu") or None,
-                                  quantity_option(capacity_memory, "--capacity-memory") or None)
+                                  quantity_option(capacity_memory, "--capacity-memory") or None,
+                                  quantity_option(reserved_cpu, "--reserved-cpu") or 0)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--capacity-cpu/--capacity-memory") from exc
     cfg = MachineRuntimeConfig(

@@ -21,13 +21,14 @@ class CapacityPolicy:
     reserved_memory: int = 0
     cpu: int | None = None
     memory: int | None = None
+    reserved_cpu: int = 0
 
     def __post_init__(self) -> None:
         if not self.cpu_allocation_ratio > 0 or not math.isfinite(self.cpu_allocation_ratio):
             raise ValueError(f"cpu allocation ratio: must be a number greater than 0, not "
                              f"{self.cpu_allocation_ratio}")
-        if self.reserved_memory < 0:
-            raise ValueError(f"reserved memory: must not be negative, not {self.reserved_memory}")
+        if self.reserved_memory < 0 or self.reserved_cpu < 0:
+            raise ValueError("reserved cpu and memory: must not be negative")
         for name, value in (("cpu", self.cpu), ("memory", self.memory)):
             if value is not None and value <= 0:
                 raise ValueError(f"capacity {name}: must be greater than 0, not {value}")
@@ -36,4 +37,5 @@ class CapacityPolicy:
         """Whole cores and bytes of memory the runtime may hand out on a host with these figures."""
         cpu = self.cpu if self.cpu is not None else host_cpus
         memory = self.memory if self.memory is not None else host_memory
-        return math.floor(cpu * self.cpu_allocation_ratio + 1e-9), max(0, memory - self.reserved_memory)
+        return (max(0, math.floor(cpu * self.cpu_allocation_ratio + 1e-9) - self.reserved_cpu),
+                max(0, memory - self.reserved_memory))
