@@ -96,18 +96,22 @@ def predict_machines(client: Client, namespace: str, machines: Sequence[Obj],
     return [answers[i] for i in range(len(machines))]
 
 
-def _ask(client: Client, namespace: str, machines: list[Obj], selector: dict[str, str],
-         timeout: float) -> list[Prediction]:
-    """One dry run for ``machines`` (one pool selector), its answer handed out in order."""
-    counts: dict[str, int] = {}
-    for m in machines:
-        counts[_class(m)] = counts.get(_class(m), 0) + 1
-    spec: Obj = {"dryRun": True, "ttlSecondsAfterCreation": DRY_RUN_TTL,
-                 "resources": {rsv.class_key(c): str(n) for c, n in sorted(counts.items())}}
-    if selector:
-        spec["poolSelector"] = selector
+@dataclass(frozen=True)
+class SetAnswer:
+    """The scheduler's answer for a whole set: whether it fits, its account, and the plan (pool ->
+    resources, also of the part that fits when not all does)."""
+
+    fits: bool
+    message: str
+    parts: dict[str, dict[str, str]]
+
+
+def predict_reservation(client: Client, namespace: str, spec: Obj, timeout: float = 30.0) -> SetAnswer:
+    """Ask whether a Reservation of ``spec`` would be held now: a dry run of it, answered by the
+    scheduler and then removed. Raises :class:`PredictionUnavailable` when no scheduler answers."""
     body = {"apiVersion": "compute.ironcore.dev/v1alpha1", "kind": "Reservation",
-            "metadata": {"generateName": "prediction-", "labels": {PREDICTION_LABEL: "true"}}, "spec": spec}
+            "metadata": {"generateName": "prediction-", "labels": {PREDICTION_LABEL: "true"}},
+            "spec": {**spec, "dryRun": True, "ttlSecondsAfterCreation": DRY_RUN_TTL}}
     info = _reservations()
     made = client.create_raw(info, body, namespace)
     name = str(_meta(made)["name"])
@@ -115,20 +119,35 @@ def _ask(client: Client, namespace: str, machines: list[Obj], selector: dict[str
         answered = wait_for_one(client, info, namespace, name, reservation_answered,
                                 time.monotonic() + timeout, known=made)
     except WaitTimeout:
-        raise PredictionUnavailable(f"no scheduler answered where the machines would go within {timeout:g}s "
-                                    f"(is `ironpool scheduler` running?)") from None
+        raise PredictionUnavailable(f"no scheduler answered whether it fits within {timeout:g}s (is "
+                                    f"`ironpool scheduler` running?)") from None
     finally:
         with contextlib.suppress(NotFound):
             client.delete_raw(info, name, namespace)
     assert answered is not None
     verdict = condition(answered, rsv.SCHEDULED) or {}
-    message = str(verdict.get("message") or "")
+    parts = {str(e["ref"]): {str(k): str(v) for k, v in (e.get("resources") or {}).items()}
+             for e in rsv.pool_entries(answered)}
+    return SetAnswer(verdict.get("status") == "True", str(verdict.get("message") or ""), parts)
+
+
+def _ask(client: Client, namespace: str, machines: list[Obj], selector: dict[str, str],
+         timeout: float) -> list[Prediction]:
+    """One dry run for ``machines`` (one pool selector), its answer handed out in order."""
+    counts: dict[str, int] = {}
+    for m in machines:
+        counts[_class(m)] = counts.get(_class(m), 0) + 1
+    spec: Obj = {"resources": {rsv.class_key(c): str(n) for c, n in sorted(counts.items())}}
+    if selector:
+        spec["poolSelector"] = selector
+    answer = predict_reservation(client, namespace, spec, timeout)
+    message = answer.message
     places: list[tuple[str, str]] = []  # (pool, class) a machine may take
-    for entry in rsv.pool_entries(answered):
-        for key, raw in (entry.get("resources") or {}).items():
-            cls = rsv.class_of_key(str(key))
+    for pool, resources in answer.parts.items():
+        for key, raw in resources.items():
+            cls = rsv.class_of_key(key)
             if cls is not None:
-                places += [(str(entry["ref"]), cls)] * parse_quantity(raw).value()
+                places += [(pool, cls)] * parse_quantity(raw).value()
     together = f" (with {len(machines) - 1} more of this run)" if len(machines) > 1 else ""
     out = []
     for m in machines:
