@@ -31,7 +31,7 @@ def predict_machine_set(client: Any, namespace: str, machines: list[Obj]) -> lis
     try:
         return [{"pool": a.pool, "reason": a.reason} for a in predict_machines(client, namespace, machines)]
     except PredictionUnavailable as exc:
-        return [{"pool": None, "reason": str(exc)} for _ in machines]
+        return [{"pool": None, "reason": str(exc)} for machine in machines]
 
 
 def placement_request(obj: Obj) -> Obj:

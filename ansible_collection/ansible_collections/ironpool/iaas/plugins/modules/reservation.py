@@ -34,7 +34,7 @@ options:
     default: present
   machines:
     description:
-      - Whole machines to hold, per MachineClass, for example V({x-small: 10}).
+      - "Whole machines to hold, per MachineClass, for example C({x-small: 10})."
     type: dict
   cpu:
     description: A block of cpu to hold besides whole machines, for example V(4).

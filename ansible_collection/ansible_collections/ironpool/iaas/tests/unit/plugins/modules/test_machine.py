@@ -26,7 +26,7 @@ def no_scheduler(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
         calls.append(machines)
         return [{"pool": "host-1", "reason": "fits"} if i < 2 else
                 {"pool": None, "reason": "does not fit (with 2 more of this run): needs 3 x-small"}
-                for i, _ in enumerate(machines)]
+                for i in range(len(machines))]
 
     monkeypatch.setattr(base, "predict_machine_set", predict)
     return calls

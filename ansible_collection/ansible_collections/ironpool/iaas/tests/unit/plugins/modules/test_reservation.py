@@ -68,8 +68,8 @@ def test_a_refusal_fails_at_once_naming_the_shortfall_and_leaves_nothing(
     assert client.stored("Reservation", "web") is None
 
 
-def test_check_mode_asks_a_dry_run_and_fails_when_it_would_not_fit(run_module: Any, client: Any,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_check_mode_asks_a_dry_run_and_fails_when_it_would_not_fit(
+        run_module: Any, client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from ironpool.client.predict import SetAnswer
 
     answers = iter([SetAnswer(True, "3 machines on 1 pool: a (3 x-small)",
