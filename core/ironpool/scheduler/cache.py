@@ -13,7 +13,8 @@ share first. The scheduler's own plan is held here at once (assumed), like a dec
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ironpool.scheduler.model import ClassInfo, Kind, PoolInfo, SchedulingRequest
@@ -82,6 +83,8 @@ class SchedulerCache:
         self.reservation_states: dict[str, str] = {}
         #: how many placements are assumed (decided here, not seen bound in the watch yet)
         self.assumed_count = 0
+        #: inside :meth:`batch`: the pools changed so far, and whether only their usage did
+        self._deferred: dict[tuple[Kind, str], tuple[PoolInfo, bool]] | None = None
         #: (pool, reservation) -> the demand, and the classes, of the machines placed within it there
         self._within: dict[tuple[str, str], dict[str, int]] = {}
         self.within_classes: dict[tuple[str, str], dict[str, int]] = {}
@@ -347,5 +350,24 @@ class SchedulerCache:
             used[r] = used.get(r, 0) + sign * v
 
     def _changed(self, pool: PoolInfo, usage_only: bool) -> None:
+        if self._deferred is not None:
+            key = (pool.kind, pool.name)
+            self._deferred[key] = (pool, usage_only and self._deferred.get(key, (pool, True))[1])
+            return
         for listener in self.pool_listeners:
             listener(pool, usage_only)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Tell the listeners of each changed pool once, at the end, however often it changed within
+        (a plan's tentative placements giving way to its hold)."""
+        if self._deferred is not None:
+            yield
+            return
+        self._deferred = {}
+        try:
+            yield
+        finally:
+            changed, self._deferred = self._deferred, None
+            for pool, usage_only in changed.values():
+                self._changed(pool, usage_only)

@@ -156,12 +156,13 @@ class SchedulerCore:
     def plan_reservation(self, info: ReservationInfo) -> GangPlan:
         """Plan ``info`` with the default profile; a plan that fits (and is no dry run) is held in
         the cache at once, until :meth:`set_reservation` shows it written or :meth:`drop_plan`."""
-        plan = self.planner.plan(info)
-        if plan.fits and not info.dry_run:
-            self.planning.add(info.key)
-            self.cache.set_holds(info.key, {pool: Hold(dict(part.classes), dict(part.block))
-                                            for pool, part in plan.parts.items()})
-        return plan
+        def hold(plan: GangPlan) -> None:
+            if plan.fits and not info.dry_run:
+                self.planning.add(info.key)
+                self.cache.set_holds(info.key, {pool: Hold(dict(part.classes), dict(part.block))
+                                                for pool, part in plan.parts.items()})
+
+        return self.planner.plan(info, then=hold)
 
     def drop_plan(self, key: str) -> None:
         """The plan's write failed: count what the Reservation holds as the watch last showed it."""

@@ -17,6 +17,7 @@ many machines and how much cpu and memory, and why the first of them was refused
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -94,8 +95,9 @@ class GangPlanner:
         self.framework = framework
         self.cache = framework.cache
 
-    def plan(self, info: ReservationInfo) -> GangPlan:
-        """The plan for ``info``; the cache is left as it was."""
+    def plan(self, info: ReservationInfo, then: Callable[[GangPlan], None] | None = None) -> GangPlan:
+        """The plan for ``info``; the cache is left as it was, but for what ``then`` does with the
+        plan while its tentative placements go (in one batch: each pool's listeners hear once)."""
         result = GangPlan(info)
         need = dict(info.classes)
         for (pool, reservation), classes in list(self.cache.within_classes.items()):
@@ -130,8 +132,11 @@ class GangPlanner:
                 else:
                     result.parts.setdefault(block_pool, Hold({}, {})).block = dict(info.block)
         finally:
-            for key in tentative:
-                self.cache.forget("machine", key)
+            with self.cache.batch():
+                for key in tentative:
+                    self.cache.forget("machine", key)
+                if then is not None:
+                    then(result)
         return result
 
     def _allowed(self, info: ReservationInfo, plan: GangPlan, cls: str) -> frozenset[str] | None:
