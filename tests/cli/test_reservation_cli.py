@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from tests.apiserver.test_apiserver_admission import client, machine_class, make_pool
 from tests.cli.conftest import Run
 from tests.cli.test_resources_cli import COMPUTE, api, get_json
 from tests.conftest import ApiServer
@@ -19,6 +20,11 @@ RESERVATION = {
 
 
 def test_apply_get_and_describe_a_reservation(ironpool: Run, apiserver: ApiServer, tmp_path: Path) -> None:
+    with client(apiserver) as c:  # the class it counts and two pools with room for its plan
+        made = c.post(f"{COMPUTE}/machineclasses", json=machine_class("x-small", "1", "256Mi"))
+        assert made.status_code == 201, made.text
+        for pool in ("a", "b"):
+            make_pool(c, "machinepools", pool, {"cpu": "8", "memory": "16Gi"})
     manifest = tmp_path / "rsv.yaml"
     manifest.write_text(yaml.safe_dump(RESERVATION))
     applied = ironpool("apply", "-f", str(manifest))
