@@ -10,8 +10,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.ha.conftest import ControlPlane
+from tests.ha.conftest import ControlPlane, start_control_plane
 from tests.ha.test_ha_capacity import clients
+from tests.helpers.etcd import EtcdCluster
 from tests.helpers.reservation_race import (
     Op,
     race_last_capacity,
@@ -50,11 +51,14 @@ def test_no_interleaving_through_two_apiservers_overcommits(
 
 
 def test_two_schedulers_through_two_apiservers_race_for_the_last_capacity(
-        two_apiservers: ControlPlane, tmp_path: Path) -> None:
-    servers = two_apiservers.servers
-    procs = start_racing_schedulers([s.url for s in servers], servers[0].token_file, tmp_path)
+        etcd: EtcdCluster, tmp_path: Path) -> None:
+    # A control plane of its own: the module's holds the other tests' Reservations, which schedulers
+    # would plan onto this test's pools.
+    plane = start_control_plane(etcd, tmp_path)
+    procs = start_racing_schedulers([s.url for s in plane.servers], plane.servers[0].token_file, tmp_path)
     try:
-        asyncio.run(_through_both(two_apiservers, schedulers_race_for_the_last_capacity))
+        asyncio.run(_through_both(plane, schedulers_race_for_the_last_capacity))
     finally:
         for proc in procs:
             stop_process(proc)
+        plane.stop()

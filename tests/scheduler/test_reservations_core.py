@@ -159,3 +159,26 @@ def test_bound_machines_within_count_first_when_a_reservation_is_made_again() ->
     assert plan.fits
     assert {p: part.classes for p, part in plan.parts.items()} == {"a": {"x-small": 2}, "b": {"x-small": 2}}
     assert sum(p.free("cpu") for p in core.cache.pools_of("machine")) == 0
+
+
+def test_a_refusal_waits_only_for_decisions_that_could_change_it() -> None:
+    """While other decisions are not written yet, a set that would fit were they to fail is not
+    refused; one that would not fit anyway is, however many decisions keep coming."""
+    core = SchedulerCore()
+    two_hosts(core)
+    first, _ = core.set_reservation(reservation("first", 9))
+    assert core.plan_reservation(first).fits  # held while its write is on its way
+    assert core.schedule(request_from_json("machine", machine("m", "x-small"))).pool is not None  # assumed
+    assert core.cache.assumed_count == 1 and core.planning == {first.key}
+    free = sum(p.free("cpu") for p in core.cache.pools_of("machine"))
+    assert free == 4000
+
+    second, _ = core.set_reservation(reservation("second", 12))
+    assert not core.plan_reservation(second).fits
+    assert not core.refusal_is_final(second)  # 14 cpus free were the first plan and the Machine to fail
+    third, _ = core.set_reservation(reservation("third", 15))
+    assert core.refusal_is_final(third)  # 14 at most
+    # Asking changed nothing: the plan and the Machine are still counted, as before.
+    assert sum(p.free("cpu") for p in core.cache.pools_of("machine")) == free
+    assert core.cache.assumed_count == 1 and core.planning == {first.key}
+    assert core.cache.holds[first.key]

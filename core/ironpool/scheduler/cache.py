@@ -179,6 +179,19 @@ class SchedulerCache:
         if p is not None and p.assumed:
             self._remove(p)
 
+    def lift_assumed(self, kind: Kind) -> list[Placement]:
+        """Take every assumed placement of ``kind`` out of the counts (:meth:`restore` puts them back)."""
+        lifted = [p for p in self.placements.values() if p.assumed and p.kind == kind]
+        for p in lifted:
+            self._remove(p)
+        return lifted
+
+    def restore(self, placements: list[Placement]) -> None:
+        """Count again placements :meth:`lift_assumed` took out (as they were, deadlines kept)."""
+        for p in placements:
+            if (p.kind, p.key) not in self.placements:
+                self._add(p)
+
     def is_assumed(self, kind: Kind, key: str) -> bool:
         p = self.placements.get((kind, key))
         return p is not None and p.assumed

@@ -164,6 +164,25 @@ class SchedulerCore:
 
         return self.planner.plan(info, then=hold)
 
+    def refusal_is_final(self, info: ReservationInfo) -> bool:
+        """Whether ``info`` would not fit even if every decision not written yet failed (Machines
+        assumed, other Reservations' plans on their way): then refusing it now cannot be wrong, and a
+        stream of other decisions cannot put its answer off."""
+        cache = self.cache
+        tentative = {key: cache.holds.get(key, {}) for key in self.planning}
+        with cache.batch():
+            lifted = cache.lift_assumed("machine")
+            for key in tentative:
+                written = self.reservations.get(key)
+                cache.set_holds(key, written.holds if written is not None else {})
+        try:
+            return not self.planner.plan(info).fits
+        finally:
+            with cache.batch():
+                for key, holds in tentative.items():
+                    cache.set_holds(key, holds)
+                cache.restore(lifted)
+
     def drop_plan(self, key: str) -> None:
         """The plan's write failed: count what the Reservation holds as the watch last showed it."""
         if key in self.planning:

@@ -138,9 +138,10 @@ class ReservationController:
             if key in self.core.planning:
                 return
             plan = self.core.plan_reservation(info)
-            if not plan.fits and (self.core.planning or self.core.cache.assumed_count):
-                # Refused while other decisions are not written yet: they may fail (another scheduler
-                # took their room). A refusal is final, so it is made on what is written only.
+            if not plan.fits and (self.core.planning or self.core.cache.assumed_count) \
+                    and not self.core.refusal_is_final(info):
+                # It would fit were the decisions not written yet to fail (another scheduler may have
+                # taken their room). A refusal is final, so it waits for them.
                 self._retry_at[key] = now + _RETRY / 10
                 self._pending[key] = None
                 return
