@@ -23,13 +23,17 @@ def pool_of(obj: Obj | None) -> str | None:
     return ref.get("name") or None
 
 
+PREDICT_TIMEOUT = 10.0  # seconds a scheduler has to answer (it takes well under one when it runs)
+
+
 def predict_machine_set(client: Any, namespace: str, machines: list[Obj]) -> list[dict[str, Any]]:
     """``{'pool': name or None, 'reason': why}`` for each of ``machines`` (new Machines), predicted
     together by the scheduler; without a scheduler to answer, each says so."""
     from ironpool.client.predict import PredictionUnavailable, predict_machines
 
     try:
-        return [{"pool": a.pool, "reason": a.reason} for a in predict_machines(client, namespace, machines)]
+        answers = predict_machines(client, namespace, machines, timeout=PREDICT_TIMEOUT)
+        return [{"pool": a.pool, "reason": a.reason} for a in answers]
     except PredictionUnavailable as exc:
         return [{"pool": None, "reason": str(exc)} for machine in machines]
 
