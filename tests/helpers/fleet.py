@@ -126,13 +126,14 @@ def fleet(tmp: Path, cpus: list[int]):  # type: ignore[no-untyped-def]
     try:
         with f.api() as c:
             r = c.post(f"{COMPUTE}/machineclasses", json={
-                "apiVersion": "compute.ironcore.dev/v1alpha1", "kind": "MachineClass", "metadata": {"name": "x-small"},
-                "capabilities": {"cpu": "1", "memory": "256Mi"}})
+                "apiVersion": "compute.ironcore.dev/v1alpha1", "kind": "MachineClass",
+                "metadata": {"name": "x-small"}, "capabilities": {"cpu": "1", "memory": "256Mi"}})
             assert r.status_code == 201, r.text
         config = tmp / "scheduler.yaml"
         config.write_text("queue: {initialBackoffSeconds: 0.05, maxBackoffSeconds: 0.5}\n")
-        f.scheduler = start_ironpool(["scheduler", "--server", server.url, "--token-file", str(server.token_file),
-                                      "--config", str(config), "--no-leader-elect"], tmp / "scheduler.log")
+        f.scheduler = start_ironpool(["scheduler", "--server", server.url, "--token-file",
+                                      str(server.token_file), "--config", str(config), "--no-leader-elect"],
+                                     tmp / "scheduler.log")
         for cpu in cpus:
             f.add_host(cpu)
         yield f

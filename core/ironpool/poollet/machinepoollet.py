@@ -221,8 +221,15 @@ class MachinePoollet(Poollet[mpb.Machine]):
 
     async def prepare(self) -> None:
         # Like IronCore waiting for its class mapper: no machine is handled before classes are known.
-        await self.pool_reconciler.refresh_classes()
-        self.pool_controller.enqueue(self.pool_key)
+        # The pool's status (classes, allocatable, Ready) is written before the poollet is ready, so
+        # whoever is told "ironpool is up" finds a pool the scheduler can place on.
+        try:
+            await self.pool_reconciler.reconcile(self.pool_key)
+        except Exception as exc:  # the pool controller retries; a hiccup here must not stop the poollet
+            log.warning("reporting MachinePool %s failed: %s; retrying", self.options.pool, exc)
+            self.pool_controller.enqueue(self.pool_key)
+        else:
+            self.pool_controller.queue.add_after(self.pool_key, self.options.heartbeat_interval)
         await self._release_orphaned_reservations()
         for key in list(self.reservations.keys()):
             self.reservation_controller.enqueue(ObjectKey.parse(key))
