@@ -3,7 +3,8 @@
 Each resource is a Pulumi dynamic resource whose provider talks to the ironpool apiserver through
 ``ironpool.client``; configure it with the stack config ``ironpool:server``, ``ironpool:token``
 (secret), ``ironpool:namespace`` and ``ironpool:caFile``, or the environment and client config file
-``ironpool up`` writes.
+``ironpool up`` writes. With ``ironpool:reserve: true`` a stack's Machines are reserved together
+before any is created (:mod:`ironpool_pulumi.reserve`).
 """
 
 from ironpool_pulumi.classes import MachineClass, MachineClassArgs, VolumeClass, VolumeClassArgs
@@ -16,6 +17,7 @@ from ironpool_pulumi.lookups import (
     get_machine_pools,
 )
 from ironpool_pulumi.machine import AttachedVolume, Machine, MachineArgs
+from ironpool_pulumi.reservation import Reservation, ReservationArgs
 from ironpool_pulumi.secret import Secret, SecretArgs
 from ironpool_pulumi.volume import Volume, VolumeArgs
 
@@ -28,6 +30,8 @@ __all__ = [
     "MachineClassInfo",
     "MachineInfo",
     "MachinePoolInfo",
+    "Reservation",
+    "ReservationArgs",
     "Secret",
     "SecretArgs",
     "Volume",

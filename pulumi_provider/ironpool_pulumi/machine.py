@@ -1,10 +1,10 @@
 """``Machine``: a virtual machine placed by the scheduler on a pool and run as a libvirt domain.
 
-Replaced when ``name``, ``namespace``, ``machine_class``, ``image``, ``image_size`` or the ``pool``
-pin change (the API keeps them immutable; the old Machine is deleted first so the name stays
-unique). Updated in place: ``power``, ``labels``, ``annotations``, ``volumes`` (attach and detach),
-``network_interfaces``, ``tolerations``, ``pool_selector`` and the Ignition (the Secret changes; the
-guest reads Ignition on its first boot, so a running Machine keeps what it booted with).
+Replaced when ``name``, ``namespace``, ``machine_class``, ``image``, ``image_size``, the ``pool``
+pin or the ``reservation`` change (the API keeps them immutable; the old Machine is deleted first so
+the name stays unique). Updated in place: ``power``, ``labels``, ``annotations``, ``volumes`` (attach
+and detach), ``network_interfaces``, ``tolerations``, ``pool_selector`` and the Ignition (the Secret
+changes; the guest reads Ignition on its first boot, so a running Machine keeps what it booted with).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pulumi
 from ironpool.api.compute import DEFAULT_IGNITION_KEY
 from ironpool.api.errors import AlreadyExists, NotFound
 from ironpool.api.machine_access import ssh_endpoint
+from ironpool.api.reservation import RESERVATION_LABEL
 from ironpool.api.resources import resolve
 from ironpool.client import Client
 from ironpool.client.readiness import Readiness, machine_running, scheduled, state_of
@@ -28,7 +29,9 @@ from ironpool_pulumi.base import ApiResourceProvider, Obj, Props, choice, flag, 
 from ironpool_pulumi.classes import MachineClass
 from ironpool_pulumi.connection import connection
 from ironpool_pulumi.errors import ProviderError
-from ironpool_pulumi.placement import plan
+from ironpool_pulumi.placement import predict
+from ironpool_pulumi.reservation import Reservation
+from ironpool_pulumi.reserve import stack_reservation
 from ironpool_pulumi.secret import Secret, decoded
 from ironpool_pulumi.values import digest, none_if_empty, without_system_keys
 from ironpool_pulumi.volume import Volume
@@ -104,6 +107,10 @@ class MachineArgs:
     """Annotations of the Machine; updated in place."""
     tolerations: pulumi.Input[list[dict[str, Any]]] | None = None
     """Taints of pools the Machine tolerates (the API's ``spec.tolerations`` shape); updated in place."""
+    reservation: pulumi.Input[str] | Reservation | None = None
+    """Place the Machine within this Reservation (resource or name, same namespace): only on a pool
+    that holds room for it, created once the Reservation is held. Changing it replaces the Machine.
+    With the stack config ``ironpool:reserve: true`` the provider makes one for the stack's Machines."""
     wait_for: pulumi.Input[str] = "running"
     """``none``, ``scheduled`` (bound to a pool) or ``running`` (its poollet acted on its current
     spec, it reached its power state, Running or Shutdown when ``power`` is Off, and its volumes and
@@ -123,7 +130,7 @@ class MachineProvider(ApiResourceProvider):
     """The dynamic provider behind :class:`Machine`."""
 
     info = MACHINES
-    replace_on = ("name", "namespace", "machine_class", "image", "image_size")
+    replace_on = ("name", "namespace", "machine_class", "image", "image_size", "reservation")
     update_on = ("power", "labels", "annotations", "volumes", "network_interfaces", "tolerations",
                  "pool_selector", "ignition", "ignition_secret", "ignition_key")
     secret_inputs = ("ignition",)
@@ -182,8 +189,10 @@ class MachineProvider(ApiResourceProvider):
 
     def manifest(self, inputs: Props) -> Obj:
         name = inputs["name"]
-        meta = {"name": name, "namespace": inputs.get("namespace"),
-                "labels": none_if_empty(inputs.get("labels")),
+        labels = dict(inputs.get("labels") or {})
+        if inputs.get("reservation"):
+            labels[RESERVATION_LABEL] = inputs["reservation"]
+        meta = {"name": name, "namespace": inputs.get("namespace"), "labels": none_if_empty(labels),
                 "annotations": none_if_empty(inputs.get("annotations"))}
         spec: Obj = {"machineClassRef": {"name": inputs.get("machine_class")}, "power": inputs.get("power")}
         if inputs.get("pool_selector"):
@@ -232,6 +241,7 @@ class MachineProvider(ApiResourceProvider):
             "name": meta.get("name"), "namespace": meta.get("namespace"),
             "labels": without_system_keys(meta.get("labels"), previous.get("labels")),
             "annotations": without_system_keys(meta.get("annotations"), previous.get("annotations")),
+            "reservation": (meta.get("labels") or {}).get(RESERVATION_LABEL),
             "machine_class": (spec.get("machineClassRef") or {}).get("name"),
             "power": spec.get("power"),
             "pool_selector": none_if_empty(spec.get("machinePoolSelector")),
@@ -294,7 +304,7 @@ class MachineProvider(ApiResourceProvider):
             return {k: olds[k] for k in ("planned_pool", "placement") if k in olds}
         if inputs.get("pool"):
             return {"planned_pool": inputs["pool"], "placement": "pinned by the pool input"}
-        result = plan(client, self.manifest(inputs), str(inputs.get("namespace")))
+        result = predict(client, self.manifest(inputs), str(inputs.get("namespace")))
         # "" rather than None: the plugin drops None values, and a preview would show "unknown".
         return {"planned_pool": result.pool or "", "placement": result.reason}
 
@@ -431,6 +441,9 @@ class Machine(Resource, module="ironpool", name="Machine"):
         machine_class = a.machine_class.name if isinstance(a.machine_class, MachineClass) else a.machine_class
         secret = a.ignition_secret
         ignition_secret = secret.name if isinstance(secret, Secret) else secret
+        reservation = a.reservation.name if isinstance(a.reservation, Reservation) else a.reservation
+        if reservation is None and a.pool is None:
+            reservation = stack_reservation(a.namespace, a.pool_selector, machine_class)
         props: dict[str, Any] = {k: None for k in MACHINE_OUTPUTS}
         props.update({
             "name": a.name or resource_name, "namespace": a.namespace,
@@ -441,7 +454,8 @@ class Machine(Resource, module="ironpool", name="Machine"):
             "ignition": None if a.ignition is None else pulumi.Output.secret(a.ignition),
             "ignition_secret": ignition_secret,
             "ignition_key": a.ignition_key, "labels": a.labels, "annotations": a.annotations,
-            "tolerations": a.tolerations, "wait_for": a.wait_for, "wait_timeout": a.wait_timeout,
+            "tolerations": a.tolerations, "reservation": reservation,
+            "wait_for": a.wait_for, "wait_timeout": a.wait_timeout,
             "fail_on_unschedulable": a.fail_on_unschedulable,
         })
         super().__init__(MachineProvider(), resource_name, props, opts)

@@ -160,3 +160,13 @@ def test_a_declared_subresource_without_its_handler_is_refused_naming_both() -> 
     with pytest.raises(RuntimeError, match="machines/binding as a PoolBinding, but EvictsOnBinding serves a "
                                            "PoolEviction"):
         check_handlers({**HANDLERS, "binding": EvictsOnBinding()})
+
+
+def test_discovery_lists_every_kind_after_one_whose_subresource_takes_another_group() -> None:
+    # machines/eviction takes a policy/v1 body: the kinds after Machine in its group are listed too.
+    from ironpool.api.resources import RESOURCES
+    from ironpool.apiserver.endpoints.openapi import discovery_core_v1, discovery_group
+
+    for info in RESOURCES:
+        listing = discovery_group(info.group, info.version) if info.group else discovery_core_v1()
+        assert info.plural in [r["name"] for r in listing["resources"]], info.kind

@@ -177,3 +177,35 @@ async def test_bindings_of_the_other_apiserver_authorize(servers: Servers) -> No
 
 async def _status(request: Any, expected: int) -> bool:
     return bool((await request).status_code == expected)
+
+
+async def test_a_pool_writes_only_its_part_of_a_reservation(servers: Servers) -> None:
+    admin, pool = servers.client("admin", reader=False), servers.client("pool-a")
+    await seed(admin)
+    rsv = f"{COMPUTE}/namespaces/default/reservations"
+    code(await admin.post(rsv, json={"metadata": {"name": "web"},
+                                     "spec": {"resources": {"class/machine.small": "2"}}}), 201)
+    entries = [{"ref": "pool-a", "state": "Pending", "resources": {"class/machine.small": "1"}},
+               {"ref": "pool-b", "state": "Pending", "resources": {"class/machine.small": "1"}}]
+    code(await admin.patch(f"{rsv}/web/status", headers=MERGE, json={"status": {"pools": entries}}), 200)
+    await eventually(lambda: _status(pool.get(f"{rsv}/web"), 200), message="the reader to know web")
+    code(await pool.get(rsv), 200)  # its informer lists every Reservation
+
+    def states(a: str, b: str) -> dict[str, Any]:
+        return {"status": {"pools": [{**entries[0], "state": a}, {**entries[1], "state": b}]}}
+
+    code(await pool.patch(f"{rsv}/web/status", headers=MERGE, json=states("Accepted", "Pending")), 200)
+    refused(await pool.patch(f"{rsv}/web/status", headers=MERGE, json=states("Accepted", "Rejected")),
+            'only the state of pool "pool-a"')
+    bigger = {"status": {"pools": [{**entries[0], "state": "Accepted",
+                                    "resources": {"class/machine.small": "2"}}, entries[1]]}}
+    refused(await pool.patch(f"{rsv}/web/status", headers=MERGE, json=bigger),
+            'only the state of pool "pool-a"')
+    own = "machinepoollet.ironcore.dev/reservation-pool-a"
+    code(await pool.patch(f"{rsv}/web", headers=MERGE, json={"metadata": {"finalizers": [own]}}), 200)
+    refused(await pool.patch(f"{rsv}/web", headers=MERGE,
+                             json={"metadata": {"finalizers": [own, own.replace("-a", "-b")]}}),
+            f'only add or remove its finalizer "{own}"')
+    refused(await pool.patch(f"{rsv}/web", headers=MERGE, json={"spec": {"ttlSecondsAfterCreation": 5}}),
+            "only add or remove its finalizer")
+    refused(await servers.client("vpool-a").get(rsv), "")

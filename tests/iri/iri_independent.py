@@ -142,6 +142,21 @@ TABLE: dict[str, dict[str, list[tuple[Any, ...]]]] = {
         "StatusResponse": [(1, "machine_class_status", MSG, ".machine.v1alpha1.MachineClassStatus", REP)],
         "ExecRequest": [(1, "machine_id", STR)],
         "ExecResponse": [(1, "url", STR)],
+        # IronCore's IEP-11 draft (ironcore PR #1172), copied by hand from its api.proto.
+        "ReservationFilter": [(1, "id", STR), (2, "label_selector", ("map", STR, STR))],
+        "Reservation": [
+            (1, "metadata", MSG, ".meta.v1alpha1.ObjectMetadata"),
+            (2, "spec", MSG, ".machine.v1alpha1.ReservationSpec"),
+            (3, "status", MSG, ".machine.v1alpha1.ReservationStatus"),
+        ],
+        "ReservationSpec": [(1, "resources", ("map", STR, BYTES))],
+        "ReservationStatus": [(1, "state", ENUM, ".machine.v1alpha1.ReservationState")],
+        "ListReservationsRequest": [(1, "filter", MSG, ".machine.v1alpha1.ReservationFilter")],
+        "ListReservationsResponse": [(1, "reservations", MSG, ".machine.v1alpha1.Reservation", REP)],
+        "CreateReservationRequest": [(1, "reservation", MSG, ".machine.v1alpha1.Reservation")],
+        "CreateReservationResponse": [(1, "reservation", MSG, ".machine.v1alpha1.Reservation")],
+        "DeleteReservationRequest": [(1, "reservation_id", STR)],
+        "DeleteReservationResponse": [],
     },
     "volume.v1alpha1": {
         "VolumeFilter": [(1, "id", STR), (2, "label_selector", ("map", STR, STR))],
@@ -212,6 +227,8 @@ ENUMS: dict[str, dict[str, list[tuple[str, int]]]] = {
         ],
         "VolumeState": [("VOLUME_PENDING", 0), ("VOLUME_ATTACHED", 1)],
         "NetworkInterfaceState": [("NETWORK_INTERFACE_PENDING", 0), ("NETWORK_INTERFACE_ATTACHED", 1)],
+        "ReservationState": [("RESERVATION_STATE_PENDING", 0), ("RESERVATION_STATE_ACCEPTED", 1),
+                             ("RESERVATION_STATE_REJECTED", 2)],
     },
     "volume.v1alpha1": {
         "VolumeState": [("VOLUME_PENDING", 0), ("VOLUME_AVAILABLE", 1), ("VOLUME_ERROR", 2)],

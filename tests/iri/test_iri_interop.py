@@ -24,6 +24,9 @@ MACHINE_METHODS = [
     "UpdateVolume",
     "AttachNetworkInterface",
     "DetachNetworkInterface",
+    "ListReservations",
+    "CreateReservation",
+    "DeleteReservation",
     "Status",
     "Exec",
 ]

@@ -152,6 +152,25 @@ def test_explain_describes_the_fields(up: UpInstance) -> None:
     assert "localDisk" in out and "emptyDisk" in out
 
 
+def test_a_reservation_is_held_read_and_released_with_kubectl(up: UpInstance) -> None:
+    one = ("apiVersion: compute.ironcore.dev/v1alpha1\nkind: Reservation\nmetadata: {name: hold-one}\n"
+           "spec: {resources: {class/machine.x-small: '1'}}\n")
+    made = kubectl(up, "apply", "-f", "-", stdin=one).stdout
+    assert "reservation.compute.ironcore.dev/hold-one created" in made
+    # The scheduler plans it, the pool's poollet has the runtime hold it.
+    waited = kubectl(up, "wait", "--for=condition=Accepted", "reservation/hold-one", "--timeout=60s",
+                     check=False)
+    assert waited.returncode == 0, (waited.stderr, kubectl(up, "get", "rsv", "hold-one", "-o", "yaml").stdout)
+    lines = kubectl(up, "get", "rsv").stdout.splitlines()
+    assert lines[0].split() == ["NAME", "STATE", "POOLS", "USED", "EXPIRES", "AGE"]
+    assert lines[1].split()[:4] == ["hold-one", "Accepted", up.pool, "0/1"]
+    assert "ttlSecondsAfterCreation" in kubectl(up, "explain", "reservations.spec").stdout
+    bad = one.replace("class/machine.x-small", "machineclass/x-small").replace("hold-one", "bad-one")
+    proc = kubectl(up, "apply", "-f", "-", stdin=bad, check=False)
+    assert proc.returncode != 0 and "class/machine.x-small" in proc.stderr, proc.stderr
+    kubectl(up, "delete", "reservation", "hold-one", "--wait=true", "--timeout=60s")
+
+
 def test_get_wide_shows_our_columns(up: UpInstance) -> None:
     lines = kubectl(up, "get", "machines", "-o", "wide").stdout.splitlines()
     assert lines[0].split() == ["NAME", "MACHINECLASS", "POOL", "STATE", "POWER", "AGE", "READY", "MACHINEID",

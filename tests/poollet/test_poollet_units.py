@@ -186,3 +186,41 @@ def test_images_pull_secret_goes_with_the_image_and_the_booted_digest_comes_back
     message = "image 127.0.0.1:5000/os/d:1 is being pulled (3 of 9 MiB)"
     pulling = failed_status(m, message, "t", "ImagePulling")
     assert (pulling["state"], pulling["conditions"][0]["reason"]) == ("Pending", "ImagePulling")
+
+
+class _Listing:
+    """What the pool reconciler reads of an informer."""
+
+    def __init__(self, items: list[object]) -> None:
+        self.items = items
+
+    def list(self) -> list[object]:
+        return self.items
+
+
+def test_pool_status_overcommits_cpu_by_the_ratio_and_counts_what_reservations_hold() -> None:
+    from ironpool.api.compute import MachineClass, MachinePool, Reservation
+    from ironpool.poollet.machinepool import MachinePoolReconciler
+    from ironpool.poollet.pool import PoolIdentity
+
+    tiny = MachineClass.model_validate({"metadata": {"name": "x"},
+                                        "capabilities": {"cpu": "1", "memory": "1Gi"}})
+    within = Machine.model_validate({"metadata": {"name": "m", "namespace": "ns",
+                                                  "labels": {"compute.ironcore.dev/reservation": "r"}},
+                                     "spec": {"machineClassRef": {"name": "x"},
+                                              "machinePoolRef": {"name": "p"}}})
+    held = Reservation.model_validate({
+        "metadata": {"name": "r", "namespace": "ns"}, "spec": {"resources": {"class/machine.x": "3"}},
+        "status": {"pools": [{"ref": "p", "state": "Accepted", "resources": {"class/machine.x": "3"}},
+                             {"ref": "other", "state": "Accepted", "resources": {"class/machine.x": "9"}}]}})
+    reconciler = MachinePoolReconciler(
+        None, None, PoolIdentity("p", "x://p"), _Listing([within]), _Listing([tiny]),  # type: ignore[arg-type]
+        ClassMapper([RuntimeClass("x", {"cpu": 1, "memory": GiB})]), capacity=HostResources(2, 8 * GiB),
+        reserved=HostResources(0, GiB), cpu_allocation_ratio=3.5, reservations=_Listing([held]))  # type: ignore[arg-type]
+    pool = MachinePool.model_validate({"metadata": {"name": "p"}})
+    status = reconciler.desired_status(pool, True, "ok", "2026-01-01T00:00:00Z")
+    # capacity is the host's; allocatable its cores times 3.5 and its memory less 1Gi
+    assert (status["capacity"]["cpu"], status["allocatable"]["cpu"], status["allocatable"]["memory"]) == (
+        "2", "7", "7Gi")
+    # 7 cores: 1 machine bound (within r) and 2 more held by r: 4 x left
+    assert status["allocatable"]["class/machine.x"] == "4"

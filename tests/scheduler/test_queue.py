@@ -17,7 +17,7 @@ from tests.scheduler.sched_docs import machine, machine_class, machine_pool
 # the class, and room (a pool added or grown, or an object leaving one).
 CLASS_APPEARS = CLASS_CREATED
 (OFFERED,) = ClassAvailable().events_to_register()
-MORE_POOL, FREED = ResourcesFit().events_to_register()
+MORE_POOL, FREED, _RELEASED = ResourcesFit().events_to_register()
 ANY_POOL_CHANGE = on(EventResource.POOL, ActionType.ADD | ActionType.UPDATE)
 
 

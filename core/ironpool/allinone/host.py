@@ -59,6 +59,8 @@ class HostOptions:
     capacity_memory: int | None = None
     reserved_cpu: int = 0
     reserved_memory: int = 0
+    #: virtual cores per host core machines may be given; the runtime and the poollet both apply it
+    cpu_allocation_ratio: float = 1.0
     capacity_storage: int | None = None
     heartbeat_interval: float = 10.0
     relist_period: float = 2.0
@@ -144,6 +146,7 @@ class HostProcess(abc.ABC):
         """The machine and volume runtimes on unix sockets in the data dir; ``record`` (plus the libvirt
         URI, storage pool and pool) goes to ``installation.json`` for ``ironpool down``."""
         from ironpool.runtime.machine.app import MachineRuntimeConfig
+        from ironpool.runtime.machine.capacity import CapacityPolicy
         from ironpool.runtime.machine.nics import NetworkSettings
         from ironpool.runtime.volume.app import VolumeRuntimeConfig
 
@@ -151,12 +154,15 @@ class HostProcess(abc.ABC):
         p.begin()
         try:
             networks = NetworkSettings(opts.network_mode, opts.network_bridge)
+            capacity = CapacityPolicy(opts.cpu_allocation_ratio, opts.reserved_memory, opts.capacity_cpu,
+                                      opts.capacity_memory, opts.reserved_cpu)
         except ValueError as exc:
             raise StartError(f"machine runtime: {exc}") from exc
         self.machine_runtime = MachineRuntimeRunner(MachineRuntimeConfig(
             classes_file=machine_classes, images_dir=images, libvirt_uri=opts.libvirt_uri,
             address=f"unix://{dirs.machine_socket}", state_dir=dirs.machine_state,
             domain_type=opts.domain_type, streaming_port=0, networks=networks, image_cache=dirs.image_cache,
+            capacity=capacity,
         ))
         await self.machine_runtime.start()
         mr = self.machine_runtime
@@ -194,7 +200,8 @@ class HostProcess(abc.ABC):
                                   MachinePoolletOptions(
                                       **shared, addresses=(("Hostname", socket.gethostname()),),
                                       capacity=given_capacity(opts.capacity_cpu, opts.capacity_memory),
-                                      reserved=HostResources(opts.reserved_cpu, opts.reserved_memory)),
+                                      reserved=HostResources(opts.reserved_cpu, opts.reserved_memory),
+                                      cpu_allocation_ratio=opts.cpu_allocation_ratio),
                                   stop, f"MachinePool {opts.pool}")
         await self._start_poollet("volumepoollet", run_volumepoollet, volume_client,
                                   AsyncVolumeRuntimeClient.connect(self.volume_runtime.endpoint),

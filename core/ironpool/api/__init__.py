@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING
 from ironpool.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ironpool.api.compute import Machine, MachineClass, MachinePool, MachineSpec, MachineStatus
+    from ironpool.api.compute import (
+        Machine,
+        MachineClass,
+        MachinePool,
+        MachineSpec,
+        MachineStatus,
+        Reservation,
+    )
     from ironpool.api.core import Event, Namespace, Secret
     from ironpool.api.merge_patch import apply_merge_patch
     from ironpool.api.meta import (
@@ -53,7 +60,7 @@ _MODULES = {
     "MachineClass": "compute", "MachinePool": "compute", "MachineSpec": "compute",
     "MachineStatus": "compute", "Namespace": "core", "ObjectMeta": "meta", "ObjectReference": "meta",
     "OwnerReference": "meta", "parse_field_selector": "selectors", "parse_label_selector": "selectors",
-    "parse_quantity": "quantity", "Quantity": "quantity", "resolve": "resources",
+    "parse_quantity": "quantity", "Quantity": "quantity", "Reservation": "compute", "resolve": "resources",
     "ResourceInfo": "resources", "ResourceList": "quantity", "RESOURCES": "resources", "Secret": "core",
     "SecretKeySelector": "meta", "selector_from_set": "selectors", "spec_of": "validation",
     "Taint": "meta", "tolerates_taints": "meta", "Toleration": "meta", "validate_create": "validation",
@@ -80,6 +87,7 @@ __all__ = [
     "ObjectReference",
     "OwnerReference",
     "Quantity",
+    "Reservation",
     "ResourceInfo",
     "ResourceList",
     "Secret",

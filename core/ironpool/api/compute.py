@@ -1,4 +1,4 @@
-"""``compute.ironcore.dev/v1alpha1``: MachineClass, MachinePool and Machine."""
+"""``compute.ironcore.dev/v1alpha1``: MachineClass, MachinePool, Machine and Reservation."""
 
 from __future__ import annotations
 
@@ -229,3 +229,61 @@ class Machine(ApiModel):
         if isinstance(data, dict) and data.get("spec") is None:
             return {**data, "spec": {}}
         return data
+
+
+# -- Reservation -------------------------------------------------------------------------------
+class ZoneSpread(ApiModel):
+    """Spread a Reservation's machines across ``topology.ironcore.dev/zone``: no zone holds more than
+    ``maxSkew`` of them beyond the zone that holds the fewest (among zones with a usable pool)."""
+
+    max_skew: int = 1
+
+
+class ReservationSpec(ApiModel):
+    """What a Reservation holds, and where.
+
+    ``resources`` is IronCore's ResourceList: ``class/machine.<class>: N`` holds N whole machines of
+    that class (each on one pool), ``cpu`` and ``memory`` one more block of that size on one pool.
+    ``pools`` empty means any pool. The rest are ironpool additions: ``poolSelector`` narrows the
+    pools by label, ``zoneSpread`` spreads the machines over zones, ``ttlSecondsAfterCreation``
+    releases what is still unused after that long, and ``dryRun`` asks only whether it would fit.
+    """
+
+    pools: list[LocalObjectReference] | None = None
+    pool_selector: dict[str, str] | None = None
+    resources: dict[str, Quantity] = Field(default_factory=dict)
+    zone_spread: ZoneSpread | None = None
+    ttl_seconds_after_creation: int | None = None
+    dry_run: bool | None = None
+
+
+ReservationState = Literal["Pending", "Accepted", "Rejected"]
+
+
+class ReservationPoolStatus(ApiModel):
+    """One pool's part of a Reservation: IronCore's ``ref`` (the pool's name) and ``state`` (as the
+    pool's runtime answered), and what the scheduler set aside there (``resources``) and what bound
+    Machines naming the Reservation use of it now (``consumed``), both ironpool additions."""
+
+    ref: str
+    state: ReservationState | None = None
+    resources: dict[str, Quantity] | None = None
+    consumed: dict[str, Quantity] | None = None
+
+
+class ReservationStatus(ApiModel):
+    """Where the Reservation is held and how far it got (conditions ``Scheduled``, ``Accepted``,
+    ``Expired``)."""
+
+    pools: list[ReservationPoolStatus] | None = None
+    conditions: list[Condition] | None = None
+
+
+class Reservation(ApiModel):
+    """Capacity held for Machines that are yet to come (IronCore's IEP-11), all of it or none."""
+
+    api_version: str | None = None
+    kind: str | None = None
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: ReservationSpec = Field(default_factory=ReservationSpec)
+    status: ReservationStatus | None = None

@@ -69,6 +69,19 @@ def quantity_option(value: str | None, option: str) -> int | None:
     return q
 
 
+def allocation_options(f: Any) -> Any:
+    """``--cpu-allocation-ratio``, ``--reserved-cpu`` and ``--reserved-memory``: how much of the host
+    ironpool machines may be given (Nova's ``cpu_allocation_ratio`` and reserved host resources). A
+    machine runtime and the poollet beside it are given the same (``ironpool up`` and ``join`` do)."""
+    f = click.option("--reserved-memory", default="0", show_default=True,
+                     help="Memory kept from ironpool machines for the host, e.g. 2Gi.")(f)
+    f = click.option("--reserved-cpu", default="0", show_default=True,
+                     help="Cores kept from ironpool machines for the host.")(f)
+    return click.option("--cpu-allocation-ratio", type=click.FloatRange(min=0, min_open=True), default=1.0,
+                        show_default=True,
+                        help="Virtual cores machines may be given per host core (above 1: overcommit).")(f)
+
+
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import click
 
-from ironpool.cli.common import collect_options, gc_options, quantity_option, run_in_foreground
+from ironpool.cli.common import (
+    allocation_options,
+    collect_options,
+    gc_options,
+    quantity_option,
+    run_in_foreground,
+)
 
 
 def _pool_name(pool: str) -> str:
@@ -167,6 +173,7 @@ def delete(pool: str, data_dir: Path | None) -> None:
 @click.option("--network-bridge", default="", help="The host bridge of --network-mode bridge.")
 @click.option("--capacity-cpu", default=None, help="Cores the MachinePool offers [default: this host's].")
 @click.option("--capacity-memory", default=None, help="Memory the MachinePool offers, e.g. 8Gi.")
+@allocation_options
 @click.option("--capacity-storage", default=None, help="Storage the VolumePool offers [default: free space].")
 @click.option("--heartbeat-interval", default=10.0, show_default=True, type=click.FloatRange(0.1))
 @gc_options
@@ -177,7 +184,8 @@ def join(server: str, token: str, ca_data: str | None, ca_file: Path | None, ca_
          pool: str, data_dir: Path | None, libvirt_uri: str, provider_id: str | None,
          storage_pool: str | None, classes: tuple[Path, ...], images: Path | None, tiny_image: bool,
          domain_type: str, network_mode: str, network_bridge: str, capacity_cpu: str | None,
-         capacity_memory: str | None, capacity_storage: str | None, heartbeat_interval: float,
+         capacity_memory: str | None, cpu_allocation_ratio: float, reserved_cpu: str, reserved_memory: str,
+         capacity_storage: str | None, heartbeat_interval: float,
          gc_policy: str, gc_grace: float, gc_max_per_pass: int, log_level: str) -> None:
     """Serve POOL from this host for the control plane at SERVER (https://HOST:PORT, or several,
     comma-separated, tried in turn): libvirt machine and volume runtimes, machinepoollet and
@@ -209,6 +217,9 @@ def join(server: str, token: str, ca_data: str | None, ca_file: Path | None, ca_
         network_mode=network_mode, network_bridge=network_bridge,
         capacity_cpu=quantity_option(capacity_cpu, "--capacity-cpu"),
         capacity_memory=quantity_option(capacity_memory, "--capacity-memory"),
+        cpu_allocation_ratio=cpu_allocation_ratio,
+        reserved_cpu=quantity_option(reserved_cpu, "--reserved-cpu") or 0,
+        reserved_memory=quantity_option(reserved_memory, "--reserved-memory") or 0,
         capacity_storage=quantity_option(capacity_storage, "--capacity-storage"),
         heartbeat_interval=heartbeat_interval, log_level=log_level,
         gc=collect_options(gc_policy, gc_grace, gc_max_per_pass),

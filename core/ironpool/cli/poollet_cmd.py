@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ironpool.cli.common import (
+    allocation_options,
     collect_options,
     gc_options,
     log_level_option,
@@ -96,14 +97,13 @@ def _common(f: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--address", "addresses", multiple=True, help="Pool address TYPE=ADDRESS (repeatable).")
 @click.option("--capacity-cpu", default=None, help="Host cores (default: this host's).")
 @click.option("--capacity-memory", default=None, help="Host memory, e.g. 16Gi (default: this host's).")
-@click.option("--reserved-cpu", default="0", show_default=True, help="Cores kept from ironpool machines.")
-@click.option("--reserved-memory", default="0", show_default=True, help="Memory kept from ironpool machines.")
+@allocation_options
 def machinepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server: str | None,
                    token_file: Path | None, region: str | None, zone: str | None, workers: int,
                    heartbeat_interval: float, lease_duration: float, relist_period: float, gc_policy: str,
                    gc_grace: float, gc_max_per_pass: int, log_level: str, addresses: tuple[str, ...],
-                   capacity_cpu: str | None, capacity_memory: str | None, reserved_cpu: str,
-                   reserved_memory: str) -> None:
+                   capacity_cpu: str | None, capacity_memory: str | None, cpu_allocation_ratio: float,
+                   reserved_cpu: str, reserved_memory: str) -> None:
     """Announce a MachinePool and drive the Machines bound to it through an IRI machine runtime."""
     from ironpool.iri.client import AsyncMachineRuntimeClient
     from ironpool.poollet.capacity import HostResources, given_capacity
@@ -118,7 +118,7 @@ def machinepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server
         pool=pool, provider_id=provider_id, region=region, zone=zone, addresses=_addresses(addresses),
         workers=workers, heartbeat_interval=heartbeat_interval, lease_duration=lease_duration,
         relist_period=relist_period, capacity=capacity, reserved=reserved,
-        gc=collect_options(gc_policy, gc_grace, gc_max_per_pass),
+        cpu_allocation_ratio=cpu_allocation_ratio, gc=collect_options(gc_policy, gc_grace, gc_max_per_pass),
     )
     endpoint = _endpoint("machine", iri_endpoint)
     if capacity is None and not endpoint.startswith("unix://"):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ironpool.cli.common import run_until_signalled, setup_logging
+from ironpool.cli.common import allocation_options, quantity_option, run_until_signalled, setup_logging
 from ironpool.cli.image_options import image_options, parse_size
 
 
@@ -85,6 +85,10 @@ from ironpool.cli.image_options import image_options, parse_size
     show_default=True,
     help="Where user-mode NICs forward SSH from (a port per NIC on this address).",
 )
+@click.option("--capacity-cpu", default=None, help="Host cores to hand out from (default: libvirt's count).")
+@click.option("--capacity-memory", default=None,
+              help="Host memory to hand out from, e.g. 16Gi (default: libvirt's).")
+@allocation_options
 @click.option(
     "--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"])
 )
@@ -109,12 +113,18 @@ def libvirt_runtime(
     network_mode: str,
     network_bridge: str,
     ssh_forward_address: str,
+    capacity_cpu: str | None,
+    capacity_memory: str | None,
+    cpu_allocation_ratio: float,
+    reserved_cpu: str,
+    reserved_memory: str,
     log_level: str,
 ) -> None:
     """Serve the IRI MachineRuntime on libvirt: real domains, power, volumes, console."""
     setup_logging(log_level)
     # Imported here so `ironpool --help` does not load libvirt and grpc.
     from ironpool.runtime.machine.app import MachineRuntimeConfig, build
+    from ironpool.runtime.machine.capacity import CapacityPolicy
     from ironpool.runtime.machine.classes import ClassFileError
     from ironpool.runtime.machine.nics import NetworkSettings
     from ironpool.runtime.machine.server import serve
@@ -127,6 +137,14 @@ def libvirt_runtime(
         networks = NetworkSettings(network_mode, network_bridge, ssh_forward_address)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--network-mode/--network-bridge") from exc
+    try:
+        capacity = CapacityPolicy(cpu_allocation_ratio,
+                                  quantity_option(reserved_memory, "--reserved-memory") or 0,
+                                  quantity_option(capacity_cpu, "--capacity-cpu") or None,
+                                  quantity_option(capacity_memory, "--capacity-memory") or None,
+                                  quantity_option(reserved_cpu, "--reserved-cpu") or 0)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--capacity-cpu/--capacity-memory") from exc
     cfg = MachineRuntimeConfig(
         classes_file=Path(classes_file),
         images_dir=Path(images_dir),
@@ -147,6 +165,7 @@ def libvirt_runtime(
         event_max=event_max,
         event_ttl=event_ttl,
         networks=networks,
+        capacity=capacity,
     )
     try:
         core, console = build(cfg)

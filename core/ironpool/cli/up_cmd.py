@@ -9,7 +9,13 @@ from typing import Any
 
 import click
 
-from ironpool.cli.common import collect_options, gc_options, quantity_option, run_in_foreground
+from ironpool.cli.common import (
+    allocation_options,
+    collect_options,
+    gc_options,
+    quantity_option,
+    run_in_foreground,
+)
 
 
 def _listen(value: str) -> tuple[str, int]:
@@ -53,9 +59,7 @@ def _listen(value: str) -> tuple[str, int]:
 @click.option("--capacity-cpu", default=None, help="Cores the MachinePool offers [default: this host's].")
 @click.option("--capacity-memory", default=None,
               help="Memory the MachinePool offers, e.g. 8Gi [default: this host's].")
-@click.option("--reserved-cpu", default="0", show_default=True, help="Cores kept from machines.")
-@click.option("--reserved-memory", default="0", show_default=True,
-              help="Memory kept from machines, e.g. 1Gi.")
+@allocation_options
 @click.option("--capacity-storage", default=None, help="Storage the VolumePool offers [default: free space].")
 @click.option("--write-client-config/--no-write-client-config", default=True, show_default=True,
               help="Write the client configuration ($IRONPOOL_CONFIG or ~/.config/ironpool/config.yaml).")
@@ -77,7 +81,8 @@ def up(data_dir: Path | None, libvirt_uri: str, listen: str, insecure_http: bool
        provider_id: str | None,
        storage_pool: str | None, share_storage_pool: bool, classes: tuple[Path, ...], images: Path | None,
        tiny_image: bool, domain_type: str, network_mode: str, network_bridge: str,
-       capacity_cpu: str | None, capacity_memory: str | None, reserved_cpu: str, reserved_memory: str,
+       capacity_cpu: str | None, capacity_memory: str | None, cpu_allocation_ratio: float, reserved_cpu: str,
+       reserved_memory: str,
        capacity_storage: str | None, write_client_config: bool, heartbeat_interval: float,
        pool_monitor_grace_period: float, registry_port: int | None, gc_policy: str, gc_grace: float,
        gc_max_per_pass: int, log_level: str) -> None:
@@ -104,6 +109,7 @@ def up(data_dir: Path | None, libvirt_uri: str, listen: str, insecure_http: bool
         capacity_cpu=cpu, capacity_memory=quantity_option(capacity_memory, "--capacity-memory"),
         reserved_cpu=quantity_option(reserved_cpu, "--reserved-cpu") or 0,
         reserved_memory=quantity_option(reserved_memory, "--reserved-memory") or 0,
+        cpu_allocation_ratio=cpu_allocation_ratio,
         capacity_storage=quantity_option(capacity_storage, "--capacity-storage"),
         write_client_config=write_client_config, heartbeat_interval=heartbeat_interval, log_level=log_level,
         gc=collect_options(gc_policy, gc_grace, gc_max_per_pass),

@@ -9,7 +9,10 @@ its power asks for (``Running``, or ``Shutdown`` for power Off), and its volumes
 interfaces are attached: its ``VolumesReady`` and ``NetworkInterfacesReady`` conditions are True
 (without them, each one the spec lists is ``Attached`` in the status, as IronCore reports them). A
 Volume is **available** when its state is ``Available`` at least at the size it asks for. A pool
-is **ready** when its ``Ready`` condition is True, as the scheduler judges it.
+is **ready** when its ``Ready`` condition is True, as the scheduler judges it. A Reservation is
+**accepted** when every pool of its plan accepted its part (``Accepted=True``); one the scheduler
+refused, a pool rejected or that expired has *failed*: it never will be. A dry run is **answered**
+once the scheduler said whether it fits.
 
 While an object is not bound to a pool, the verdict carries the scheduler's latest reason (its
 ``Scheduled`` condition), and says when that reason cannot change unless the fleet does: every pool
@@ -27,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ironpool.api import reservation as rsv
 from ironpool.api.quantity import parse_quantity
 
 Obj = dict[str, Any]
@@ -55,6 +59,8 @@ class Verdict:
     done: bool
     progress: str
     unschedulable: str = ""
+    #: why the object can never become done (a refused Reservation); a wait ends at once with it
+    failed: str = ""
 
 
 Readiness = Callable[["Obj | None"], Verdict]
@@ -210,6 +216,43 @@ def pool_ready(obj: Obj | None) -> Verdict:
     return Verdict(state in ("Ready", "Available"), f"state {state or 'not reported yet'}")
 
 
+def _message(obj: Obj, ctype: str) -> str:
+    cond = condition(obj, ctype) or {}
+    return str(cond.get("message") or cond.get("reason") or "")
+
+
+def reservation_accepted(obj: Obj | None) -> Verdict:
+    """A Reservation is held by every pool of its plan (see the module)."""
+    if obj is None:
+        return Verdict(False, "does not exist")
+    word = rsv.summary(obj)
+    if word == rsv.ACCEPTED:
+        return Verdict(True, f"accepted: {_message(obj, SCHEDULED)}")
+    if word == "Expired":
+        return Verdict(False, "expired", failed=f"expired: {_message(obj, rsv.EXPIRED)}")
+    if word == rsv.REJECTED:
+        refused = (condition(obj, SCHEDULED) or {}).get("status") == "False"
+        why = _message(obj, SCHEDULED if refused else rsv.ACCEPTED_CONDITION)
+        return Verdict(False, "rejected", failed=f"rejected: {why}")
+    if word in ("Fits", "DoesNotFit"):
+        return Verdict(False, "a dry run", failed="a dry run is never accepted: it holds nothing")
+    if condition(obj, SCHEDULED) is None:
+        return Verdict(False, "waiting for the scheduler")
+    waiting = sorted(str(e["ref"]) for e in rsv.pool_entries(obj) if e.get("state") != rsv.ACCEPTED)
+    return Verdict(False, f"planned ({_message(obj, SCHEDULED)}); waiting for pool {', '.join(waiting)}")
+
+
+def reservation_answered(obj: Obj | None) -> Verdict:
+    """The scheduler answered a Reservation (planned it, or said why not): what a dry run waits for."""
+    if obj is None:
+        return Verdict(False, "does not exist")
+    cond = condition(obj, SCHEDULED)
+    if cond is None:
+        return Verdict(False, "waiting for the scheduler")
+    fits = "fits" if cond.get("status") == "True" else "does not fit"
+    return Verdict(True, f"{fits}: {_message(obj, SCHEDULED)}")
+
+
 def exists(obj: Obj | None) -> Verdict:
     """The object exists."""
     return Verdict(obj is not None, "exists" if obj is not None else "does not exist")
@@ -235,6 +278,9 @@ READINESS: dict[tuple[str, str], Readiness] = {
     ("Volume", "ready"): volume_available,
     ("MachinePool", "ready"): pool_ready,
     ("VolumePool", "ready"): pool_ready,
+    ("Reservation", "accepted"): reservation_accepted,
+    ("Reservation", "ready"): reservation_accepted,
+    ("Reservation", "answered"): reservation_answered,
 }
 
 

@@ -8,7 +8,8 @@ its one-line account changes (the CLI prints it; the IaC front ends keep the las
 messages). With ``fail_unschedulable``, a wait fails once an object's scheduler reason has said for
 ``settle`` seconds that only a change to the fleet can place it (a class just created may take its
 pools a moment to offer); a Machine that waits for capacity keeps waiting. An object deleted while
-the wait wants it in some state fails the wait at once.
+the wait wants it in some state fails the wait at once, and so does one that can never be ready
+(a Reservation refused whole: :attr:`~ironpool.client.readiness.Verdict.failed`).
 """
 
 from __future__ import annotations
@@ -212,6 +213,10 @@ def _check(tracker: _Tracker, info: ResourceInfo, deadline: float, fail_unschedu
     pending = tracker.pending
     if not pending:
         return dict(tracker.latest)
+    failed = next((name for name in sorted(pending) if pending[name].failed), None)
+    if failed is not None:  # it never will be ready: no reason to wait
+        reason = pending[failed].failed
+        raise Unschedulable(f"{info.kind} {failed}: {reason}", tracker.latest, pending, failed, reason)
     vanished = tracker.vanished()
     if vanished is not None:
         raise Gone(f"{info.kind} {vanished} was deleted while waiting for it", tracker.latest, pending,

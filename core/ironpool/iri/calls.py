@@ -132,6 +132,23 @@ class MachineCalls:
         return Call("DetachNetworkInterface", req, _done, missing_ok=missing_ok, missing=False)
 
     @staticmethod
+    def list_reservations(reservation_id: str = "", labels: Mapping[str, str] | None = None,
+                          ) -> Call[list[mpb.Reservation]]:
+        flt = mpb.ReservationFilter(id=reservation_id, label_selector=dict(labels or {}))
+        return Call("ListReservations", mpb.ListReservationsRequest(filter=flt),
+                    lambda r: list(r.reservations), idempotent=True)
+
+    @staticmethod
+    def create_reservation(reservation: mpb.Reservation) -> Call[mpb.Reservation]:
+        return Call("CreateReservation", mpb.CreateReservationRequest(reservation=reservation),
+                    lambda r: r.reservation)
+
+    @staticmethod
+    def delete_reservation(reservation_id: str, missing_ok: bool = False) -> Call[bool]:
+        return Call("DeleteReservation", mpb.DeleteReservationRequest(reservation_id=reservation_id), _done,
+                    missing_ok=missing_ok, missing=False)
+
+    @staticmethod
     def status() -> Call[list[mpb.MachineClassStatus]]:
         return Call("Status", mpb.StatusRequest(), lambda r: list(r.machine_class_status), idempotent=True)
 

@@ -161,6 +161,16 @@ class MachineRuntimeClient:
     def detach_network_interface(self, machine_id: str, name: str, missing_ok: bool = False) -> bool:
         return self._wire.run(_M.detach_network_interface(machine_id, name, missing_ok))
 
+    def list_reservations(self, reservation_id: str = "", labels: Mapping[str, str] | None = None,
+                          ) -> list[mpb.Reservation]:
+        return self._wire.run(_M.list_reservations(reservation_id, labels))
+
+    def create_reservation(self, reservation: mpb.Reservation) -> mpb.Reservation:
+        return self._wire.run(_M.create_reservation(reservation))
+
+    def delete_reservation(self, reservation_id: str, missing_ok: bool = False) -> bool:
+        return self._wire.run(_M.delete_reservation(reservation_id, missing_ok))
+
     def status(self) -> list[mpb.MachineClassStatus]:
         return self._wire.run(_M.status())
 
@@ -276,6 +286,16 @@ class AsyncMachineRuntimeClient:
 
     async def detach_network_interface(self, machine_id: str, name: str, missing_ok: bool = False) -> bool:
         return await self._wire.run(_M.detach_network_interface(machine_id, name, missing_ok))
+
+    async def list_reservations(self, reservation_id: str = "", labels: Mapping[str, str] | None = None,
+                                ) -> list[mpb.Reservation]:
+        return await self._wire.run(_M.list_reservations(reservation_id, labels))
+
+    async def create_reservation(self, reservation: mpb.Reservation) -> mpb.Reservation:
+        return await self._wire.run(_M.create_reservation(reservation))
+
+    async def delete_reservation(self, reservation_id: str, missing_ok: bool = False) -> bool:
+        return await self._wire.run(_M.delete_reservation(reservation_id, missing_ok))
 
     async def status(self) -> list[mpb.MachineClassStatus]:
         return await self._wire.run(_M.status())

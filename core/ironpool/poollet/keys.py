@@ -25,6 +25,11 @@ MACHINE_POOL_LABEL = "machinepoollet.ironpool.dev/pool"
 # the IRI machine. Pool names repeat across installations (both default to the hostname); this does not.
 MACHINE_CLUSTER_LABEL = "machinepoollet.ironpool.dev/cluster-uid"
 
+# IronCore's IEP-11 draft: the IRI reservation's labels naming its Reservation.
+RESERVATION_UID_LABEL = "machinepoollet.ironcore.dev/reservation-uid"
+RESERVATION_NAMESPACE_LABEL = "machinepoollet.ironcore.dev/reservation-namespace"
+RESERVATION_NAME_LABEL = "machinepoollet.ironcore.dev/reservation-name"
+
 # IronCore's IRI NIC labels (passed as JSON in the attributes below) and machine annotation.
 NIC_UID_LABEL = "machinepoollet.ironcore.dev/nic-uid"
 NIC_NAMESPACE_LABEL = "machinepoollet.ironcore.dev/nic-namespace"

@@ -21,6 +21,7 @@ from ironpool.api.core import Secret
 from ironpool.api.errors import Conflict, NotFound
 from ironpool.api.meta import now_rfc3339
 from ironpool.api.networking import Network, NetworkInterface
+from ironpool.api.reservation import RESERVATION_LABEL
 from ironpool.api.storage import Volume
 from ironpool.client.controller import DONE, Result, TerminalError
 from ironpool.client.events import EventRecorder
@@ -29,6 +30,7 @@ from ironpool.client.rest import AsyncClient
 from ironpool.iri import guest_data
 from ironpool.iri.client import AsyncMachineRuntimeClient
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
+from ironpool.iri.reservations import RESERVATION_KEY_ANNOTATION
 from ironpool.poollet import keys
 from ironpool.poollet.classes import ClassMapper, capabilities_to_iri
 from ironpool.poollet.machine_iri import (
@@ -76,10 +78,16 @@ class Dependencies:
     claims: list[Volume] = field(default_factory=list)
     nic_claims: list[NetworkInterface] = field(default_factory=list)
     waiting: list[Waiting] = field(default_factory=list)
+    #: ``namespace/name`` of the Reservation the Machine is placed within ("" for none)
+    reservation: str = ""
 
     def annotations(self) -> dict[str, str]:
-        """The IRI machine annotations besides the generations (IronCore's NIC mapping)."""
-        return {keys.NETWORK_INTERFACE_MAPPING_ANNOTATION: mapping_annotation(self.nic_refs)}
+        """The IRI machine annotations besides the generations: IronCore's NIC mapping, and the key of
+        the Reservation the machine is placed within (the runtime counts it in that hold)."""
+        out = {keys.NETWORK_INTERFACE_MAPPING_ANNOTATION: mapping_annotation(self.nic_refs)}
+        if self.reservation:
+            out[RESERVATION_KEY_ANNOTATION] = self.reservation
+        return out
 
 
 def _quantity_bytes(resources: Mapping[str, Any] | None) -> int:
@@ -245,6 +253,8 @@ class MachineReconciler(PoolObjectReconciler[Machine]):
         secret only while ``creating``: a machine that exists has its disks)."""
         deps = Dependencies()
         ns = machine.metadata.namespace or "default"
+        within = (machine.metadata.labels or {}).get(RESERVATION_LABEL)
+        deps.reservation = f"{ns}/{within}" if within else ""
         class_name = machine.spec.machine_class_ref.name
         mclass = self.classes.get(class_name)
         if mclass is None:

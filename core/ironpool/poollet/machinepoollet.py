@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 
-from ironpool.api.compute import Machine, MachineClass, MachinePool
+from ironpool.api.compute import Machine, MachineClass, MachinePool, Reservation
 from ironpool.api.meta import object_key
 from ironpool.api.networking import Network, NetworkInterface
 from ironpool.api.storage import Volume
@@ -33,6 +33,7 @@ from ironpool.poollet.machine_nics import nic_object_name
 from ironpool.poollet.machinepool import MachinePoolReconciler
 from ironpool.poollet.pool import PoolIdentity
 from ironpool.poollet.relist import sleep_or_stop
+from ironpool.poollet.reservation_controller import ReservationReconciler
 from ironpool.poollet.secret_reader import SecretReader
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,8 @@ class MachinePoolletOptions(PoolletOptions):
     events_period: float = 10.0
     capacity: HostResources | None = None
     reserved: HostResources = field(default_factory=lambda: HostResources(0, 0))
+    #: virtual cores per host core machines may be given (Nova's cpu_allocation_ratio)
+    cpu_allocation_ratio: float = 1.0
 
 
 def _machine_indexers() -> dict[str, object]:
@@ -107,12 +110,15 @@ class MachinePoollet(Poollet[mpb.Machine]):
             client, NetworkInterface, indexers=_nic_indexers(),  # type: ignore[arg-type]
         )
         self.networks: Informer[Network] = Informer(client, Network)
-        self.informers = (self.machines, self.classes, self.volumes, self.nics, self.networks)
+        self.reservations: Informer[Reservation] = Informer(client, Reservation)
+        self.informers = (self.machines, self.classes, self.volumes, self.nics, self.networks,
+                          self.reservations)
         self.objects = self.machines
         self.mapper = ClassMapper()
         self.pool_reconciler = MachinePoolReconciler(
             client, runtime, self.identity, self.machines, self.classes, self.mapper,
             capacity=options.capacity, reserved=options.reserved,
+            cpu_allocation_ratio=options.cpu_allocation_ratio, reservations=self.reservations,
             heartbeat_interval=options.heartbeat_interval,
             status_report_interval=options.status_report_interval,
         )
@@ -126,6 +132,11 @@ class MachinePoollet(Poollet[mpb.Machine]):
         self.object_controller = self.machine_controller = Controller(
             "machine", self.machine_reconciler.reconcile, workers=options.workers)
         self.relister = self._relister(self.runtime.list_machines)
+        self.reservation_reconciler = ReservationReconciler(
+            client, runtime, options.pool, self.reservations, self.classes, self.mapper, self.events,
+            options.delete_requeue)
+        self.reservation_controller = Controller("reservation", self.reservation_reconciler.reconcile,
+                                                 workers=2)
         self._wire_handlers()
 
     # -- event handlers ------------------------------------------------------------------------
@@ -178,6 +189,20 @@ class MachinePoollet(Poollet[mpb.Machine]):
 
         self.classes.add_event_handler(on_add=class_changed, on_update=lambda o, n: class_changed(n),
                                        on_delete=class_changed)
+
+        rc = self.reservation_controller
+
+        def reservation_changed(r: Reservation) -> None:
+            rc.enqueue(ObjectKey.of(r))
+            self.pool_controller.enqueue(pool_key)  # what it holds here is not allocatable
+
+        def reservation_deleted(r: Reservation) -> None:
+            self.reservation_reconciler.deleted[object_key(r)] = r.metadata.uid or ""
+            reservation_changed(r)
+
+        self.reservations.add_event_handler(on_add=reservation_changed,
+                                            on_update=lambda old, new: reservation_changed(new),
+                                            on_delete=reservation_deleted)
         self.pool_reconciler.on_classes_changed.append(self.enqueue_all)
 
     # -- what the base asks ------------------------------------------------------------------------
@@ -188,6 +213,11 @@ class MachinePoollet(Poollet[mpb.Machine]):
 
     async def delete_orphan(self, runtime_id: str) -> None:
         await self.runtime.delete_machine(runtime_id, missing_ok=True)
+
+    def own(self, uid: str) -> None:
+        super().own(uid)
+        assert self.ownership is not None
+        self.reservation_reconciler.owner_labels = self.ownership.labels()
 
     async def prepare(self) -> None:
         # Like IronCore waiting for its class mapper: no machine is handled before classes are known.
@@ -200,9 +230,28 @@ class MachinePoollet(Poollet[mpb.Machine]):
             self.pool_controller.enqueue(self.pool_key)
         else:
             self.pool_controller.queue.add_after(self.pool_key, self.options.heartbeat_interval)
+        await self._release_orphaned_reservations()
+        for key in list(self.reservations.keys()):
+            self.reservation_controller.enqueue(ObjectKey.parse(key))
+
+    async def _release_orphaned_reservations(self) -> None:
+        """Runtime reservations this installation's poollet made for Reservations that are gone (deleted
+        while this poollet was away, their finalizer removed by someone)."""
+        rr = self.reservation_reconciler
+        live = {r.metadata.uid for r in self.reservations.list()}
+        for found in await rr.list_runtime(rr.owner_labels):
+            if found.metadata.labels.get(keys.RESERVATION_UID_LABEL) not in live:
+                log.info("deleting runtime reservation %s: its Reservation is gone", found.metadata.id)
+                await rr.delete_runtime(found.metadata.id)
 
     def loops(self, stop: asyncio.Event) -> Sequence[Awaitable[None]]:
-        return (self._forward_events(stop),)
+        return (self._forward_events(stop), self.reservation_controller.run(stop),
+                self._resync_reservations(stop))
+
+    async def _resync_reservations(self, stop: asyncio.Event) -> None:
+        while not await sleep_or_stop(stop, self.options.resync_period):
+            for key in list(self.reservations.keys()):
+                self.reservation_controller.enqueue(ObjectKey.parse(key))
 
     # -- runtime events --------------------------------------------------------------------------
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from ironpool.api.meta import object_key
-from ironpool.scheduler.cache import SchedulerCache
+from ironpool.api.reservation import summary
+from ironpool.scheduler.cache import Hold, SchedulerCache
 from ironpool.scheduler.config import PROFILE_ANNOTATION, SchedulerConfig, build_framework
 from ironpool.scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource
 from ironpool.scheduler.framework.interface import Status
 from ironpool.scheduler.framework.profile import Decision, Framework
+from ironpool.scheduler.gang import GangPlan, GangPlanner
 from ironpool.scheduler.model import (
     Kind,
     PoolInfo,
@@ -23,8 +25,10 @@ from ironpool.scheduler.model import (
     class_ref_of,
     pool_from_json,
     pool_ref_of,
+    reservation_of,
     volume_storage_of,
 )
+from ironpool.scheduler.reservations import ReservationInfo, reservation_from_json
 
 Events = list[ClusterEvent]
 
@@ -47,6 +51,10 @@ class SchedulerCore:
         #: (resource, combined action) -> whether any of its actions is interesting (iterating a Flag's
         #: members costs more than the rest of a pool event)
         self._worth: dict[tuple[EventResource, ActionType], bool] = {}
+        self.reservations: dict[str, ReservationInfo] = {}
+        #: Reservations whose plan this scheduler holds in its cache while the plan is written
+        self.planning: set[str] = set()
+        self.planner = GangPlanner(self.frameworks[self.default_profile])
 
     def close(self) -> None:
         for fw in self.frameworks.values():
@@ -114,11 +122,73 @@ class SchedulerCore:
         labels = (obj.get("metadata") or {}).get("labels") or {}
         storage = volume_storage_of(obj) if kind == "volume" else 0
         before = self.cache.placements.get((kind, key))
-        self.cache.observe_bound(kind, key, pool, class_ref_of(kind, obj), storage, labels)
+        self.cache.observe_bound(kind, key, pool, class_ref_of(kind, obj), storage, labels,
+                                 reservation_of(kind, obj))
         events = self.forget_pending(kind, key)
         if before is not None and before.pool != pool:
             events += self._event(EventResource.PLACEMENT, ActionType.DELETE, before)
         return events
+
+    # ---- reservations ----------------------------------------------------------------------------
+    def set_reservation(self, obj: dict[str, Any]) -> tuple[ReservationInfo, Events]:
+        """A Reservation as the watch shows it: what it holds is counted on its pools (unless this
+        scheduler's own plan for it is on its way: that stays counted until its write shows up)."""
+        info = reservation_from_json(obj)
+        added = info.key not in self.reservations
+        self.reservations[info.key] = info
+        self.cache.reservation_states[info.key] = summary(obj)
+        action = ActionType.ADD if added else ActionType.UPDATE
+        if info.key not in self.planning or info.holds:
+            self.planning.discard(info.key)
+            if self.cache.holds.get(info.key) and not info.holds:
+                action |= ActionType.DELETE  # released: what it held is free
+            self.cache.set_holds(info.key, info.holds)
+        return info, self._event(EventResource.RESERVATION, action, info.key)
+
+    def delete_reservation(self, key: str) -> Events:
+        self.reservations.pop(key, None)
+        self.cache.reservation_states.pop(key, None)
+        self.planning.discard(key)
+        released = bool(self.cache.holds.get(key))
+        self.cache.set_holds(key, {})
+        return self._event(EventResource.RESERVATION, ActionType.DELETE, key) if released else []
+
+    def plan_reservation(self, info: ReservationInfo) -> GangPlan:
+        """Plan ``info`` with the default profile; a plan that fits (and is no dry run) is held in
+        the cache at once, until :meth:`set_reservation` shows it written or :meth:`drop_plan`."""
+        def hold(plan: GangPlan) -> None:
+            if plan.fits and not info.dry_run:
+                self.planning.add(info.key)
+                self.cache.set_holds(info.key, {pool: Hold(dict(part.classes), dict(part.block))
+                                                for pool, part in plan.parts.items()})
+
+        return self.planner.plan(info, then=hold)
+
+    def refusal_is_final(self, info: ReservationInfo) -> bool:
+        """Whether ``info`` would not fit even if every decision not written yet failed (Machines
+        assumed, other Reservations' plans on their way): then refusing it now cannot be wrong, and a
+        stream of other decisions cannot put its answer off."""
+        cache = self.cache
+        tentative = {key: cache.holds.get(key, {}) for key in self.planning}
+        with cache.batch():
+            lifted = cache.lift_assumed("machine")
+            for key in tentative:
+                written = self.reservations.get(key)
+                cache.set_holds(key, written.holds if written is not None else {})
+        try:
+            return not self.planner.plan(info).fits
+        finally:
+            with cache.batch():
+                for key, holds in tentative.items():
+                    cache.set_holds(key, holds)
+                cache.restore(lifted)
+
+    def drop_plan(self, key: str) -> None:
+        """The plan's write failed: count what the Reservation holds as the watch last showed it."""
+        if key in self.planning:
+            self.planning.discard(key)
+            info = self.reservations.get(key)
+            self.cache.set_holds(key, info.holds if info is not None else {})
 
     def set_pending(self, req: SchedulingRequest) -> Events:
         """An unbound Machine/Volume: Volumes are remembered for the Machines that use them, and

@@ -10,6 +10,7 @@ a cluster event goes to the queue, which moves the parked objects that event may
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -17,16 +18,25 @@ from typing import Any
 from pydantic import BaseModel
 
 from ironpool.api import Machine, MachineClass, MachinePool, Volume, VolumeClass, VolumePool
+from ironpool.api.compute import Reservation
 from ironpool.api.meta import object_key
 from ironpool.client.informer import RawInformer, SharedInformerFactory, without_managed_fields
 from ironpool.scheduler.binding import Binder
 from ironpool.scheduler.config import SchedulerConfig
 from ironpool.scheduler.core import SchedulerCore
 from ironpool.scheduler.framework.events import ClusterEvent
-from ironpool.scheduler.model import SCHEDULER_NAME_ANNOTATION, Kind, pool_ref_of, request_from_json
+from ironpool.scheduler.model import (
+    SCHEDULER_NAME_ANNOTATION,
+    Kind,
+    pool_ref_of,
+    request_from_json,
+    reservation_of,
+)
 from ironpool.scheduler.queue import SchedulingQueue
 from ironpool.scheduler.reporting import Reporter
+from ironpool.scheduler.reservation_controller import ReservationController
 
+log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 _MODELS: dict[Kind, tuple[type[BaseModel], type[BaseModel], type[BaseModel]]] = {
     "machine": (Machine, MachineClass, MachinePool),
@@ -51,16 +61,23 @@ class EventHandlers:
     """Feeds the core and the queue from the informers; ``wake`` tells the loop there is work."""
 
     def __init__(self, core: SchedulerCore, queue: SchedulingQueue, binder: Binder, reporter: Reporter | None,
-                 config: SchedulerConfig, wake: Callable[[], None]) -> None:
+                 config: SchedulerConfig, wake: Callable[[], None],
+                 reservations: ReservationController | None = None) -> None:
         self.core = core
         self.queue = queue
         self.binder = binder
         self.reporter = reporter
         self.config = config
         self.wake = wake
+        self.reservations = reservations
         self.objects: dict[Kind, RawInformer] = {}
 
     def register(self, factory: SharedInformerFactory) -> None:
+        reservations = factory.raw_informer(Reservation)
+        reservations.set_transform(without_managed_fields)
+        reservations.add_event_handler(on_add=self.on_reservation,
+                                       on_update=lambda _old, new: self.on_reservation(new),
+                                       on_delete=self.on_reservation_deleted)
         for kind, models in _MODELS.items():
             for model in models:  # no handler reads who last wrote which field
                 factory.raw_informer(model).set_transform(without_managed_fields)
@@ -106,6 +123,28 @@ class EventHandlers:
     def on_pool_deleted(self, kind: Kind, doc: Doc) -> None:
         self.core.delete_pool(kind, str(_meta(doc).get("name", "")))
 
+    # ---- Reservations ------------------------------------------------------------------------------
+    def on_reservation(self, doc: Doc) -> None:
+        try:
+            info, events = self.core.set_reservation(doc)
+        except ValueError as exc:  # validation keeps these out; a foreign writer might not
+            log.warning("reservation %s: %s", object_key(doc), exc)
+            return
+        self._events(events)
+        if self.reservations is not None:
+            self.reservations.observe(info)
+
+    def on_reservation_deleted(self, doc: Doc) -> None:
+        key = object_key(doc)
+        self._events(self.core.delete_reservation(key))
+        if self.reservations is not None:
+            self.reservations.forget(key)
+
+    def _within_changed(self, kind: Kind, doc: Doc) -> None:
+        reservation = reservation_of(kind, doc)
+        if reservation is not None and self.reservations is not None:
+            self.reservations.placements_changed(reservation)
+
     # ---- Machines and Volumes ---------------------------------------------------------------------
     def _settled(self, kind: Kind, key: str) -> None:
         """The object needs no decision any more (bound, or going away)."""
@@ -119,6 +158,7 @@ class EventHandlers:
         if pool_ref_of(kind, doc) is not None:
             self._settled(kind, key)
             self._events(self.core.set_object(kind, doc))
+            self._within_changed(kind, doc)
             return
         if _meta(doc).get("deletionTimestamp"):
             self._settled(kind, key)
@@ -146,3 +186,4 @@ class EventHandlers:
         key = object_key(doc)
         self._settled(kind, key)
         self._events(self.core.delete_object(kind, key))
+        self._within_changed(kind, doc)

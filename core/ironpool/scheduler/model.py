@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ironpool.api.meta import object_key
+from ironpool.api.reservation import RESERVATION_LABEL
 from ironpool.scheduler.quantity import parse_int_quantity, parse_resource_list
 
 Kind = Literal["machine", "volume"]
@@ -104,6 +105,10 @@ class SchedulingRequest:
     volume_names: tuple[str, ...] = ()
     spread_key: str | None = None
     obj: dict[str, Any] | None = None
+    #: the Reservation (``namespace/name``) a Machine is placed within (its label), if any
+    reservation: str | None = None
+    #: only these pools may take it (a Reservation's ``spec.pools``); None: any
+    only_pools: frozenset[str] | None = None
 
     @property
     def volume_keys(self) -> tuple[str, ...]:
@@ -174,6 +179,15 @@ def class_from_json(kind: Kind, obj: dict[str, Any]) -> ClassInfo:
     return ClassInfo(kind, name, {})
 
 
+def reservation_of(kind: Kind, obj: dict[str, Any]) -> str | None:
+    """``namespace/name`` of the Reservation a Machine is placed within, or None."""
+    if kind != "machine":
+        return None
+    meta = obj.get("metadata") or {}
+    name = (meta.get("labels") or {}).get(RESERVATION_LABEL)
+    return f"{meta.get('namespace') or ''}/{name}" if name else None
+
+
 def pool_ref_of(kind: Kind, obj: dict[str, Any]) -> str | None:
     ref = (obj.get("spec") or {}).get("machinePoolRef" if kind == "machine" else "volumePoolRef")
     if isinstance(ref, dict) and ref.get("name"):
@@ -212,6 +226,7 @@ def request_from_json(kind: Kind, obj: dict[str, Any]) -> SchedulingRequest:
             if isinstance(v.get("volumeRef"), dict) and v["volumeRef"].get("name")
         )
     spread = annotations.get(SPREAD_ANNOTATION)
+    within = labels.get(RESERVATION_LABEL) if kind == "machine" else None
     return SchedulingRequest(
         kind=kind, key=object_key(obj), uid=str(meta.get("uid", "")),
         resource_version=str(meta.get("resourceVersion", "")),
@@ -222,4 +237,5 @@ def request_from_json(kind: Kind, obj: dict[str, Any]) -> SchedulingRequest:
         volume_names=volume_names,
         spread_key=str(spread) if spread and str(spread) in labels else None,
         obj=obj,
+        reservation=f"{meta.get('namespace') or ''}/{within}" if within else None,
     )

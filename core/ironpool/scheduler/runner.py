@@ -25,6 +25,7 @@ from ironpool.scheduler.eventhandlers import EventHandlers
 from ironpool.scheduler.model import Kind
 from ironpool.scheduler.queue import QueuedItem, SchedulingQueue
 from ironpool.scheduler.reporting import Reporter
+from ironpool.scheduler.reservation_controller import ReservationController
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +54,9 @@ class SchedulerRunner:
         self._closed = False
         self.binder = Binder(client, self.core, self.queue, self._current, self.reporter, self.stats,
                              bind_concurrency, self._wakeup.set)
+        self.reservations = ReservationController(client, self.core, self._wakeup.set)
         self.handlers = EventHandlers(self.core, self.queue, self.binder, self.reporter, self.config,
-                                      self._wakeup.set)
+                                      self._wakeup.set, self.reservations)
 
     def _binding(self) -> bool:
         return self.binder.in_flight > 0 or bool(self.queue.stats()["active"])
@@ -103,10 +105,13 @@ class SchedulerRunner:
             clock = time.perf_counter
             yielded = clock()
             while not stop_event.is_set():
+                if self.reservations.next_in() == 0.0:
+                    self.reservations.step()  # plans first: Machines within them wait for them
                 item = self.queue.pop()
                 if item is None:
-                    timeout = self.queue.next_ready_in()
-                    await self._sleep(stop_event, 1.0 if timeout is None else min(timeout, 1.0))
+                    timeout = min((t for t in (self.queue.next_ready_in(), self.reservations.next_in())
+                                   if t is not None), default=1.0)
+                    await self._sleep(stop_event, min(timeout, 1.0))
                     self.binder.expire_assumed()
                     continue
                 await self._schedule_one(item)
@@ -129,6 +134,7 @@ class SchedulerRunner:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._sync
         await self.binder.stop()
+        await self.reservations.stop()
         if self.reporter is not None:
             await self.reporter.stop()
         await self.factory.stop()

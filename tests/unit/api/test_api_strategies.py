@@ -23,9 +23,9 @@ COMPUTE = "compute.ironcore.dev/v1alpha1"
 def test_every_served_resource_is_a_registered_strategy_in_order() -> None:
     assert tuple(s.info for s in STRATEGIES) == RESOURCES
     assert [r.kind for r in RESOURCES] == [
-        "MachineClass", "MachinePool", "Machine", "VolumeClass", "VolumePool", "Volume", "Network",
-        "NetworkInterface", "Prefix", "Secret", "Namespace", "Event", "Lease", "Role", "ClusterRole",
-        "RoleBinding", "ClusterRoleBinding",
+        "MachineClass", "MachinePool", "Machine", "Reservation", "VolumeClass", "VolumePool", "Volume",
+        "Network", "NetworkInterface", "Prefix", "Secret", "Namespace", "Event", "Lease", "Role",
+        "ClusterRole", "RoleBinding", "ClusterRoleBinding",
     ]
     for info in RESOURCES:
         assert strategy_for(info).info is info
@@ -34,7 +34,7 @@ def test_every_served_resource_is_a_registered_strategy_in_order() -> None:
 
 def test_dns_label_names_follow_ironcore() -> None:
     labelled = {s.info.kind for s in STRATEGIES if s.name_is_dns_label}
-    assert labelled == {"Machine", "MachineClass", "VolumeClass", "Namespace"}
+    assert labelled == {"Machine", "Reservation", "MachineClass", "VolumeClass", "Namespace"}
     with pytest.raises(errors.Invalid) as exc:
         validate_create(resolve("machineclass"), {
             "apiVersion": COMPUTE, "kind": "MachineClass", "metadata": {"name": "a.b"},

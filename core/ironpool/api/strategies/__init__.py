@@ -43,6 +43,7 @@ from ironpool.api.strategies.rbac import (
     RoleBindingStrategy,
     RoleStrategy,
 )
+from ironpool.api.strategies.reservation import ReservationStrategy
 from ironpool.api.strategies.secret import SecretStrategy
 from ironpool.api.strategies.volume import VolumeStrategy
 from ironpool.api.strategy import Strategy
@@ -51,6 +52,7 @@ STRATEGIES: tuple[Strategy[Any], ...] = (
     MachineClassStrategy(),
     MachinePoolStrategy(),
     MachineStrategy(),
+    ReservationStrategy(),
     VolumeClassStrategy(),
     VolumePoolStrategy(),
     VolumeStrategy(),

@@ -28,6 +28,7 @@ from ironpool.api.fieldpath import (
     validate_labels,
 )
 from ironpool.api.networking import NetworkInterfaceSpec
+from ironpool.api.reservation import RESERVATION_LABEL, reservation_of
 from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.rules import get, immutable, non_negative, ref_name, set_once, tolerations
 from ironpool.api.strategies.networkinterface import default_nic_spec, validate_nic_spec
@@ -101,6 +102,11 @@ class MachineStrategy(Strategy[Machine]):
                 errs.duplicate(f"{index('spec.efiVars', i)}.name", var.name)
             efi_names.add(var.name)
         tolerations(spec.tolerations, "spec.tolerations", errs)
+        reservation = (obj.metadata.labels or {}).get(RESERVATION_LABEL)
+        if reservation is not None:
+            for msg in dns1123_label(reservation):
+                errs.invalid(f"metadata.labels[{RESERVATION_LABEL}]", reservation,
+                             f"the Reservation's name {msg}")
         if spec.guest_config is not None and spec.guest_config.hostname:
             for msg in dns1123_label(spec.guest_config.hostname):
                 errs.invalid("spec.guestConfig.hostname", spec.guest_config.hostname, msg)
@@ -108,6 +114,10 @@ class MachineStrategy(Strategy[Machine]):
     def validate_update(self, old: Obj, new: Obj, errs: FieldErrors) -> None:
         immutable(old, new, ("spec", "machineClassRef"), errs)
         set_once(old, new, ("spec", "machinePoolRef"), errs)
+        if get(old, "spec", "machinePoolRef") and reservation_of(old) != reservation_of(new):
+            # Capacity admission counted the bound Machine within (or outside) the Reservation.
+            errs.invalid(f"metadata.labels[{RESERVATION_LABEL}]", reservation_of(new),
+                         "cannot change while the machine is bound to a pool")
         new_vols = {v.get("name"): v for v in get(new, "spec", "volumes") or ()}
         for ov in get(old, "spec", "volumes") or ():
             image = get(ov, "localDisk", "image")

@@ -34,18 +34,28 @@ Decisions:
 * A Machine whose MachineClass does not exist cannot be bound (its demand is unknown). Its charge
   is fixed when it is bound, so deleting or recreating the class changes nothing for it.
 * Objects being deleted (deletionTimestamp set) count until they are removed: the domain still runs.
+* A Reservation's plan (``status.pools[].resources``, written by the scheduler) is charged to every
+  pool it names in one write, all or none; what it holds leaves the pools when it stops holding
+  (expired, rejected, being deleted: :func:`ironpool.api.reservation.held`). A Machine bound within
+  a Reservation (its label) uses the Reservation's share first and needs free room only beyond it
+  (:mod:`.capacity_usage`). A Reservation that names a class that does not exist cannot be held.
+
+What a write needs is what it adds to a pool's usage: every resource whose usage grows must stay
+within the pool's total.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+import functools
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ironpool.api import errors
 from ironpool.api.quantity import Format
+from ironpool.api.reservation import SHARED_RESOURCES, class_of_key, held, reservation_of
 from ironpool.api.resource_info import ResourceInfo
 from ironpool.apiserver.admission.capacity_index import (
     BOUND_KINDS,
@@ -54,20 +64,18 @@ from ironpool.apiserver.admission.capacity_index import (
     MACHINE_POOL,
     POOL_KIND,
     POOL_PLURAL,
+    RESERVATION,
     VOLUME_POOL,
-    Amounts,
     CapacityIndex,
-    Charges,
     Pool,
     charge_key,
     class_of,
-    decode_charges,
-    encode_charges,
+    parse_amount,
     pool_ref,
     show,
-    total_of,
     volume_demand,
 )
+from ironpool.apiserver.admission.capacity_usage import Amounts, Usage, add_into
 from ironpool.apiserver.admission.plugin import AdmissionPlugin, Attributes, Guarded
 from ironpool.store.interface import Document, Guard, GuardConflict, GuardValue, Store
 
@@ -84,12 +92,10 @@ def usage_key(pool: Pool) -> str:
 
 @dataclass(slots=True)
 class _Change:
-    """What one write does to one pool's usage: the object's charge there becomes ``charge``
-    (None: it leaves the pool); ``need`` is what must be free for it (empty: nothing to check)."""
+    """What one write does to one pool's usage (``apply`` changes it in place)."""
 
     pool: Pool
-    charge: Amounts | None
-    need: Amounts
+    apply: Callable[[Usage], None]
 
 
 class CapacityAdmission(AdmissionPlugin):
@@ -97,12 +103,13 @@ class CapacityAdmission(AdmissionPlugin):
     bound Volume past it, and keeps every pool's usage key exact (see the module docstring)."""
 
     name: ClassVar[str] = "CapacityAdmission"
-    kinds: ClassVar[frozenset[str] | None] = BOUND_KINDS | {MACHINE_CLASS, MACHINE_POOL, VOLUME_POOL}
+    kinds: ClassVar[frozenset[str] | None] = BOUND_KINDS | {MACHINE_CLASS, MACHINE_POOL, VOLUME_POOL,
+                                                            RESERVATION}
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self.index = CapacityIndex.for_store(store)
-        self._usage: dict[str, GuardValue] = {}  # the usage this apiserver read or wrote last
+        self._values: dict[str, GuardValue] = {}  # the usage this apiserver read or wrote last
         #: where :meth:`_unread` goes on in its pass over the known pools (None: start a new pass)
         self._pass: Iterator[Pool] | None = None
         self._locks: dict[str, asyncio.Lock] = {}
@@ -115,9 +122,11 @@ class CapacityAdmission(AdmissionPlugin):
 
     # -- the decision --------------------------------------------------------------------------
 
-    async def _changes(self, attrs: Attributes) -> list[_Change]:
+    async def _changes(self, attrs: Attributes, me: str) -> list[_Change]:
         """How the write changes pools' usage (see :class:`_Change`)."""
         kind = attrs.info.kind
+        if kind == RESERVATION:
+            return await self._hold_changes(attrs, me)
         if kind not in BOUND_KINDS:
             return []
         old, new = attrs.old, attrs.new
@@ -126,7 +135,7 @@ class CapacityAdmission(AdmissionPlugin):
         if kind == MACHINE:
             if old_pool == new_pool:
                 return []  # still unbound, or bound to the same pool: the class cannot change
-            changes = [] if old_pool is None else [_Change((pool_kind, old_pool), None, {})]
+            changes = [] if old_pool is None else [_Change((pool_kind, old_pool), lambda u: u.unbind(me))]
             if new_pool is not None:
                 assert new is not None
                 demand = await self.index.class_demand(class_of(new) or "")
@@ -135,32 +144,67 @@ class CapacityAdmission(AdmissionPlugin):
                         f'machine "{attrs.name}" cannot be bound to machinepool "{new_pool}": its '
                         f'machineclass "{class_of(new)}" does not exist (its demand is unknown)',
                         kind=attrs.info.plural, name=attrs.name, group=attrs.info.group)
-                changes.append(_Change((pool_kind, new_pool), demand, demand))
+                within = reservation_of(new)
+                rkey = f"{attrs.namespace or ''}/{within}" if within else None
+                changes.append(_Change((pool_kind, new_pool), lambda u: u.bind(me, demand, rkey)))
             return changes
         before = volume_demand(old) if old_pool is not None else {}
         after = volume_demand(new, self.index.formats) if new_pool is not None else {}
-        if old_pool == new_pool:
-            if new_pool is None or before == after:
-                return []
-            grown = {r: v - before.get(r, 0) for r, v in after.items() if v > before.get(r, 0)}
-            return [_Change((pool_kind, new_pool), after, grown)]
-        changes = [] if old_pool is None else [_Change((pool_kind, old_pool), None, {})]
+        if old_pool == new_pool and (new_pool is None or before == after):
+            return []
+        changes = [] if old_pool is None or old_pool == new_pool else [
+            _Change((pool_kind, old_pool), lambda u: u.unbind(me))]
         if new_pool is not None:
-            changes.append(_Change((pool_kind, new_pool), after, after))
+            changes.append(_Change((pool_kind, new_pool), lambda u: u.bind(me, after, None)))
         return changes
+
+    async def _hold_changes(self, attrs: Attributes, me: str) -> list[_Change]:
+        """A Reservation's plan charged to its pools, or released from them."""
+        before, after = held(attrs.old), held(attrs.new)
+        changes: list[_Change] = []
+        for pool in sorted(set(before) | set(after)):
+            if pool in after and before.get(pool) == after[pool]:
+                continue
+            amounts = await self._hold_amounts(attrs, pool, after[pool]) if pool in after else None
+            changes.append(_Change((MACHINE_POOL, pool), functools.partial(Usage.hold, reservation=me,
+                                                                            amounts=amounts)))
+        return changes
+
+    async def _hold_amounts(self, attrs: Attributes, pool: str, resources: Mapping[str, Any]) -> Amounts:
+        """What a Reservation's part on ``pool`` takes: each whole machine its class's demand, plus
+        the cpu and memory block."""
+        total: Amounts = {}
+        for key, raw in resources.items():
+            parsed = parse_amount(raw)
+            if parsed is None or parsed[0] <= 0:
+                continue
+            cls = class_of_key(str(key))
+            if cls is None:
+                if key in SHARED_RESOURCES:
+                    add_into(total, {str(key): parsed[0]})
+                continue
+            demand = await self.index.class_demand(cls)
+            if demand is None:
+                raise errors.Conflict(
+                    f'reservation "{attrs.name}" cannot be held on machinepool "{pool}": its machineclass '
+                    f'"{cls}" does not exist (its demand is unknown)',
+                    kind=attrs.info.plural, name=attrs.name, group=attrs.info.group)
+            count = parsed[0] // 10**9
+            add_into(total, {r: v * count for r, v in demand.items()})
+        return total
 
     async def _current(self, pools: list[Pool], fresh: bool) -> dict[Pool, GuardValue]:
         """Each pool's usage: as this apiserver last saw it, else (or when ``fresh``) from the store."""
-        needed = [usage_key(p) for p in pools if fresh or usage_key(p) not in self._usage]
+        needed = [usage_key(p) for p in pools if fresh or usage_key(p) not in self._values]
         if needed:
             ahead = [] if fresh else self._unread(_READ_AHEAD - len(needed), needed)
             values = await self.store.read_guards(needed + ahead)
             for key, value in zip(needed, values, strict=False):
-                self._usage[key] = value
+                self._values[key] = value
             for key, value in zip(ahead, values[len(needed):], strict=True):
                 # Not under its pool's lock: a write to that pool may have stored a newer one meanwhile.
-                self._usage.setdefault(key, value)
-        return {p: self._usage[usage_key(p)] for p in pools}
+                self._values.setdefault(key, value)
+        return {p: self._values[usage_key(p)] for p in pools}
 
     def _unread(self, room: int, needed: list[str]) -> list[str]:
         """Usage keys of known pools this apiserver has not read yet, at most ``room``: read in the
@@ -175,50 +219,50 @@ class CapacityAdmission(AdmissionPlugin):
             self._pass = iter(list(self.index.pools))
         for pool in self._pass:
             key = usage_key(pool)
-            if key not in self._usage and key not in needed:
+            if key not in self._values and key not in needed:
                 ahead.append(key)
                 if len(ahead) == room:
                     return ahead
         self._pass = None  # this pass is over: the next call starts a new one over the pools then
         return ahead
 
-    async def _decide(self, attrs: Attributes, changes: list[_Change], me: str,
+    async def _decide(self, attrs: Attributes, changes: list[_Change],
                       fresh: bool) -> dict[str, tuple[GuardValue, Document]]:
-        """Check every change against the pools' usage; the new usage per key, with what it was."""
+        """Apply every change to its pool's usage and check what grows; the new usage per key, with
+        what it was."""
         current = await self._current([c.pool for c in changes], fresh)
         decided: dict[str, tuple[GuardValue, Document]] = {}
         for change in changes:
-            usage = current[change.pool]
-            charges = self._charges(change.pool, usage)
-            await self._check(attrs, change, charges)
-            if change.charge is None:
-                charges.pop(me, None)
-            else:
-                charges[me] = change.charge
-            decided[usage.key] = (usage, encode_charges(charges))
+            value = current[change.pool]
+            usage = self._usage_of(change.pool, value)
+            before = usage.used()
+            change.apply(usage)
+            await self._check(attrs, change.pool, before, usage.used())
+            decided[value.key] = (value, usage.encode())
         return decided
 
-    def _charges(self, pool: Pool, usage: GuardValue) -> Charges:
-        if usage.revision == 0:
-            return dict(self.index.legacy.get(pool, {}))  # no usage key yet (module docstring)
-        return decode_charges(usage.value)
+    def _usage_of(self, pool: Pool, value: GuardValue) -> Usage:
+        if value.revision == 0:
+            # No usage key yet (module docstring).
+            return Usage(charges={k: dict(a) for k, a in self.index.legacy.get(pool, {}).items()})
+        return Usage.decode(value.value)
 
-    async def _check(self, attrs: Attributes, change: _Change, charges: Charges) -> None:
-        """Refuse if ``change.need`` is not free in the pool (usage ``charges`` before the write)."""
-        if not change.need:
+    async def _check(self, attrs: Attributes, pool: Pool, before: Amounts, after: Amounts) -> None:
+        """Refuse if a resource whose usage grows would exceed the pool's total."""
+        grown = {r: v - before.get(r, 0) for r, v in after.items() if v > before.get(r, 0)}
+        if not grown:
             return
-        entry = await self.index.totals(change.pool)
+        entry = await self.index.totals(pool)
         if entry is None or not entry.totals:
             return  # the pool has not registered or reported yet: allowed, and charged (docstring)
-        used = total_of(charges)
-        for resource, amount in change.need.items():
+        for resource, amount in grown.items():
             total = entry.totals.get(resource)
             fmt = entry.formats.get(resource) or self.index.formats.get(resource, "DecimalSI")
             if total is None:
-                raise self._refuse(attrs, change.pool, f"does not offer {resource}", resource, amount, fmt)
-            free = total - used.get(resource, 0)
-            if amount > free:
-                raise self._refuse(attrs, change.pool, f"has too little {resource}", resource, amount, fmt,
+                raise self._refuse(attrs, pool, f"does not offer {resource}", resource, amount, fmt)
+            if after[resource] > total:
+                free = total - before.get(resource, 0)
+                raise self._refuse(attrs, pool, f"has too little {resource}", resource, amount, fmt,
                                    f"{show(max(free, 0), fmt)} free of {show(total, fmt)}")
 
     def _refuse(self, attrs: Attributes, pool: Pool, what: str, resource: str, amount: int, fmt: Format,
@@ -232,23 +276,25 @@ class CapacityAdmission(AdmissionPlugin):
 
     @contextlib.asynccontextmanager
     async def guard(self, attrs: Attributes, guarded: Guarded) -> AsyncIterator[None]:
-        changes = await self._changes(attrs)
+        doc = attrs.new if attrs.new is not None else attrs.old
+        if doc is None:
+            yield
+            return
+        me = charge_key(doc)
+        changes = await self._changes(attrs, me)
         if not changes:
             yield
             return
-        doc = attrs.new if attrs.new is not None else attrs.old
-        assert doc is not None
-        me = charge_key(doc)
         keys = sorted(usage_key(c.pool) for c in changes)
         async with contextlib.AsyncExitStack() as locks:
             for key in keys:  # in one order, so two writes never wait on each other's locks
                 await locks.enter_async_context(self._locks.setdefault(key, asyncio.Lock()))
             try:
-                decided = await self._decide(attrs, changes, me, fresh=False)
+                decided = await self._decide(attrs, changes, fresh=False)
             except errors.Conflict:
                 # Refuse on what the store holds, not on what this apiserver saw last: another one
                 # may have freed room since.
-                decided = await self._decide(attrs, changes, me, fresh=True)
+                decided = await self._decide(attrs, changes, fresh=True)
             written = {key: value for key, (_, value) in decided.items()}
             guarded.guards.extend(Guard(key, usage.revision, value)
                                   for key, (usage, value) in decided.items())
@@ -257,17 +303,17 @@ class CapacityAdmission(AdmissionPlugin):
             except GuardConflict as conflict:
                 for fresh in conflict.current:
                     if fresh.key in written:
-                        self._usage[fresh.key] = fresh  # another apiserver wrote it: decide on this
+                        self._values[fresh.key] = fresh  # another apiserver wrote it: decide on this
                 raise
             except BaseException:
                 for key in written:
-                    self._usage.pop(key, None)  # the outcome may be unknown: read it next time
+                    self._values.pop(key, None)  # the outcome may be unknown: read it next time
                 raise
             if guarded.revision is not None:
                 for key, value in written.items():
-                    self._usage[key] = GuardValue(key, value, guarded.revision)
+                    self._values[key] = GuardValue(key, value, guarded.revision)
 
     def used(self, pool_kind: str, pool: str) -> Amounts:
-        """The charged demand of one pool as this apiserver last saw it, in nano-units (tests)."""
-        usage = self._usage.get(usage_key((pool_kind, pool)))
-        return {} if usage is None else total_of(decode_charges(usage.value))
+        """What one pool has in use as this apiserver last saw it, in nano-units (tests)."""
+        value = self._values.get(usage_key((pool_kind, pool)))
+        return {} if value is None else Usage.decode(value.value).used()

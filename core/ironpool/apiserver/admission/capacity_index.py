@@ -16,6 +16,7 @@ from typing import Any
 
 from ironpool.api.quantity import Format, Quantity, parse_quantity
 from ironpool.api.resources import RESOURCES, ResourceInfo
+from ironpool.apiserver.admission.capacity_usage import Amounts, Charges
 from ironpool.store.interface import Document, Store
 from ironpool.store.mirror import StoreMirror
 
@@ -23,18 +24,14 @@ _INDEXES: weakref.WeakKeyDictionary[Store, CapacityIndex] = weakref.WeakKeyDicti
 _CLASS_PREFIX = "class/"
 _NANO = 10**9
 
-MACHINE, VOLUME, MACHINE_CLASS, MACHINE_POOL, VOLUME_POOL = (
-    "Machine", "Volume", "MachineClass", "MachinePool", "VolumePool")
+MACHINE, VOLUME, MACHINE_CLASS, MACHINE_POOL, VOLUME_POOL, RESERVATION = (
+    "Machine", "Volume", "MachineClass", "MachinePool", "VolumePool", "Reservation")
 BOUND_KINDS = frozenset({MACHINE, VOLUME})
 POOL_KIND = {MACHINE: MACHINE_POOL, VOLUME: VOLUME_POOL}
 POOL_PLURAL = {MACHINE_POOL: "machinepools", VOLUME_POOL: "volumepools"}
 _REF_FIELD = {MACHINE: "machinePoolRef", VOLUME: "volumePoolRef"}
 _INFOS = {r.kind: r for r in RESOURCES}
 
-Amounts = dict[str, int]
-"""resource -> amount in nano-units"""
-Charges = dict[str, Amounts]
-"""``namespace/name`` of a bound object -> what it takes from its pool"""
 Pool = tuple[str, str]
 """(pool kind, pool name)"""
 
@@ -96,23 +93,6 @@ def volume_demand(doc: Document | None, formats: dict[str, Format] | None = None
 def charge_key(doc: Document) -> str:
     m = doc.get("metadata") or {}
     return f"{m.get('namespace') or ''}/{m.get('name', '')}"
-
-
-def encode_charges(charges: Charges) -> Document:
-    return {"charges": {k: {r: str(v) for r, v in a.items()} for k, a in charges.items()}}
-
-
-def decode_charges(value: Document | None) -> Charges:
-    raw = (value or {}).get("charges") or {}
-    return {str(k): {str(r): int(v) for r, v in a.items()} for k, a in raw.items()}
-
-
-def total_of(charges: Charges) -> Amounts:
-    used: Amounts = {}
-    for amounts_ in charges.values():
-        for r, v in amounts_.items():
-            used[r] = used.get(r, 0) + v
-    return used
 
 
 @dataclass(slots=True)

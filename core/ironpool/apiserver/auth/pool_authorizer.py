@@ -27,6 +27,10 @@ status is the apiserver's allocation). Checks on the stored object run inside th
 read-modify-write loop (:data:`ObjectCheck`), so a pool cannot take a Machine by patching
 ``machinePoolRef``, and the common requests read nothing extra.
 
+A machine pool reads every Reservation (one may name any pool) and writes only its part of one: its
+finalizer ``machinepoollet.ironcore.dev/reservation-<pool>``, and the ``state`` of its pool's entry
+in the status.
+
 Each pool identity gets, creates, updates and patches its own heartbeat Lease (named after the pool,
 in its kind's lease namespace, :mod:`ironpool.api.fleet`) and no other.
 """
@@ -40,6 +44,7 @@ from typing import Any
 
 from ironpool.api import errors
 from ironpool.api.fleet import MACHINE_POOL_LEASE_NAMESPACE, VOLUME_POOL_LEASE_NAMESPACE
+from ironpool.api.reservation import pool_finalizer
 from ironpool.api.resources import RESOURCES, ResourceInfo
 from ironpool.api.selectors import parse_field_selector
 from ironpool.apiserver.auth.authentication import User
@@ -180,6 +185,11 @@ def authorize_pool(
             return None  # the poollet's informer; a machine's volumes live in any volume pool
         if verb in _WRITE and not sub:
             return Conditions(objects=_claims_for_pool(deny, pool))
+    if kind is MACHINE and base == "reservations":
+        if verb in _READ:
+            return None  # the reservation controller's informer: a Reservation may name any pool
+        if verb in _WRITE:
+            return Conditions(objects=_reservation_part(deny, pool, status=sub == "status"))
     if kind is MACHINE and base in _NETWORKING_READ:
         if verb in _READ:
             return None  # what a machine's NICs need: their Networks and ephemeral Prefixes
@@ -288,6 +298,35 @@ def _bound(deny: Deny, kind: PoolKind, pool: str, status: bool) -> ObjectCheck:
                 f"a {kind.name} pool identity may change only the finalizers, labels and annotations "
                 f"of a {kind.name} bound to it{claim}"
             )
+
+    return check
+
+
+def _reservation_part(deny: Deny, pool: str, status: bool) -> ObjectCheck:
+    """A machine pool writes only its own part of a Reservation: its finalizer on the main resource,
+    the ``state`` of its pool's entry in the status."""
+    mine = pool_finalizer(pool)
+
+    def others(doc: Document) -> list[dict[str, Any]]:
+        entries = [dict(e) for e in (doc.get("status") or {}).get("pools") or [] if isinstance(e, dict)]
+        for entry in entries:
+            if entry.get("ref") == pool:
+                entry.pop("state", None)
+        return entries
+
+    async def check(old: Document | None, new: Document | None, store: Store) -> None:
+        if old is None or new is None:
+            return
+        if status:
+            same = others(old) == others(new) and _without(old.get("status") or {}, (("pools",),)) == \
+                _without(new.get("status") or {}, (("pools",),))
+            if not same:
+                raise deny(f'a machine pool identity may change only the state of pool "{pool}"\'s part')
+            return
+        finalizers = (("metadata", "finalizers"),)
+        changed = set(old["metadata"].get("finalizers") or ()) ^ set(new["metadata"].get("finalizers") or ())
+        if _without(old, finalizers) != _without(new, finalizers) or changed - {mine}:
+            raise deny(f'a machine pool identity may only add or remove its finalizer "{mine}"')
 
     return check
 

@@ -242,10 +242,10 @@ def _api_resources(group: str, version: str) -> list[dict[str, Any]]:
                                      "namespaced": info.namespaced, "kind": info.kind,
                                      "verbs": sorted(sub.verbs)}
             if sub.body is not None:  # as Kubernetes lists pods/eviction: group policy, kind Eviction
-                group, _, version = sub.body[0].rpartition("/")
+                body_group, _, body_version = sub.body[0].rpartition("/")
                 entry["kind"] = sub.body[1]
-                if group:
-                    entry.update(group=group, version=version)
+                if body_group:
+                    entry.update(group=body_group, version=body_version)
             out.append(entry)
     return out
 

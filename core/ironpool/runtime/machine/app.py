@@ -16,6 +16,7 @@ from ironpool.runtime.events import EventRing
 from ironpool.runtime.images import open_resolver
 from ironpool.runtime.images.cache import DEFAULT_LIMIT
 
+from .capacity import CapacityPolicy
 from .classes import load_classes
 from .console_server import ConsoleServer
 from .domain_xml import DomainOptions
@@ -49,6 +50,7 @@ class MachineRuntimeConfig:
     event_max: int = 100
     event_ttl: float = 300.0
     networks: NetworkSettings = field(default_factory=NetworkSettings)
+    capacity: CapacityPolicy = field(default_factory=CapacityPolicy)
 
 
 def build(cfg: MachineRuntimeConfig) -> tuple[MachineDriver, ConsoleServer]:
@@ -67,6 +69,7 @@ def build(cfg: MachineRuntimeConfig) -> tuple[MachineDriver, ConsoleServer]:
         shutdown_timeout=cfg.shutdown_timeout,
         events=EventRing(cfg.event_max, cfg.event_ttl),
         networks=cfg.networks,
+        capacity=cfg.capacity,
     )
     driver.start()
     console = ConsoleServer(driver, cfg.streaming_host, cfg.streaming_port, cfg.base_url)

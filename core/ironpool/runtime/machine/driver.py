@@ -28,6 +28,7 @@ from ironpool.runtime.metadata import check_string_map
 from ironpool.runtime.qemu_access import check_reachable, make_dirs
 
 from . import disks, records, seed
+from .capacity import CapacityPolicy
 from .classes import MachineClassSpec
 from .devices import MachineDevices
 from .domain_xml import (
@@ -45,6 +46,7 @@ from .index import Entry, MachineIndex
 from .model import DOMAIN_PREFIX, MachineRecord, NicRecord
 from .nics import NetworkSettings
 from .records import POWER_OFF, POWER_ON, ClassStatus, MachineView
+from .reservations import ReservationBook
 from .usernet import UserNics
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,7 @@ class MachineDriver:
         events: EventRing | None = None,
         workers: int = 4,
         networks: NetworkSettings | None = None,
+        capacity: CapacityPolicy | None = None,
     ) -> None:
         self.host = host
         self.classes = dict(classes)
@@ -79,6 +82,9 @@ class MachineDriver:
         )
         self.host_networks = HostNetworks(host.connection, self.state_dir)
         self.user_nics = UserNics(self.networks)
+        self.capacity = capacity or CapacityPolicy()
+        self.reservations = ReservationBook(
+            self.state_dir, self.classes, lambda: [e.rec for e in self.index.entries()], self.total_capacity)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="machine-worker")
         self.devices = MachineDevices(
             index=self.index, images=self.images, lookups=self.lookups, host_networks=self.host_networks,
@@ -90,6 +96,7 @@ class MachineDriver:
     def start(self) -> None:
         """Rebuild the index from libvirt, subscribe to lifecycle events, resume pending work."""
         make_dirs(self.state_dir / "machines")
+        self.reservations.load()
         self.images.start()
         check_reachable(self.host.conn, self.options.domain_type, {
             "the machine runtime's disks and files": self.state_dir / "machines",
@@ -157,8 +164,24 @@ class MachineDriver:
         iri_state = records.machine_state(rec, state, entry.error, entry.tearing_down)
         return MachineView(rec, iri_state, entry.error, entry.observed_generation)
 
+    def total_capacity(self) -> tuple[int, int]:
+        """Cores and bytes this runtime hands out (see :mod:`.capacity`)."""
+        return self.capacity.total(self.host.cpus, self.host.memory_bytes)
+
     def status(self) -> list[ClassStatus]:
-        return records.class_statuses(self.classes, *self.host.free_resources())
+        """Per class, how many more fit: by what this runtime has not handed out (less what accepted
+        reservations hold unused) and, for figures taken from the host rather than given outright,
+        by what the host's running domains leave."""
+        booked_cpu, booked_memory = self.reservations.free()
+        total_cpu, total_memory = self.total_capacity()
+        host_cpu, host_memory = self.host.free_resources()
+        held_cpu, held_memory = self.reservations.unused_holds()
+        if self.capacity.cpu is None:
+            booked_cpu = min(booked_cpu, total_cpu - (self.host.cpus - host_cpu) - held_cpu)
+        if self.capacity.memory is None:
+            live = total_memory - (self.host.memory_bytes - host_memory) - held_memory
+            booked_memory = min(booked_memory, live)
+        return records.class_statuses(self.classes, booked_cpu, booked_memory)
 
     def guest(self, machine_id: str) -> Guest:
         """The libvirt domain of a live machine (NotFound / FailedPrecondition otherwise)."""

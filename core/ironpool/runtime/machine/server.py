@@ -24,6 +24,7 @@ from ironpool.runtime.service import GRPC_OPTIONS, RuntimeService, bind_address,
 from .console_server import ConsoleServer
 from .driver import MachineDriver
 from .records import class_status_message, machine_message
+from .reservations import reservation_message
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,25 @@ class MachineRuntimeServicer(RuntimeService, machine_grpc.MachineRuntimeServicer
     ) -> machine_pb2.DetachNetworkInterfaceResponse:
         await self.call(context, self.driver.devices.detach_nic, request.machine_id, request.name)
         return machine_pb2.DetachNetworkInterfaceResponse()
+
+    async def ListReservations(
+        self, request: machine_pb2.ListReservationsRequest, context: Any
+    ) -> machine_pb2.ListReservationsResponse:
+        f = request.filter
+        holds = await self.call(context, self.driver.reservations.list, f.id, dict(f.label_selector))
+        return machine_pb2.ListReservationsResponse(reservations=[reservation_message(h) for h in holds])
+
+    async def CreateReservation(
+        self, request: machine_pb2.CreateReservationRequest, context: Any
+    ) -> machine_pb2.CreateReservationResponse:
+        hold = await self.call(context, self.driver.reservations.create, request.reservation)
+        return machine_pb2.CreateReservationResponse(reservation=reservation_message(hold))
+
+    async def DeleteReservation(
+        self, request: machine_pb2.DeleteReservationRequest, context: Any
+    ) -> machine_pb2.DeleteReservationResponse:
+        await self.call(context, self.driver.reservations.delete, request.reservation_id)
+        return machine_pb2.DeleteReservationResponse()
 
     async def Status(self, request: machine_pb2.StatusRequest, context: Any) -> machine_pb2.StatusResponse:
         statuses = await self.call(context, self.driver.status)

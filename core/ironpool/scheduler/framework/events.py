@@ -35,6 +35,8 @@ class EventResource(enum.Enum):
     PLACEMENT = "Placement"
     #: a pending Machine's use of a Volume (obj: the Volume's ``namespace/name``)
     CONSUMER = "Consumer"
+    #: a Reservation (obj: its ``namespace/name``)
+    RESERVATION = "Reservation"
 
 
 class ActionType(enum.Flag):

@@ -81,6 +81,10 @@ class CycleState:
     demand: dict[str, int] = field(default_factory=dict)
     #: per-plugin data, keyed by plugin name
     data: dict[str, Any] = field(default_factory=dict)
+    #: set by PreFilter (kube's PreFilterResult.NodeNames): only these pools are considered
+    pool_names: set[str] | None = None
+    #: set by PreFilter: the object takes a Reservation's share, so a pool's free room does not limit it
+    within_share: bool = False
     #: the object as the Bind plugin wrote it (its new resourceVersion, for the Scheduled condition)
     bound: dict[str, Any] | None = None
 

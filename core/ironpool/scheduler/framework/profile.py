@@ -160,6 +160,11 @@ class Framework:
                 return Decision(req, None, status.reason, status.wakeups, frozenset({status.plugin}), state)
         filters, uncovered = self._without(tuple(skipped))
         active = [s for s in self.scorers if s.pre_score(state, req).code is not Code.SKIP]
+        if req.only_pools is not None:
+            state.pool_names = set(req.only_pools) if state.pool_names is None else \
+                state.pool_names & req.only_pools
+        if state.pool_names is not None:
+            return self._scan(state, req, active, filters)  # a few pools: the index would only walk past
         if (self.index is not None and req.kind == "machine" and len(active) == 1
                 and active[0] is self.strategy and req.class_name is not None):
             pool = self._fast(state, req, filters, uncovered)
@@ -188,7 +193,8 @@ class Framework:
                 return Decision(req, None, f"0/1 pools: 1 {status.reason}", status.wakeups,
                                 frozenset({status.plugin}), state)
             done.append(plugin)
-        self.cache.assume(req.kind, req.key, pool.name, req.class_name, state.demand, req.labels)
+        self.cache.assume(req.kind, req.key, pool.name, req.class_name, state.demand, req.labels,
+                          req.reservation)
         return decision
 
     def unreserve(self, decision: Decision) -> None:
@@ -275,7 +281,11 @@ class Framework:
         feasible: list[PoolInfo] = []
         failures: Counter[str] = Counter()
         statuses: dict[str, Status] = {}
-        pools = sorted(self.cache.pools_of(req.kind), key=lambda p: p.name)
+        if state.pool_names is None:
+            pools = sorted(self.cache.pools_of(req.kind), key=lambda p: p.name)
+        else:
+            found = (self.cache.pools.get((req.kind, name)) for name in state.pool_names)
+            pools = sorted((p for p in found if p is not None), key=lambda p: p.name)
         for pool in pools:
             status = self._passes(filters, state, req, pool)
             if status is None:

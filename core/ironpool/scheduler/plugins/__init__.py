@@ -9,6 +9,7 @@ from ironpool.scheduler.plugins.least_allocated import LeastAllocated
 from ironpool.scheduler.plugins.most_allocated import MostAllocated
 from ironpool.scheduler.plugins.pool_ready import PoolReady
 from ironpool.scheduler.plugins.pool_selector import PoolSelector
+from ironpool.scheduler.plugins.reservation_fit import ReservationFit
 from ironpool.scheduler.plugins.resources_fit import ResourcesFit
 from ironpool.scheduler.plugins.taint_toleration import TaintToleration
 from ironpool.scheduler.plugins.topology_spread import TopologySpread
@@ -17,13 +18,14 @@ from ironpool.scheduler.plugins.volume_locality import VolumeLocality
 
 REGISTRY: dict[str, type[Plugin]] = {
     cls.name: cls
-    for cls in (PoolReady, TaintToleration, PoolSelector, ClassAvailable, ResourcesFit, VolumeLocality,
-                VolumeBinding, TopologySpread, LeastAllocated, MostAllocated, DefaultBinder)
+    for cls in (PoolReady, TaintToleration, PoolSelector, ClassAvailable, ReservationFit, ResourcesFit,
+                VolumeLocality, VolumeBinding, TopologySpread, LeastAllocated, MostAllocated, DefaultBinder)
 }
 
 #: plugins every profile runs, in filter order (a profile may disable some)
 DEFAULT_PLUGINS: tuple[str, ...] = ("PoolReady", "TaintToleration", "PoolSelector", "ClassAvailable",
-                                    "ResourcesFit", "VolumeLocality", "VolumeBinding", "TopologySpread")
+                                    "ReservationFit", "ResourcesFit", "VolumeLocality", "VolumeBinding",
+                                    "TopologySpread")
 #: what a profile's ``strategy`` may name: the class-static scorers
 SCORING_STRATEGIES: tuple[str, ...] = tuple(
     name for name, cls in REGISTRY.items() if issubclass(cls, ClassStaticScorePlugin)

@@ -3,8 +3,8 @@ policy has them, for ironpool's resources:
 
 - ``cluster-admin``: everything (bound to ``system:masters``);
 - ``admin``: what ``edit`` may, plus Roles and RoleBindings of the namespace (bind it per namespace);
-- ``edit``: create, change and delete the workload kinds (Machines, Volumes, NICs, Networks,
-  Prefixes, Secrets), evict Machines, read them and Events, Leases and the Namespace;
+- ``edit``: create, change and delete the workload kinds (Machines, Reservations, Volumes, NICs,
+  Networks, Prefixes, Secrets), evict Machines, read them and Events, Leases and the Namespace;
 - ``view``: read the workload kinds except Secrets;
 - ``system:discovery``: ``/version``, ``/api``, ``/apis`` and ``/openapi`` (bound to
   ``system:authenticated``).
@@ -24,7 +24,7 @@ COMPUTE, STORAGE, NETWORKING = "compute.ironcore.dev", "storage.ironcore.dev", "
 _READ = ["get", "list", "watch"]
 _WRITE = ["create", "update", "patch", "delete", "deletecollection"]
 _WORKLOADS: list[tuple[str, list[str]]] = [
-    (COMPUTE, ["machines"]),
+    (COMPUTE, ["machines", "reservations"]),
     (STORAGE, ["volumes"]),
     (NETWORKING, ["networks", "networkinterfaces", "prefixes"]),
 ]

@@ -19,7 +19,12 @@ from ansible_collections.ironpool.iaas.plugins.module_utils.client import (
     missing_ironpool_message,
 )
 from ansible_collections.ironpool.iaas.plugins.module_utils.errors import OptionError, describe_api_error
-from ansible_collections.ironpool.iaas.plugins.module_utils.placement import pool_of, predict_pools
+from ansible_collections.ironpool.iaas.plugins.module_utils.placement import (
+    placement_request,
+    pool_of,
+    predict_machine_set,
+    predict_pools,
+)
 from ansible_collections.ironpool.iaas.plugins.module_utils.resource import TaskDeclarer, object_key
 from ansible_collections.ironpool.iaas.plugins.module_utils.wait import WaitFailed, await_objects
 
@@ -30,9 +35,9 @@ except ImportError:  # reported by IronpoolModule.execute through missing_requir
     pass
 
 
-def placement_header(what: str, placed: dict[str, str]) -> str:
-    """The after header of a check-mode diff of a new Machine or Volume: the pool the scheduler's
-    placement preview picks, or why none fits."""
+def placement_header(what: str, placed: dict[str, Any]) -> str:
+    """The after header of a check-mode diff of a new Machine or Volume: the pool the scheduler
+    picks, or why none fits."""
     if placed.get("pool"):
         return f"{what} would land on pool {placed['pool']} (the scheduler's placement preview)"
     return f"{what} fits no pool now: {placed.get('placement_reason') or 'no reason given'}"
@@ -80,11 +85,22 @@ class IronpoolModule:
     def run(self) -> None:
         raise NotImplementedError
 
-    def placement(self, declarer: TaskDeclarer, obj: dict[str, Any] | None) -> dict[str, str]:
+    def placement(self, declarer: TaskDeclarer, obj: dict[str, Any] | None) -> dict[str, Any]:
         """Check mode, for a Machine or Volume not bound yet: the pool the scheduler would pick now
-        (``pool``, empty when none fits) and why (``placement_reason``)."""
+        (``pool``, empty when none fits) and why (``placement_reason``). A Machine is asked about
+        together with the Machines earlier tasks of the run would create (``predict_with``, which
+        the collection's action plugin keeps), and is handed back as ``placement_request`` for the
+        tasks after it."""
         if obj is None or pool_of(obj) is not None:
             return {}
+        if declarer.info.kind == "Machine":
+            mine = declarer.with_identity(obj)
+            me = object_key(mine)
+            earlier = [m for m in self.params.get("predict_with") or []
+                       if object_key(declarer.with_identity(m)) != me]
+            answer = predict_machine_set(self.client, self.namespace, [*earlier, mine])[-1]
+            return {"pool": answer["pool"] or "", "placement_reason": answer["reason"],
+                    "placement_request": placement_request(mine)}
         key = (declarer.info.kind, object_key(declarer.with_identity(obj)))
         predicted = predict_pools(self.client, [obj], self.namespace).get(key, {})
         return {"pool": predicted.get("pool") or "", "placement_reason": predicted.get("reason", "")}

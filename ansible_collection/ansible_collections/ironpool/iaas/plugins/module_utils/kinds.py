@@ -25,6 +25,7 @@ _KINDS: dict[tuple[str, str], tuple[str, tuple[str, ...], bool, bool]] = {
     (COMPUTE, "Machine"): ("machines", ("ma",), True, True),
     (COMPUTE, "MachineClass"): ("machineclasses", ("mc",), False, False),
     (COMPUTE, "MachinePool"): ("machinepools", ("mp",), False, True),
+    (COMPUTE, "Reservation"): ("reservations", ("rsv",), True, True),
     (STORAGE, "Volume"): ("volumes", ("vol",), True, True),
     (STORAGE, "VolumeClass"): ("volumeclasses", ("vc",), False, False),
     (STORAGE, "VolumePool"): ("volumepools", ("vp",), False, True),

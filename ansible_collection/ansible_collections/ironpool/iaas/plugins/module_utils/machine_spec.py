@@ -15,6 +15,8 @@ from ansible_collections.ironpool.iaas.plugins.module_utils.client import wait_a
 Obj = dict[str, Any]
 
 IGNITION_KEY = "ignition.yaml"
+#: On a Machine: the Reservation (same namespace) it is placed within (``compute.ironcore.dev``'s).
+RESERVATION_LABEL = "compute.ironcore.dev/reservation"
 IGNITION_OF_LABEL = "iaas.ironpool.dev/ignition-of"
 BOOT_DISK = "root"
 
@@ -62,6 +64,8 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "tolerations": {"type": "list", "elements": "dict", "options": TOLERATION_SPEC},
     "wait_for": {"type": "str", "choices": ["scheduled", "running"], "default": "running"},
     "force": {"type": "bool", "default": False},
+    "reservation": {"type": "str"},
+    "predict_with": {"type": "list", "elements": "dict"},
     **wait_argument_spec(),
 }
 
@@ -70,6 +74,7 @@ FIELDS = {
     "metadata.name": "name",
     "metadata.namespace": "namespace",
     "metadata.labels": "labels",
+    f"metadata.labels[{RESERVATION_LABEL}]": "reservation",
     "metadata.annotations": "annotations",
     "spec.machineClassRef": "machine_class",
     "spec.machinePoolRef": "pool",

@@ -1,7 +1,11 @@
 # Copyright: ironpool contributors
 # SPDX-License-Identifier: Apache-2.0
-"""Check mode's answer to "where would it land": the scheduler's own placement preview, run on a
-snapshot of the cluster read through the client (nothing is written)."""
+"""Check mode's answer to "where would it land".
+
+Machines: the scheduler answers for the set of new Machines of one run (this one and those earlier
+tasks of the run would create), as one dry-run Reservation (``ironpool.client.predict``), so a set
+that fits only in part says which Machine does not. Volumes: the scheduler's own placement preview,
+run on a snapshot of the cluster read through the client. Nothing is written either way."""
 
 from __future__ import annotations
 
@@ -17,6 +21,30 @@ def pool_of(obj: Obj | None) -> str | None:
     spec = (obj or {}).get("spec") or {}
     ref = spec.get("machinePoolRef") or spec.get("volumePoolRef") or {}
     return ref.get("name") or None
+
+
+PREDICT_TIMEOUT = 10.0  # seconds a scheduler has to answer (it takes well under one when it runs)
+
+
+def predict_machine_set(client: Any, namespace: str, machines: list[Obj]) -> list[dict[str, Any]]:
+    """``{'pool': name or None, 'reason': why}`` for each of ``machines`` (new Machines), predicted
+    together by the scheduler; without a scheduler to answer, each says so."""
+    from ironpool.client.predict import PredictionUnavailable, predict_machines
+
+    try:
+        answers = predict_machines(client, namespace, machines, timeout=PREDICT_TIMEOUT)
+        return [{"pool": a.pool, "reason": a.reason} for a in answers]
+    except PredictionUnavailable as exc:
+        return [{"pool": None, "reason": str(exc)} for machine in machines]
+
+
+def placement_request(obj: Obj) -> Obj:
+    """What a later task's prediction needs of a new Machine: its name, namespace, labels and how it
+    is scheduled."""
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    keep = ("machineClassRef", "machinePoolSelector", "machinePoolRef", "tolerations")
+    return {"metadata": {k: meta[k] for k in ("name", "namespace", "labels") if meta.get(k)},
+            "spec": {k: spec[k] for k in keep if spec.get(k) is not None}}
 
 
 def predict_pools(client: Any, objects: list[Obj], namespace: str) -> dict[tuple[str, str], dict[str, Any]]:

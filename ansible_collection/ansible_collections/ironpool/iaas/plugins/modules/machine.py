@@ -24,7 +24,11 @@ description:
     C(iaas.ironpool.dev/managed-labels) (as C(kubectl apply) records what it applied), so labels set
     by others, or set before the module recorded them, are never removed.
   - In check mode nothing is written. A new Machine reports the pool the scheduler would pick now
-    (RV(pool)), computed by the scheduler's placement preview; with C(--diff) the diff's header names it.
+    (RV(pool)); with C(--diff) the diff's header names it. The scheduler answers for the new Machines of
+    the whole run together (this one and those earlier tasks of the run would create, also in a loop),
+    so the Machine that would not fit beside the others says so (RV(placement_reason)).
+  - With O(reservation) the Machine is placed only within that Reservation (see
+    M(ironpool.iaas.reservation)), on a pool that holds room for it.
 author:
   - ironpool engineers (!UNKNOWN)
 options:
@@ -160,6 +164,18 @@ options:
         local disks) and create it again instead of failing.
     type: bool
     default: false
+  reservation:
+    description:
+      - Place the Machine within this Reservation of its namespace (the label
+        C(compute.ironcore.dev/reservation)); it waits while the Reservation holds no room for it.
+      - Cannot change once the Machine is bound to a pool.
+    type: str
+  predict_with:
+    description:
+      - Not for playbooks - the collection's action plugin sets it in check mode to the Machines
+        earlier tasks of the run would create, so the scheduler predicts them together with this one.
+    type: list
+    elements: dict
 extends_documentation_fragment:
   - ironpool.iaas.connection
   - ironpool.iaas.wait
@@ -258,6 +274,12 @@ addresses:
   type: list
   elements: str
   sample: []
+placement_request:
+  description: Check mode only, for a Machine not bound yet - what the tasks after it predict it with
+    (kept by the collection's action plugin).
+  returned: check mode, state is present
+  type: dict
+  sample: {metadata: {name: web-1, namespace: default}, spec: {machineClassRef: {name: x-small}}}
 action:
   description: What the task did (or would do) - C(created), C(updated), C(recreated), C(unchanged),
     C(deleted), C(terminating) (already being deleted) or C(absent).
@@ -276,6 +298,7 @@ from ansible_collections.ironpool.iaas.plugins.module_utils.machine_spec import 
     BOOT_DISK,
     FIELDS,
     IGNITION_OF_LABEL,
+    RESERVATION_LABEL,
     ignition_secret,
     ignition_secret_name,
     machine_spec,
@@ -321,7 +344,10 @@ class MachineModule(IronpoolModule):
 
     def declare(self, machines: TaskDeclarer, current: dict[str, Any] | None) -> None:
         p = self.params
-        desired = {"metadata": with_owned_labels(declared_metadata(p), current), "spec": machine_spec(p)}
+        meta = declared_metadata(p)
+        if p["reservation"]:
+            meta["labels"] = {**(meta.get("labels") or {}), RESERVATION_LABEL: p["reservation"]}
+        desired = {"metadata": with_owned_labels(meta, current), "spec": machine_spec(p)}
         if current is None and not p["machine_class"]:
             self.fail("machine_class: required to create Machine "
                       f"{self.namespace}/{p['name']} (it does not exist yet)")

@@ -24,6 +24,23 @@ else:
 
 DESCRIPTOR: google.protobuf.descriptor.FileDescriptor
 
+class _ReservationState:
+    ValueType = typing.NewType("ValueType", builtins.int)
+    V: typing_extensions.TypeAlias = ValueType
+
+class _ReservationStateEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_ReservationState.ValueType], builtins.type):
+    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+    RESERVATION_STATE_PENDING: _ReservationState.ValueType  # 0
+    RESERVATION_STATE_ACCEPTED: _ReservationState.ValueType  # 1
+    RESERVATION_STATE_REJECTED: _ReservationState.ValueType  # 2
+
+class ReservationState(_ReservationState, metaclass=_ReservationStateEnumTypeWrapper): ...
+
+RESERVATION_STATE_PENDING: ReservationState.ValueType  # 0
+RESERVATION_STATE_ACCEPTED: ReservationState.ValueType  # 1
+RESERVATION_STATE_REJECTED: ReservationState.ValueType  # 2
+Global___ReservationState: typing_extensions.TypeAlias = ReservationState
+
 class _Power:
     ValueType = typing.NewType("ValueType", builtins.int)
     V: typing_extensions.TypeAlias = ValueType
@@ -231,6 +248,209 @@ class EventFilter(google.protobuf.message.Message):
     def ClearField(self, field_name: typing.Literal["events_from_time", b"events_from_time", "events_to_time", b"events_to_time", "id", b"id", "label_selector", b"label_selector"]) -> None: ...
 
 Global___EventFilter: typing_extensions.TypeAlias = EventFilter
+
+@typing.final
+class ListReservationsRequest(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    FILTER_FIELD_NUMBER: builtins.int
+    @property
+    def filter(self) -> Global___ReservationFilter: ...
+    def __init__(
+        self,
+        *,
+        filter: Global___ReservationFilter | None = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["filter", b"filter"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["filter", b"filter"]) -> None: ...
+
+Global___ListReservationsRequest: typing_extensions.TypeAlias = ListReservationsRequest
+
+@typing.final
+class ListReservationsResponse(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    RESERVATIONS_FIELD_NUMBER: builtins.int
+    @property
+    def reservations(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[Global___Reservation]: ...
+    def __init__(
+        self,
+        *,
+        reservations: collections.abc.Iterable[Global___Reservation] | None = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["reservations", b"reservations"]) -> None: ...
+
+Global___ListReservationsResponse: typing_extensions.TypeAlias = ListReservationsResponse
+
+@typing.final
+class CreateReservationRequest(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    RESERVATION_FIELD_NUMBER: builtins.int
+    @property
+    def reservation(self) -> Global___Reservation: ...
+    def __init__(
+        self,
+        *,
+        reservation: Global___Reservation | None = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["reservation", b"reservation"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["reservation", b"reservation"]) -> None: ...
+
+Global___CreateReservationRequest: typing_extensions.TypeAlias = CreateReservationRequest
+
+@typing.final
+class CreateReservationResponse(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    RESERVATION_FIELD_NUMBER: builtins.int
+    @property
+    def reservation(self) -> Global___Reservation: ...
+    def __init__(
+        self,
+        *,
+        reservation: Global___Reservation | None = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["reservation", b"reservation"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["reservation", b"reservation"]) -> None: ...
+
+Global___CreateReservationResponse: typing_extensions.TypeAlias = CreateReservationResponse
+
+@typing.final
+class DeleteReservationRequest(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    RESERVATION_ID_FIELD_NUMBER: builtins.int
+    reservation_id: builtins.str
+    def __init__(
+        self,
+        *,
+        reservation_id: builtins.str = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["reservation_id", b"reservation_id"]) -> None: ...
+
+Global___DeleteReservationRequest: typing_extensions.TypeAlias = DeleteReservationRequest
+
+@typing.final
+class DeleteReservationResponse(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+
+Global___DeleteReservationResponse: typing_extensions.TypeAlias = DeleteReservationResponse
+
+@typing.final
+class ReservationFilter(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    @typing.final
+    class LabelSelectorEntry(google.protobuf.message.Message):
+        DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: builtins.int
+        VALUE_FIELD_NUMBER: builtins.int
+        key: builtins.str
+        value: builtins.str
+        def __init__(
+            self,
+            *,
+            key: builtins.str = ...,
+            value: builtins.str = ...,
+        ) -> None: ...
+        def ClearField(self, field_name: typing.Literal["key", b"key", "value", b"value"]) -> None: ...
+
+    ID_FIELD_NUMBER: builtins.int
+    LABEL_SELECTOR_FIELD_NUMBER: builtins.int
+    id: builtins.str
+    @property
+    def label_selector(self) -> google.protobuf.internal.containers.ScalarMap[builtins.str, builtins.str]:
+        """Exact match: every pair must be present on the reservation's labels."""
+
+    def __init__(
+        self,
+        *,
+        id: builtins.str = ...,
+        label_selector: collections.abc.Mapping[builtins.str, builtins.str] | None = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["id", b"id", "label_selector", b"label_selector"]) -> None: ...
+
+Global___ReservationFilter: typing_extensions.TypeAlias = ReservationFilter
+
+@typing.final
+class Reservation(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    METADATA_FIELD_NUMBER: builtins.int
+    SPEC_FIELD_NUMBER: builtins.int
+    STATUS_FIELD_NUMBER: builtins.int
+    @property
+    def metadata(self) -> ironpool.iri.gen.meta.v1alpha1.api_pb2.ObjectMetadata: ...
+    @property
+    def spec(self) -> Global___ReservationSpec: ...
+    @property
+    def status(self) -> Global___ReservationStatus: ...
+    def __init__(
+        self,
+        *,
+        metadata: ironpool.iri.gen.meta.v1alpha1.api_pb2.ObjectMetadata | None = ...,
+        spec: Global___ReservationSpec | None = ...,
+        status: Global___ReservationStatus | None = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["metadata", b"metadata", "spec", b"spec", "status", b"status"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["metadata", b"metadata", "spec", b"spec", "status", b"status"]) -> None: ...
+
+Global___Reservation: typing_extensions.TypeAlias = Reservation
+
+@typing.final
+class ReservationSpec(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    @typing.final
+    class ResourcesEntry(google.protobuf.message.Message):
+        DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: builtins.int
+        VALUE_FIELD_NUMBER: builtins.int
+        key: builtins.str
+        value: builtins.bytes
+        def __init__(
+            self,
+            *,
+            key: builtins.str = ...,
+            value: builtins.bytes = ...,
+        ) -> None: ...
+        def ClearField(self, field_name: typing.Literal["key", b"key", "value", b"value"]) -> None: ...
+
+    RESOURCES_FIELD_NUMBER: builtins.int
+    @property
+    def resources(self) -> google.protobuf.internal.containers.ScalarMap[builtins.str, builtins.bytes]:
+        """Resource name -> a Kubernetes resource.Quantity in its protobuf encoding (field 1, the string)."""
+
+    def __init__(
+        self,
+        *,
+        resources: collections.abc.Mapping[builtins.str, builtins.bytes] | None = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["resources", b"resources"]) -> None: ...
+
+Global___ReservationSpec: typing_extensions.TypeAlias = ReservationSpec
+
+@typing.final
+class ReservationStatus(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    STATE_FIELD_NUMBER: builtins.int
+    state: Global___ReservationState.ValueType
+    def __init__(
+        self,
+        *,
+        state: Global___ReservationState.ValueType = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["state", b"state"]) -> None: ...
+
+Global___ReservationStatus: typing_extensions.TypeAlias = ReservationStatus
 
 @typing.final
 class MachineClassCapabilities(google.protobuf.message.Message):

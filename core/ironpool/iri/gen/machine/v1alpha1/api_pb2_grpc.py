@@ -94,6 +94,21 @@ class MachineRuntimeStub(object):
                 request_serializer=machine_dot_v1alpha1_dot_api__pb2.DetachNetworkInterfaceRequest.SerializeToString,
                 response_deserializer=machine_dot_v1alpha1_dot_api__pb2.DetachNetworkInterfaceResponse.FromString,
                 _registered_method=True)
+        self.ListReservations = channel.unary_unary(
+                '/machine.v1alpha1.MachineRuntime/ListReservations',
+                request_serializer=machine_dot_v1alpha1_dot_api__pb2.ListReservationsRequest.SerializeToString,
+                response_deserializer=machine_dot_v1alpha1_dot_api__pb2.ListReservationsResponse.FromString,
+                _registered_method=True)
+        self.CreateReservation = channel.unary_unary(
+                '/machine.v1alpha1.MachineRuntime/CreateReservation',
+                request_serializer=machine_dot_v1alpha1_dot_api__pb2.CreateReservationRequest.SerializeToString,
+                response_deserializer=machine_dot_v1alpha1_dot_api__pb2.CreateReservationResponse.FromString,
+                _registered_method=True)
+        self.DeleteReservation = channel.unary_unary(
+                '/machine.v1alpha1.MachineRuntime/DeleteReservation',
+                request_serializer=machine_dot_v1alpha1_dot_api__pb2.DeleteReservationRequest.SerializeToString,
+                response_deserializer=machine_dot_v1alpha1_dot_api__pb2.DeleteReservationResponse.FromString,
+                _registered_method=True)
         self.Status = channel.unary_unary(
                 '/machine.v1alpha1.MachineRuntime/Status',
                 request_serializer=machine_dot_v1alpha1_dot_api__pb2.StatusRequest.SerializeToString,
@@ -181,6 +196,25 @@ class MachineRuntimeServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListReservations(self, request, context):
+        """Reservations, as IronCore's IEP-11 draft (ironcore PR #1172) adds them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateReservation(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteReservation(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Status(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -255,6 +289,21 @@ def add_MachineRuntimeServicer_to_server(servicer, server):
                     servicer.DetachNetworkInterface,
                     request_deserializer=machine_dot_v1alpha1_dot_api__pb2.DetachNetworkInterfaceRequest.FromString,
                     response_serializer=machine_dot_v1alpha1_dot_api__pb2.DetachNetworkInterfaceResponse.SerializeToString,
+            ),
+            'ListReservations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListReservations,
+                    request_deserializer=machine_dot_v1alpha1_dot_api__pb2.ListReservationsRequest.FromString,
+                    response_serializer=machine_dot_v1alpha1_dot_api__pb2.ListReservationsResponse.SerializeToString,
+            ),
+            'CreateReservation': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateReservation,
+                    request_deserializer=machine_dot_v1alpha1_dot_api__pb2.CreateReservationRequest.FromString,
+                    response_serializer=machine_dot_v1alpha1_dot_api__pb2.CreateReservationResponse.SerializeToString,
+            ),
+            'DeleteReservation': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteReservation,
+                    request_deserializer=machine_dot_v1alpha1_dot_api__pb2.DeleteReservationRequest.FromString,
+                    response_serializer=machine_dot_v1alpha1_dot_api__pb2.DeleteReservationResponse.SerializeToString,
             ),
             'Status': grpc.unary_unary_rpc_method_handler(
                     servicer.Status,
@@ -591,6 +640,87 @@ class MachineRuntime(object):
             '/machine.v1alpha1.MachineRuntime/DetachNetworkInterface',
             machine_dot_v1alpha1_dot_api__pb2.DetachNetworkInterfaceRequest.SerializeToString,
             machine_dot_v1alpha1_dot_api__pb2.DetachNetworkInterfaceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListReservations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/machine.v1alpha1.MachineRuntime/ListReservations',
+            machine_dot_v1alpha1_dot_api__pb2.ListReservationsRequest.SerializeToString,
+            machine_dot_v1alpha1_dot_api__pb2.ListReservationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateReservation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/machine.v1alpha1.MachineRuntime/CreateReservation',
+            machine_dot_v1alpha1_dot_api__pb2.CreateReservationRequest.SerializeToString,
+            machine_dot_v1alpha1_dot_api__pb2.CreateReservationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteReservation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/machine.v1alpha1.MachineRuntime/DeleteReservation',
+            machine_dot_v1alpha1_dot_api__pb2.DeleteReservationRequest.SerializeToString,
+            machine_dot_v1alpha1_dot_api__pb2.DeleteReservationResponse.FromString,
             options,
             channel_credentials,
             insecure,

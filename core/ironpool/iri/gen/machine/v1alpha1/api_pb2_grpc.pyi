@@ -220,6 +220,54 @@ _MachineRuntimeDetachNetworkInterfaceType = typing_extensions.TypeVar(
     ],
 )
 
+_MachineRuntimeListReservationsType = typing_extensions.TypeVar(
+    '_MachineRuntimeListReservationsType',
+    grpc.UnaryUnaryMultiCallable[
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.ListReservationsRequest,
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.ListReservationsResponse,
+    ],
+    grpc.aio.UnaryUnaryMultiCallable[
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.ListReservationsRequest,
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.ListReservationsResponse,
+    ],
+    default=grpc.UnaryUnaryMultiCallable[
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.ListReservationsRequest,
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.ListReservationsResponse,
+    ],
+)
+
+_MachineRuntimeCreateReservationType = typing_extensions.TypeVar(
+    '_MachineRuntimeCreateReservationType',
+    grpc.UnaryUnaryMultiCallable[
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.CreateReservationRequest,
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.CreateReservationResponse,
+    ],
+    grpc.aio.UnaryUnaryMultiCallable[
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.CreateReservationRequest,
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.CreateReservationResponse,
+    ],
+    default=grpc.UnaryUnaryMultiCallable[
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.CreateReservationRequest,
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.CreateReservationResponse,
+    ],
+)
+
+_MachineRuntimeDeleteReservationType = typing_extensions.TypeVar(
+    '_MachineRuntimeDeleteReservationType',
+    grpc.UnaryUnaryMultiCallable[
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.DeleteReservationRequest,
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.DeleteReservationResponse,
+    ],
+    grpc.aio.UnaryUnaryMultiCallable[
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.DeleteReservationRequest,
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.DeleteReservationResponse,
+    ],
+    default=grpc.UnaryUnaryMultiCallable[
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.DeleteReservationRequest,
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.DeleteReservationResponse,
+    ],
+)
+
 _MachineRuntimeStatusType = typing_extensions.TypeVar(
     '_MachineRuntimeStatusType',
     grpc.UnaryUnaryMultiCallable[
@@ -252,7 +300,7 @@ _MachineRuntimeExecType = typing_extensions.TypeVar(
     ],
 )
 
-class MachineRuntimeStub(typing.Generic[_MachineRuntimeVersionType, _MachineRuntimeListEventsType, _MachineRuntimeListMachinesType, _MachineRuntimeCreateMachineType, _MachineRuntimeDeleteMachineType, _MachineRuntimeUpdateMachineAnnotationsType, _MachineRuntimeUpdateMachinePowerType, _MachineRuntimeAttachVolumeType, _MachineRuntimeDetachVolumeType, _MachineRuntimeUpdateVolumeType, _MachineRuntimeAttachNetworkInterfaceType, _MachineRuntimeDetachNetworkInterfaceType, _MachineRuntimeStatusType, _MachineRuntimeExecType]):
+class MachineRuntimeStub(typing.Generic[_MachineRuntimeVersionType, _MachineRuntimeListEventsType, _MachineRuntimeListMachinesType, _MachineRuntimeCreateMachineType, _MachineRuntimeDeleteMachineType, _MachineRuntimeUpdateMachineAnnotationsType, _MachineRuntimeUpdateMachinePowerType, _MachineRuntimeAttachVolumeType, _MachineRuntimeDetachVolumeType, _MachineRuntimeUpdateVolumeType, _MachineRuntimeAttachNetworkInterfaceType, _MachineRuntimeDetachNetworkInterfaceType, _MachineRuntimeListReservationsType, _MachineRuntimeCreateReservationType, _MachineRuntimeDeleteReservationType, _MachineRuntimeStatusType, _MachineRuntimeExecType]):
     @typing.overload
     def __init__(self: MachineRuntimeStub[
         grpc.UnaryUnaryMultiCallable[
@@ -302,6 +350,18 @@ class MachineRuntimeStub(typing.Generic[_MachineRuntimeVersionType, _MachineRunt
         grpc.UnaryUnaryMultiCallable[
             ironpool.iri.gen.machine.v1alpha1.api_pb2.DetachNetworkInterfaceRequest,
             ironpool.iri.gen.machine.v1alpha1.api_pb2.DetachNetworkInterfaceResponse,
+        ],
+        grpc.UnaryUnaryMultiCallable[
+            ironpool.iri.gen.machine.v1alpha1.api_pb2.ListReservationsRequest,
+            ironpool.iri.gen.machine.v1alpha1.api_pb2.ListReservationsResponse,
+        ],
+        grpc.UnaryUnaryMultiCallable[
+            ironpool.iri.gen.machine.v1alpha1.api_pb2.CreateReservationRequest,
+            ironpool.iri.gen.machine.v1alpha1.api_pb2.CreateReservationResponse,
+        ],
+        grpc.UnaryUnaryMultiCallable[
+            ironpool.iri.gen.machine.v1alpha1.api_pb2.DeleteReservationRequest,
+            ironpool.iri.gen.machine.v1alpha1.api_pb2.DeleteReservationResponse,
         ],
         grpc.UnaryUnaryMultiCallable[
             ironpool.iri.gen.machine.v1alpha1.api_pb2.StatusRequest,
@@ -364,6 +424,18 @@ class MachineRuntimeStub(typing.Generic[_MachineRuntimeVersionType, _MachineRunt
             ironpool.iri.gen.machine.v1alpha1.api_pb2.DetachNetworkInterfaceResponse,
         ],
         grpc.aio.UnaryUnaryMultiCallable[
+            ironpool.iri.gen.machine.v1alpha1.api_pb2.ListReservationsRequest,
+            ironpool.iri.gen.machine.v1alpha1.api_pb2.ListReservationsResponse,
+        ],
+        grpc.aio.UnaryUnaryMultiCallable[
+            ironpool.iri.gen.machine.v1alpha1.api_pb2.CreateReservationRequest,
+            ironpool.iri.gen.machine.v1alpha1.api_pb2.CreateReservationResponse,
+        ],
+        grpc.aio.UnaryUnaryMultiCallable[
+            ironpool.iri.gen.machine.v1alpha1.api_pb2.DeleteReservationRequest,
+            ironpool.iri.gen.machine.v1alpha1.api_pb2.DeleteReservationResponse,
+        ],
+        grpc.aio.UnaryUnaryMultiCallable[
             ironpool.iri.gen.machine.v1alpha1.api_pb2.StatusRequest,
             ironpool.iri.gen.machine.v1alpha1.api_pb2.StatusResponse,
         ],
@@ -396,6 +468,13 @@ class MachineRuntimeStub(typing.Generic[_MachineRuntimeVersionType, _MachineRunt
     AttachNetworkInterface: _MachineRuntimeAttachNetworkInterfaceType
 
     DetachNetworkInterface: _MachineRuntimeDetachNetworkInterfaceType
+
+    ListReservations: _MachineRuntimeListReservationsType
+    """Reservations, as IronCore's IEP-11 draft (ironcore PR #1172) adds them."""
+
+    CreateReservation: _MachineRuntimeCreateReservationType
+
+    DeleteReservation: _MachineRuntimeDeleteReservationType
 
     Status: _MachineRuntimeStatusType
 
@@ -449,6 +528,18 @@ MachineRuntimeAsyncStub: typing_extensions.TypeAlias = MachineRuntimeStub[
     grpc.aio.UnaryUnaryMultiCallable[
         ironpool.iri.gen.machine.v1alpha1.api_pb2.DetachNetworkInterfaceRequest,
         ironpool.iri.gen.machine.v1alpha1.api_pb2.DetachNetworkInterfaceResponse,
+    ],
+    grpc.aio.UnaryUnaryMultiCallable[
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.ListReservationsRequest,
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.ListReservationsResponse,
+    ],
+    grpc.aio.UnaryUnaryMultiCallable[
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.CreateReservationRequest,
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.CreateReservationResponse,
+    ],
+    grpc.aio.UnaryUnaryMultiCallable[
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.DeleteReservationRequest,
+        ironpool.iri.gen.machine.v1alpha1.api_pb2.DeleteReservationResponse,
     ],
     grpc.aio.UnaryUnaryMultiCallable[
         ironpool.iri.gen.machine.v1alpha1.api_pb2.StatusRequest,
@@ -544,6 +635,28 @@ class MachineRuntimeServicer(metaclass=abc.ABCMeta):
         request: ironpool.iri.gen.machine.v1alpha1.api_pb2.DetachNetworkInterfaceRequest,
         context: _ServicerContext,
     ) -> typing.Union[ironpool.iri.gen.machine.v1alpha1.api_pb2.DetachNetworkInterfaceResponse, collections.abc.Awaitable[ironpool.iri.gen.machine.v1alpha1.api_pb2.DetachNetworkInterfaceResponse]]: ...
+
+    @abc.abstractmethod
+    def ListReservations(
+        self,
+        request: ironpool.iri.gen.machine.v1alpha1.api_pb2.ListReservationsRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[ironpool.iri.gen.machine.v1alpha1.api_pb2.ListReservationsResponse, collections.abc.Awaitable[ironpool.iri.gen.machine.v1alpha1.api_pb2.ListReservationsResponse]]:
+        """Reservations, as IronCore's IEP-11 draft (ironcore PR #1172) adds them."""
+
+    @abc.abstractmethod
+    def CreateReservation(
+        self,
+        request: ironpool.iri.gen.machine.v1alpha1.api_pb2.CreateReservationRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[ironpool.iri.gen.machine.v1alpha1.api_pb2.CreateReservationResponse, collections.abc.Awaitable[ironpool.iri.gen.machine.v1alpha1.api_pb2.CreateReservationResponse]]: ...
+
+    @abc.abstractmethod
+    def DeleteReservation(
+        self,
+        request: ironpool.iri.gen.machine.v1alpha1.api_pb2.DeleteReservationRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[ironpool.iri.gen.machine.v1alpha1.api_pb2.DeleteReservationResponse, collections.abc.Awaitable[ironpool.iri.gen.machine.v1alpha1.api_pb2.DeleteReservationResponse]]: ...
 
     @abc.abstractmethod
     def Status(

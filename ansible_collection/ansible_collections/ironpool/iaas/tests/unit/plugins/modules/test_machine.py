@@ -18,15 +18,17 @@ WEB = {"name": "web", "machine_class": "x-small", "image": "tiny", "disk_size": 
 
 @pytest.fixture(autouse=True)
 def no_scheduler(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Check mode's placement preview, recorded; the real preview runs in the playbook tests."""
+    """Check mode's set prediction, recorded (the scheduler answers it in the playbook tests): every
+    Machine fits on host-1 but a set of three, whose last does not."""
     calls: list[Any] = []
 
-    def predict(client: Any, objects: list[Any], namespace: str) -> dict[Any, Any]:
-        calls.append(objects)
-        return {("Machine", f"{namespace}/{o['metadata']['name']}"): {"pool": "host-1", "reason": "fits"}
-                for o in objects}
+    def predict(client: Any, namespace: str, machines: list[Any]) -> list[dict[str, Any]]:
+        calls.append(machines)
+        return [{"pool": "host-1", "reason": "fits"} if i < 2 else
+                {"pool": None, "reason": "does not fit (with 2 more of this run): needs 3 x-small"}
+                for i in range(len(machines))]
 
-    monkeypatch.setattr(base, "predict_pools", predict)
+    monkeypatch.setattr(base, "predict_machine_set", predict)
     return calls
 
 
@@ -202,3 +204,28 @@ def test_wait_returns_once_running_with_pool_and_state(run_module: Any, client: 
     out = run_module(machine.main, {**WEB, "wait": True})
     assert not out.failed and out.result["state"] == "Running" and out.result["pool"] == "host-1"
     assert out.result["addresses"] == []
+
+
+def test_check_mode_predicts_the_run_together_and_hands_this_one_on(run_module: Any, client: Any,
+                                                                    no_scheduler: list[Any]) -> None:
+    earlier = [{"metadata": {"name": f"web-{i}", "namespace": "default"},
+                "spec": {"machineClassRef": {"name": "x-small"}}} for i in range(2)]
+    # An earlier entry with this Machine's own name (the same task run twice) is not counted twice.
+    again = {"metadata": {"name": "web", "namespace": "default"},
+             "spec": {"machineClassRef": {"name": "x-small"}}}
+    out = run_module(machine.main, {**WEB, "predict_with": [*earlier, again]}, check_mode=True)
+    assert not out.failed, out.result
+    assert [m["metadata"]["name"] for m in no_scheduler[-1]] == ["web-0", "web-1", "web"]
+    assert out.result["pool"] == "" and out.result["placement_reason"].startswith("does not fit")
+    assert out.result["placement_request"] == {
+        "metadata": {"name": "web", "namespace": "default", "labels": {"app": "web"}},
+        "spec": {"machineClassRef": {"name": "x-small"}}}
+
+
+def test_a_machine_placed_within_a_reservation_carries_its_label(run_module: Any, client: Any) -> None:
+    out = run_module(machine.main, {**WEB, "reservation": "web-tier"})
+    assert not out.failed, out.result
+    labels = client.stored("Machine", "web")["metadata"]["labels"]
+    assert labels["compute.ironcore.dev/reservation"] == "web-tier" and labels["app"] == "web"
+    bad = run_module(machine.main, {**WEB, "name": "other", "reservation": "Not_A.Label"})
+    assert bad.failed and bad.result["msg"].startswith("reservation:")
