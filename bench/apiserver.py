@@ -108,6 +108,7 @@ class Target:
     pid: int
     tls: ssl.SSLContext | None = None
     host: str = "127.0.0.1"
+    ca_file: str | None = None  # HTTPS: the CA's certificate, for clients in other processes
 
     def conn(self) -> Conn:
         return Conn(self.host, self.port, self.token, self.tls)
@@ -281,16 +282,16 @@ async def bench(args: argparse.Namespace, targets: dict[str, Target]) -> dict[st
     return result
 
 
-def tls_files(tmp: Path) -> tuple[list[str], ssl.SSLContext]:
-    """A throwaway CA and serving certificate for 127.0.0.1: the apiserver's flags and the client's
-    context."""
+def tls_files(tmp: Path) -> tuple[list[str], ssl.SSLContext, str]:
+    """A throwaway CA and serving certificate for 127.0.0.1: the apiserver's flags, the client's
+    context and the CA's certificate file."""
     from ironpool.allinone.access import prepare_tls
 
     tls = prepare_tls(tmp / "pki", "127.0.0.1")
     assert tls.client_ca_file is not None
     flags = ["--tls-cert-file", tls.cert_file, "--tls-private-key-file", tls.key_file,
              "--client-ca-file", tls.client_ca_file]
-    return flags, ssl.create_default_context(cafile=tls.client_ca_file)
+    return flags, ssl.create_default_context(cafile=tls.client_ca_file), tls.client_ca_file
 
 
 @contextlib.contextmanager
@@ -304,7 +305,7 @@ def serving(https: bool = False, store: str | None = None, extra_args: tuple[str
         token = secrets.token_hex(16)
         (tmp / "tokens.csv").write_text(f'{token},admin,1,"system:masters"\n{more_tokens}')
         port = free_port()
-        flags, context = tls_files(tmp) if https else ([], None)
+        flags, context, ca_file = tls_files(tmp) if https else ([], None, None)
         url = f"{'https' if https else 'http'}://127.0.0.1:{port}"
         log_path = tmp / "apiserver.log"
         log = open(log_path, "wb")  # noqa: SIM115 - handed to the child
@@ -326,7 +327,7 @@ def serving(https: bool = False, store: str | None = None, extra_args: tuple[str
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise SystemExit(f"apiserver did not start: {log_path.read_text()}")
                 time.sleep(0.05)
-            yield url, Target(port, token, proc.pid, context)
+            yield url, Target(port, token, proc.pid, context, ca_file=ca_file)
         finally:
             proc.terminate()
             proc.wait(timeout=10)

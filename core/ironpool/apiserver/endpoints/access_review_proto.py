@@ -1,11 +1,12 @@
-"""A SelfSubjectAccessReview sent as Kubernetes protobuf (``kubectl auth can-i`` sends its typed
-clients' protobuf), read into the JSON form of its ``spec``.
+"""The reviews kubectl sends as Kubernetes protobuf (``kubectl auth can-i`` sends its typed clients'
+protobuf), read into the JSON form of their ``spec``.
 
 The body is the ``k8s\\x00`` magic and a ``runtime.Unknown`` whose ``raw`` field (2) holds the
-review; of the review only ``spec`` (2) matters: ``resourceAttributes`` (1: namespace 1, verb 2,
-group 3, version 4, resource 5, subresource 6, name 7) or ``nonResourceAttributes`` (2: path 1,
-verb 2). Field numbers are those of ``k8s.io/api/authorization/v1/generated.proto``; selectors and
-unknown fields are skipped.
+review; of a review only ``spec`` (2) matters. A SelfSubjectAccessReview's is ``resourceAttributes``
+(1: namespace 1, verb 2, group 3, version 4, resource 5, subresource 6, name 7) or
+``nonResourceAttributes`` (2: path 1, verb 2); a SelfSubjectRulesReview's is ``namespace`` (1). Field
+numbers are those of ``k8s.io/api/authorization/v1/generated.proto``; selectors and unknown fields
+are skipped.
 """
 
 from __future__ import annotations
@@ -70,21 +71,36 @@ def _strings(data: bytes, names: dict[int, str]) -> dict[str, str]:
     return out
 
 
-def review_spec(body: bytes) -> dict[str, Any]:
-    """The JSON ``spec`` of a protobuf-encoded SelfSubjectAccessReview; 400 for anything else."""
+def _review(body: bytes) -> bytes:
+    """The review message inside the ``runtime.Unknown`` envelope; 400 for anything else."""
     if not body.startswith(MAGIC):
         raise errors.BadRequest("a protobuf body must start with the k8s\\x00 magic")
     raw = b""
     for number, value in _fields(body[len(MAGIC):]):
         if number == 2:
             raw = _message(value, number)
-    spec: dict[str, Any] = {}
-    for number, value in _fields(raw):
-        if number != 2:
-            continue
-        for inner, attrs in _fields(_message(value, number)):
-            if inner == 1:
-                spec["resourceAttributes"] = _strings(_message(attrs, inner), _RESOURCE_FIELDS)
-            elif inner == 2:
-                spec["nonResourceAttributes"] = _strings(_message(attrs, inner), _NON_RESOURCE_FIELDS)
+    return raw
+
+
+def _spec(body: bytes) -> bytes:
+    spec = b""
+    for number, value in _fields(_review(body)):
+        if number == 2:
+            spec = _message(value, number)
     return spec
+
+
+def review_spec(body: bytes) -> dict[str, Any]:
+    """The JSON ``spec`` of a protobuf-encoded SelfSubjectAccessReview; 400 for anything else."""
+    spec: dict[str, Any] = {}
+    for inner, attrs in _fields(_spec(body)):
+        if inner == 1:
+            spec["resourceAttributes"] = _strings(_message(attrs, inner), _RESOURCE_FIELDS)
+        elif inner == 2:
+            spec["nonResourceAttributes"] = _strings(_message(attrs, inner), _NON_RESOURCE_FIELDS)
+    return spec
+
+
+def rules_review_spec(body: bytes) -> dict[str, Any]:
+    """The JSON ``spec`` of a protobuf-encoded SelfSubjectRulesReview; 400 for anything else."""
+    return _strings(_spec(body), {1: "namespace"})

@@ -19,10 +19,11 @@ from ironpool.api import errors
 from ironpool.api.resources import ResourceInfo
 from ironpool.apiserver.endpoints.bodies import JSON
 from ironpool.apiserver.endpoints.metrics import Metrics
-from ironpool.apiserver.endpoints.request_parsing import RequestInfo, list_options, truthy
+from ironpool.apiserver.endpoints.request_parsing import RequestInfo, list_options
 from ironpool.apiserver.endpoints.tables import TableWriter, include_object, table_version, writer_for
 from ironpool.apiserver.registry.generic import Registry
-from ironpool.apiserver.registry.listing import ListOptions, parse_resource_version
+from ironpool.apiserver.registry.listing import ListOptions, wait_for_revision
+from ironpool.apiserver.serving.watch_slots import HeldStream, WatchSlots
 from ironpool.store.interface import Store
 
 log = logging.getLogger("ironpool.apiserver")
@@ -32,21 +33,24 @@ Event = tuple[str, dict[str, Any] | None, bytes | None, int]
 DEFAULT_WATCH_TIMEOUT = 1800.0
 BOOKMARK_INTERVAL = 30.0
 MAX_TIMEOUT_SECONDS = 2**31 - 1
-FUTURE_REVISION_WAIT = 3.0  # how long a watch from a revision not reached yet waits (Kubernetes: 3 s)
 #: at most this many events that are ready at once go out in one write
 WRITE_BATCH = 256
 
 
 class WatchStreams:
-    """Answers watch requests over the registry; counts the open streams in ``metrics``."""
+    """Answers watch requests over the registry; counts the open streams in ``metrics``, and each
+    user's in ``slots`` (429 past the user's limit)."""
 
-    def __init__(self, store: Store, registry: Registry, metrics: Metrics) -> None:
+    def __init__(self, store: Store, registry: Registry, metrics: Metrics,
+                 slots: WatchSlots | None = None) -> None:
         self.store = store
         self.registry = registry
         self.metrics = metrics
+        self.slots = slots or WatchSlots()
 
-    async def response(self, request: Request, t: RequestInfo) -> Response:
-        """The streamed answer to a watch request; a 400 for a malformed query before it starts."""
+    async def response(self, request: Request, t: RequestInfo, user: str) -> Response:
+        """The streamed answer to ``user``'s watch request; a 400 for a malformed query and a 429
+        past the user's watch limit, before it starts."""
         options = list_options(request)
         q = request.query_params
         timeout_s = q.get("timeoutSeconds")
@@ -57,33 +61,21 @@ class WatchStreams:
         if not math.isfinite(timeout) or not 0 <= timeout <= MAX_TIMEOUT_SECONDS:
             raise errors.BadRequest(
                 f"timeoutSeconds: must be between 0 and {MAX_TIMEOUT_SECONDS}, got {timeout_s}")
-        start = parse_resource_version(options.resource_version, "resourceVersion")
-        if start and not options.send_initial_events:
-            await self._wait_for_revision(start)
-        bookmarks = truthy(q.get("allowWatchBookmarks"))
+        start = options.validate(watch=True)
+        if start:
+            await wait_for_revision(self.store, start)
+        bookmarks = options.allow_watch_bookmarks
         options.predicate()  # a malformed selector is a 400 before the stream starts
         version = table_version(request.headers.get("accept"))
         table = None
         if version is not None:
             table = WatchTable(writer_for(t.info), include_object(q.get("includeObject")), version)
+        release = self.slots.take(user)
         return StreamingResponse(
-            self._watch_stream(t, options, timeout, bookmarks, table),
+            HeldStream(self._watch_stream(t, options, timeout, bookmarks, table), release),
             media_type=JSON,
             headers={"Cache-Control": "no-cache"},
         )
-
-    async def _wait_for_revision(self, revision: int) -> None:
-        """Wait a little for a revision this apiserver has not seen yet (another apiserver may have
-        written it), then answer 504 as Kubernetes does ("Too large resource version")."""
-        deadline = time.monotonic() + FUTURE_REVISION_WAIT
-        while (current := await self.store.current_revision()) < revision:
-            if time.monotonic() >= deadline:
-                raise TooLargeResourceVersion(
-                    f"Too large resource version: {revision}, current: {current}", retry_after_seconds=1,
-                    causes=[errors.Cause("resourceVersion", "Too large resource version",
-                                         "ResourceVersionTooLarge")],
-                )
-            await asyncio.sleep(0.05)
 
     async def _watch_stream(
         self, t: RequestInfo, options: ListOptions, timeout: float, bookmarks: bool,
@@ -140,13 +132,6 @@ class WatchStreams:
                 pending.cancel()
                 await asyncio.wait({pending})
             await events.aclose()  # type: ignore[attr-defined]
-
-
-class TooLargeResourceVersion(errors.ApiError):
-    """504: a watch from a revision the store has not reached."""
-
-    code = 504
-    reason = "Timeout"
 
 
 class WatchTable:

@@ -1,0 +1,154 @@
+"""One authenticated user cannot take the server from everyone else, against a real apiserver process
+over real sockets: a user opening far more watches than its limit gets 429 past it and holds at most
+its share of connections, while another user, an administrator, a pool's heartbeat and ``/healthz``
+connect and are served; selectors past their bounds are refused naming the bound. (The figures at
+scale, 10,000 watches and eight clients with the largest selector, are ``bench/fairness.py``'s.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ironpool.api.selectors import MAX_SELECTOR_BYTES, MAX_SELECTOR_TERMS
+
+from tests.hardening.harness import (
+    ADMIN,
+    POOL,
+    POOL_USER,
+    SECRETS,
+    USER,
+    USER_NAMESPACE,
+    Prober,
+    Server,
+    assert_healthy,
+    grant_edit,
+    start_server,
+    stop_server,
+)
+from tests.helpers.wait import wait_for
+
+MAX_CONNECTIONS = 400
+PER_USER_CONNECTIONS = 150
+PER_USER_WATCHES = 50
+ATTEMPTS = 600
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/ironpool-machinepool-lease/leases"
+USER_SECRETS = f"/api/v1/namespaces/{USER_NAMESPACE}/secrets"
+
+# The attacker is a process of its own: one watch request per new connection, one after another, each
+# connection kept open whatever the answer; then what the server left open is counted.
+WATCH_HOG = """
+import json, select, socket, sys
+port, token, path, attempts = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+request = (f"GET {path}?watch=1&timeoutSeconds=300 HTTP/1.1\\r\\nHost: x\\r\\n"
+           f"Authorization: Bearer {token}\\r\\n\\r\\n").encode()
+held, codes = [], {}
+for _ in range(attempts):
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s.sendall(request)
+        head = s.recv(65536).split(b"\\r\\n", 1)[0].decode()
+    except OSError as exc:
+        codes["error"] = codes.get("error", 0) + 1
+        continue
+    code = head.split(" ")[1] if head.startswith("HTTP/1.1 ") else "closed"
+    codes[code] = codes.get(code, 0) + 1
+    held.append(s)
+# A socket the server closed reads as ready with nothing in it; read until nothing more happens.
+open_ = set(held)
+while True:
+    ready, _, _ = select.select(list(open_), [], [], 0.5)
+    if not ready:
+        break
+    for s in ready:
+        if not s.recv(65536):
+            open_.discard(s)
+print(json.dumps({"codes": codes, "open": len(open_)}), flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.fixture(scope="module")
+def fair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """An apiserver with small caps, so the attack is quick; the ordinary user bound to edit."""
+    tmp: Path = tmp_path_factory.mktemp("fair")
+    running = start_server(tmp, "--max-connections", str(MAX_CONNECTIONS),
+                           "--max-connections-per-user", str(PER_USER_CONNECTIONS),
+                           "--max-watches-per-user", str(PER_USER_WATCHES))
+    try:
+        grant_edit(running)
+        yield running
+    finally:
+        stop_server(running)
+
+
+def test_a_user_holding_watches_leaves_room_for_everyone_else(fair: Server) -> None:
+    attacker = subprocess.Popen([sys.executable, "-c", WATCH_HOG, str(fair.port), USER, USER_SECRETS,
+                                 str(ATTEMPTS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert attacker.stdout is not None and attacker.stdin is not None
+        with Prober(fair) as probe:
+            report = json.loads(attacker.stdout.readline())
+            print(f"attacker: {report}")
+            # Its watches up to the limit; 429 past it (and past its share of connections).
+            assert report["codes"] == {"200": PER_USER_WATCHES, "429": ATTEMPTS - PER_USER_WATCHES}
+            assert report["open"] <= PER_USER_CONNECTIONS
+            # Meanwhile everyone else connects and is served: an administrator, a pool's heartbeat,
+            # another namespace's reader, and the user's own requests on a connection it has.
+            with fair.client(ADMIN) as admin:
+                assert admin.get(SECRETS).status_code == 200
+                admin_watch = admin.get(SECRETS, params={"watch": "1", "timeoutSeconds": "1"})
+                assert admin_watch.status_code == 200
+            with fair.client(POOL) as pool:
+                lease = {"metadata": {"name": POOL_USER.rsplit(":", 1)[1]},
+                         "spec": {"holderIdentity": "p1", "leaseDurationSeconds": 40}}
+                assert pool.post(LEASES, json=lease).status_code in (201, 409)
+            with fair.client(USER) as user:
+                refused = user.get(USER_SECRETS, params={"watch": "1", "timeoutSeconds": "1"})
+                assert refused.status_code == 429, refused.text
+                assert "too many" in refused.json()["message"]
+        assert probe.samples and not probe.failures, probe.failures[:3]
+    finally:
+        attacker.stdin.close()  # type: ignore[union-attr]
+        attacker.wait(timeout=30)
+    # Its watches ended with its connections: it may watch again.
+    with fair.client(USER) as user:
+        wait_for(lambda: user.get(USER_SECRETS, params={"watch": "1", "timeoutSeconds": "1"}).status_code
+                 == 200, 30, "the user's watch slots given back")
+
+
+@pytest.mark.latency
+def test_healthz_while_a_user_holds_its_watches(fair: Server) -> None:
+    attacker = subprocess.Popen([sys.executable, "-c", WATCH_HOG, str(fair.port), USER, USER_SECRETS,
+                                 str(ATTEMPTS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert attacker.stdout is not None and attacker.stdin is not None
+        json.loads(attacker.stdout.readline())
+        with Prober(fair) as probe, fair.client(ADMIN) as admin:
+            wait_for(lambda: admin.get(SECRETS).status_code == 200 and len(probe.samples) >= 100, 60,
+                     "100 healthz probes during the hold", interval=0.05)
+        assert_healthy(probe, at_least=100)
+    finally:
+        attacker.stdin.close()  # type: ignore[union-attr]
+        attacker.wait(timeout=30)
+
+
+def test_selectors_past_their_bounds_are_refused_naming_the_bound(fair: Server) -> None:
+    many_terms = ",".join(f"k{i}=v" for i in range(MAX_SELECTOR_TERMS + 1))
+    too_long = "k in (" + ",".join(f"value-{i:05d}" for i in range(MAX_SELECTOR_TERMS - 2)) + ")"
+    too_long += "," + "a" * (MAX_SELECTOR_BYTES - len(too_long) + 1)
+    largest = ",".join(f"example.com/k{i:03d} in (a,b,c)" for i in range((MAX_SELECTOR_TERMS) // 3))
+    assert len(largest) <= MAX_SELECTOR_BYTES
+    with fair.client(USER) as user:
+        for param in ("labelSelector", "fieldSelector"):
+            for selector, words in ((many_terms, f"more than the limit of {MAX_SELECTOR_TERMS}"),
+                                    (too_long, f"more than the limit of {MAX_SELECTOR_BYTES} bytes")):
+                for extra in ({}, {"watch": "1"}):
+                    r = user.get(USER_SECRETS, params={param: selector, **extra})
+                    assert r.status_code == 400, (param, r.status_code, r.text[:300])
+                    assert r.json()["message"].startswith(f"{param}: ") and words in r.json()["message"]
+        ok = user.get(USER_SECRETS, params={"labelSelector": largest})
+        assert ok.status_code == 200, ok.text[:300]
