@@ -1,7 +1,7 @@
 """SelfSubjectAccessReview (``authorization.k8s.io/v1``): "may I ...?", asked by ``kubectl auth
 can-i`` and ``ironpool auth can-i``. Not stored: the answer comes back in ``status``, as in Kubernetes.
 Every authenticated user may ask about themselves (Kubernetes' ``system:basic-user``). The review
-may come as JSON or, as kubectl sends it, as Kubernetes protobuf (:mod:`.access_review_proto`); the
+may come as JSON or, as kubectl sends it, as Kubernetes protobuf (:mod:`.protobuf`); the
 answer is JSON (both clients accept it)."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from ironpool.api import errors
 from ironpool.apiserver.auth.authentication import User
 from ironpool.apiserver.auth.authorizer import Authorization, Decision
 from ironpool.apiserver.auth.interface import Authorizer
-from ironpool.apiserver.endpoints.access_review_proto import PROTOBUF, review_spec
 from ironpool.apiserver.endpoints.bodies import LargeBodies, media_type, read_bytes
+from ironpool.apiserver.endpoints.protobuf import PROTOBUF, review_spec
 
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 _KIND = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview"}

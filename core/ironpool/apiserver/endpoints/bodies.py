@@ -1,5 +1,5 @@
-"""Request bodies: read within a size limit, decoded from JSON or YAML so that no encoding gets
-around the limits.
+"""Request bodies: read within a size limit, decoded from JSON or YAML (or, for the built-in kinds
+kubectl creates, Kubernetes protobuf: :mod:`.protobuf`) so that no encoding gets around the limits.
 
 A body is at most :data:`MAX_BODY` bytes on the wire, and the document it decodes to is held to
 the same size *after* expansion: YAML aliases (``&a`` ... ``*a``) are allowed but counted every
@@ -45,6 +45,7 @@ import yaml
 from starlette.requests import Request
 
 from ironpool.api import errors
+from ironpool.apiserver.endpoints.protobuf import PROTOBUF, decode_object
 from ironpool.apiserver.registry.objectmeta import RequestEntityTooLarge
 
 JSON = "application/json"
@@ -262,20 +263,21 @@ async def read_bytes(request: Request, large: LargeBodies, stack: contextlib.Asy
 
 async def read_body(request: Request, large: LargeBodies, stack: contextlib.AsyncExitStack, *,
                     patch: bool = False, optional: bool = False) -> Any:
-    """The JSON (or YAML) body; 415 for other media types, 400 for malformed or too deeply nested
-    input, 413 for too large input."""
+    """The JSON (or YAML, or protobuf) body; 415 for other media types, 400 for malformed or too
+    deeply nested input, 413 for too large input."""
     ctype = media_type(request)
     if ctype == CURL_DEFAULT:
         ctype = ""  # `curl -d` labels every body so; read it as JSON (a merge patch for PATCH)
     if patch and ctype not in ("", *PATCH_TYPES):
         raise errors.UnsupportedMediaType(f"PATCH supports {', '.join(PATCH_TYPES)} (got {ctype or 'none'})")
     is_yaml = ctype in YAML_TYPES
-    if not is_yaml and not patch and ctype not in ("", JSON, "text/json"):
+    if not is_yaml and not patch and ctype not in ("", JSON, "text/json", PROTOBUF):
         raise errors.UnsupportedMediaType(f"unsupported Content-Type {ctype!r}; send {JSON}")
     body = await read_bytes(request, large, stack)
     if optional and not body.strip():
         return None
-    decode = decode_yaml if is_yaml else decode_json
+    # Protobuf is what kubectl's typed clients send (for the built-in kinds it creates).
+    decode = decode_object if ctype == PROTOBUF else decode_yaml if is_yaml else decode_json
     if len(body) <= OFF_LOOP_BYTES:
         return decode(body)
     return await asyncio.get_running_loop().run_in_executor(_pool, _decode_off_loop, decode, body)

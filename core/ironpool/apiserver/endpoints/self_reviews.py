@@ -28,7 +28,7 @@ from ironpool.apiserver.endpoints.access_review import (
     read_review,
     review_response,
 )
-from ironpool.apiserver.endpoints.access_review_proto import rules_review_spec
+from ironpool.apiserver.endpoints.protobuf import rules_review_spec
 
 AUTHORIZATION, AUTHENTICATION = "authorization.k8s.io", "authentication.k8s.io"
 SSRR_PATH = f"/apis/{AUTHORIZATION}/v1/selfsubjectrulesreviews"
