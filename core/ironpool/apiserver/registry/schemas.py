@@ -25,7 +25,6 @@ import functools
 import inspect
 import itertools
 import sys
-import textwrap
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -189,24 +188,33 @@ class _Converter:
 
 
 @functools.cache
+def _module_field_docs(module: str) -> dict[str, dict[str, str]]:
+    """The field docstrings of every class of ``module`` (its source parsed once), by class name."""
+    try:
+        tree = ast.parse(inspect.getsource(sys.modules[module]))
+    except (OSError, TypeError, SyntaxError, KeyError):  # no source (a frozen build): no descriptions
+        return {}
+    out: dict[str, dict[str, str]] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        docs = out[node.name] = {}
+        for stmt, after in itertools.pairwise(node.body):
+            if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                    and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                    and isinstance(after.value.value, str)):
+                docs[stmt.target.id] = " ".join(inspect.cleandoc(after.value.value).split())
+    return out
+
+
 def field_docs(model: type[BaseModel]) -> dict[str, str]:
     """The docstrings written under the fields of ``model`` (and of the models it extends), by field
     name, as Go doc comments are written over them. Read from the source when a schema is first
     built, not when the models are imported (no cost to clients that never publish a schema)."""
     docs: dict[str, str] = {}
     for cls in reversed(model.__mro__):
-        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or cls is BaseModel:
-            continue
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-        except (OSError, TypeError, SyntaxError):  # no source (a frozen build): no descriptions
-            continue
-        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-        for stmt, after in itertools.pairwise(body):
-            if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
-                    and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
-                    and isinstance(after.value.value, str)):
-                docs[stmt.target.id] = " ".join(inspect.cleandoc(after.value.value).split())
+        if isinstance(cls, type) and issubclass(cls, BaseModel) and cls is not BaseModel:
+            docs.update(_module_field_docs(cls.__module__).get(cls.__name__, {}))
     return docs
 
 
