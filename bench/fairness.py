@@ -253,8 +253,10 @@ async def during(target: Target, pool_token: str, interval: float, proc: subproc
 
 
 async def run(args: argparse.Namespace, target: Target, ca: str, tokens: dict[str, str]) -> dict[str, Any]:
-    from ironpool.api.selectors import MAX_SELECTOR_BYTES, MAX_SELECTOR_TERMS
-
+    try:
+        from ironpool.api.selectors import MAX_SELECTOR_BYTES, MAX_SELECTOR_TERMS
+    except ImportError:  # an ironpool from before the bounds (PYTHONPATH), to measure what they changed
+        MAX_SELECTOR_BYTES, MAX_SELECTOR_TERMS = 8 * 1024, 256
     selector, labels = largest_selector(MAX_SELECTOR_TERMS, MAX_SELECTOR_BYTES)
     await setup(target, tokens["pool"], args.objects, labels)
     out: dict[str, Any] = {}

@@ -72,6 +72,15 @@ def test_version_and_discovery(up: UpInstance) -> None:
     assert {"machines.compute.ironcore.dev", "volumes.storage.ironcore.dev", "secrets"} <= set(resources)
 
 
+def test_server_side_apply_of_the_classes_right_after_up(up: UpInstance) -> None:
+    """``up`` made its classes with an ordinary create (values stored canonical, ``1k``); applying
+    the same classes as written (``iops: "1000"``) server-side conflicts with nothing."""
+    classes = [REPO / "examples" / "manifests" / f"00-{k}classes.yaml" for k in ("machine", "volume")]
+    proc = kubectl(up, "apply", "--server-side", *(a for f in classes for a in ("-f", str(f))))
+    assert "volumeclass.storage.ironcore.dev/fast serverside-applied" in proc.stdout, proc.stdout
+    assert not proc.stderr.strip(), proc.stderr
+
+
 def test_no_ca_wrong_token_or_foreign_client_certificate_is_refused(up: UpInstance, tmp_path: Path) -> None:
     config = yaml.safe_load(up.kubeconfig.read_text())
     no_ca = json.loads(json.dumps(config))
