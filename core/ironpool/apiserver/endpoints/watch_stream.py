@@ -33,8 +33,11 @@ Event = tuple[str, dict[str, Any] | None, bytes | None, int]
 DEFAULT_WATCH_TIMEOUT = 1800.0
 BOOKMARK_INTERVAL = 30.0
 MAX_TIMEOUT_SECONDS = 2**31 - 1
-#: at most this many events that are ready at once go out in one write
+#: at most this many events (and about this many bytes) that are ready at once go out in one write;
+#: the next write waits until the client has taken this one (flow control), so a watcher that reads
+#: slowly holds about one batch in the server
 WRITE_BATCH = 256
+WRITE_BATCH_BYTES = 64 * 1024
 
 
 class WatchStreams:
@@ -108,7 +111,8 @@ class WatchStreams:
                 # The events the store holds already go out in one write, not one each: a burst
                 # (a group commit of many binds) costs a watcher one send instead of hundreds.
                 lines = [_line(event, table)]
-                while len(lines) < WRITE_BATCH:
+                size = len(lines[0])
+                while len(lines) < WRITE_BATCH and size < WRITE_BATCH_BYTES:
                     pending = asyncio.ensure_future(anext(events))
                     await asyncio.sleep(0)  # one turn: enough for an event the store has already
                     if not pending.done() or pending.exception() is not None:
@@ -116,6 +120,7 @@ class WatchStreams:
                     event = pending.result()
                     pending = None
                     lines.append(_line(event, table))
+                    size += len(lines[-1])
                 last_rev = str(event[3])
                 yield b"".join(lines)
         except errors.ApiError as exc:

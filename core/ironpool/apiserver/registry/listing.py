@@ -258,10 +258,11 @@ async def watch(
         if not start or options.send_initial_events:
             # With sendInitialEvents (client-go's streaming list) the state is at least as new as
             # the requested revision: the current one.
-            selected, start, _ = await filtered(store, prefix, predicate or _everything)
-            for data, obj in selected:
-                m = obj["metadata"]
-                matching.add(info.key(m.get("namespace"), m["name"]))
+            start, current = await current_objects(store, info, prefix, predicate)
+            async for data, obj in current:
+                if predicate is not None:
+                    m = obj["metadata"]
+                    matching.add(info.key(m.get("namespace"), m["name"]))
                 yield "ADDED", obj, data, revision_of(obj)
             if options.send_initial_events:
                 yield "BOOKMARK", initial_events_end(info, start), None, start
@@ -289,8 +290,32 @@ async def watch(
         ) from None
 
 
-def _everything(doc: Document) -> bool:
-    return True
+INITIAL_PAGE = 32  # objects a watch's initial events read from the store at a time
+
+
+async def current_objects(
+    store: Store, info: ResourceInfo, prefix: str, predicate: Callable[[Document], bool] | None
+) -> tuple[int, AsyncIterator[tuple[bytes, Document]]]:
+    """The revision of now, and the objects under ``prefix`` at it that ``predicate`` selects (as
+    stored JSON and decoded), read :data:`INITIAL_PAGE` at a time as they are taken: a watch whose
+    client reads slowly (or not at all) holds one page, not the whole collection, decoded."""
+    first = await store.list_raw(prefix, limit=INITIAL_PAGE)
+
+    async def pages() -> AsyncIterator[tuple[bytes, Document]]:
+        page = first
+        while True:
+            last: Document | None = None
+            for data in page.items:
+                last = orjson.loads(data)
+                if predicate is None or predicate(last):
+                    yield data, last
+            if not page.more or last is None:
+                return
+            m = last["metadata"]
+            page = await store.list_raw(prefix, limit=INITIAL_PAGE, revision=first.revision,
+                                        start_after=info.key(m.get("namespace"), m["name"]))
+
+    return first.revision, pages()
 
 
 def initial_events_end(info: ResourceInfo, revision: int) -> Document:
