@@ -60,6 +60,7 @@ from ironpool.apiserver.registry.generic import Registry
 from ironpool.apiserver.serving.connections import mark_authenticated, uvicorn_options
 from ironpool.apiserver.serving.inflight import InFlight
 from ironpool.apiserver.serving.memory_settle import settle_memory
+from ironpool.apiserver.serving.seats import Seats
 from ironpool.apiserver.serving.tls import TlsFiles, client_subject
 from ironpool.apiserver.serving.watch_slots import WatchSlots
 from ironpool.gc_tuning import collect_less
@@ -89,7 +90,8 @@ class ApiServer:
         self.inflight = InFlight(options.inflight_per_user, options.memory_limit)
         self.large_bodies = LargeBodies()
         self.public_metrics = options.public_metrics
-        self.watches = WatchStreams(store, self.registry, self.metrics, WatchSlots(options.watches_per_user))
+        self.watches = WatchStreams(store, self.registry, self.metrics, WatchSlots(options.watches_per_user),
+                                    Seats())
         self.resources = ResourceEndpoints(self.registry, store, authorize, self.watches, self.read_body)
 
     def authenticate(self, request: Request) -> User:

@@ -15,6 +15,7 @@ through without decoding it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -59,6 +60,7 @@ class ResourceEndpoints:
         self.store = store
         self.authorize = authorize
         self.watches = watches
+        self.seats = watches.seats  # shared: filtered lists and watches' initial events take turns
         self.read_body = read_body
         self._verbs: dict[str, Handler] = {
             "get": self.get, "update": self.write, "patch": self.write, "delete": self.delete,
@@ -98,13 +100,17 @@ class ResourceEndpoints:
             cond.selector(request.query_params.get("fieldSelector", ""))
         if verb == "watch":
             return "WATCH", await self.watches.response(request, t, user.name)
-        table = table_version(request.headers.get("accept"))
-        if table is not None:
-            include = include_object(request.query_params.get("includeObject"))
-            page = await self.registry.list_page(info, ns, list_options(request))
-            body = writer_for(info).table(page.items, page.metadata, include, table)
-            return "LIST", Response(body, media_type=JSON)
-        return "LIST", Response(await self.registry.list(info, ns, list_options(request)), media_type=JSON)
+        options = list_options(request)
+        # A filtered list decodes and matches every object, a chunk per turn: one of the user's seats.
+        seat = self.seats.hold(user.name) if options.label_selector or options.field_selector else None
+        async with seat or contextlib.nullcontext():
+            table = table_version(request.headers.get("accept"))
+            if table is not None:
+                include = include_object(request.query_params.get("includeObject"))
+                page = await self.registry.list_page(info, ns, options)
+                body = writer_for(info).table(page.items, page.metadata, include, table)
+                return "LIST", Response(body, media_type=JSON)
+            return "LIST", Response(await self.registry.list(info, ns, options), media_type=JSON)
 
     async def create(self, request: Request, user: User, t: RequestInfo) -> tuple[str, Response]:
         """``create`` in a collection."""

@@ -5,10 +5,12 @@ errors."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import orjson
@@ -23,6 +25,7 @@ from ironpool.apiserver.endpoints.request_parsing import RequestInfo, list_optio
 from ironpool.apiserver.endpoints.tables import TableWriter, include_object, table_version, writer_for
 from ironpool.apiserver.registry.generic import Registry
 from ironpool.apiserver.registry.listing import ListOptions, wait_for_revision
+from ironpool.apiserver.serving.seats import Seats
 from ironpool.apiserver.serving.watch_slots import HeldStream, WatchSlots
 from ironpool.store.interface import Store
 
@@ -42,14 +45,16 @@ WRITE_BATCH_BYTES = 64 * 1024
 
 class WatchStreams:
     """Answers watch requests over the registry; counts the open streams in ``metrics``, and each
-    user's in ``slots`` (429 past the user's limit)."""
+    user's in ``slots`` (429 past the user's limit); a watch's initial events hold one of its user's
+    ``seats``."""
 
     def __init__(self, store: Store, registry: Registry, metrics: Metrics,
-                 slots: WatchSlots | None = None) -> None:
+                 slots: WatchSlots | None = None, seats: Seats | None = None) -> None:
         self.store = store
         self.registry = registry
         self.metrics = metrics
         self.slots = slots or WatchSlots()
+        self.seats = seats or Seats()
 
     async def response(self, request: Request, t: RequestInfo, user: str) -> Response:
         """The streamed answer to ``user``'s watch request; a 400 for a malformed query and a 429
@@ -74,8 +79,9 @@ class WatchStreams:
         if version is not None:
             table = WatchTable(writer_for(t.info), include_object(q.get("includeObject")), version)
         release = self.slots.take(user)
+        seat = functools.partial(self.seats.hold, user, bounded=False)  # for its initial events
         return StreamingResponse(
-            HeldStream(self._watch_stream(t, options, timeout, bookmarks, table), release),
+            HeldStream(self._watch_stream(t, options, timeout, bookmarks, table, seat), release),
             media_type=JSON,
             headers={"Cache-Control": "no-cache"},
         )
@@ -83,9 +89,10 @@ class WatchStreams:
     async def _watch_stream(
         self, t: RequestInfo, options: ListOptions, timeout: float, bookmarks: bool,
         table: WatchTable | None = None,
+        seat: Callable[[], AbstractAsyncContextManager[None]] | None = None,
     ) -> AsyncIterator[bytes]:
         info = t.info
-        events = aiter(self.registry.watch(info, t.namespace, options))
+        events = aiter(self.registry.watch(info, t.namespace, options, seat))
         deadline = time.monotonic() + timeout
         last_rev = options.resource_version or "0"
         pending: asyncio.Future[Event] | None = None

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal, Protocol
 
 import orjson
@@ -202,10 +203,11 @@ class Registry:
         return await list_page(self.store, info, namespace, options)
 
     def watch(
-        self, info: ResourceInfo, namespace: str | None, options: ListOptions
+        self, info: ResourceInfo, namespace: str | None, options: ListOptions,
+        initial: Callable[[], AbstractAsyncContextManager[None]] | None = None,
     ) -> AsyncIterator[tuple[str, Document | None, bytes | None, int]]:
         """Changes after the requested revision (see :func:`.listing.watch`)."""
-        return watch_store(self.store, info, namespace, options)
+        return watch_store(self.store, info, namespace, options, initial)
 
     # -- update --------------------------------------------------------------------------------
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -239,7 +241,8 @@ async def list_json(store: Store, info: ResourceInfo, namespace: str | None, opt
 
 
 async def watch(
-    store: Store, info: ResourceInfo, namespace: str | None, options: ListOptions
+    store: Store, info: ResourceInfo, namespace: str | None, options: ListOptions,
+    initial: Callable[[], AbstractAsyncContextManager[None]] | None = None,
 ) -> AsyncIterator[tuple[str, Document | None, bytes | None, int]]:
     """``(type, object, raw JSON, revision)`` for every change after the requested revision: the
     object as a document or as JSON, whichever is at hand (a large one in the store's history is
@@ -247,7 +250,9 @@ async def watch(
 
     Without a resourceVersion (or "0") the current objects come first as ADDED events, as in
     Kubernetes. With selectors an object that stops matching is reported DELETED and one that
-    starts matching ADDED, so a client's cache of the selection stays exact.
+    starts matching ADDED, so a client's cache of the selection stays exact. The work before the
+    first change (the current objects, or the selection they make) is done inside ``initial()``
+    (the user's seat, :mod:`ironpool.apiserver.serving.seats`).
     Raises errors.Expired when the revision has been compacted.
     """
     predicate = options.predicate()
@@ -255,21 +260,23 @@ async def watch(
     prefix = info.prefix(namespace)
     matching: set[str] = set()
     try:
-        if not start or options.send_initial_events:
-            # With sendInitialEvents (client-go's streaming list) the state is at least as new as
-            # the requested revision: the current one.
-            start, current = await current_objects(store, info, prefix, predicate)
-            async for data, obj in current:
-                if predicate is not None:
-                    m = obj["metadata"]
-                    matching.add(info.key(m.get("namespace"), m["name"]))
-                yield "ADDED", obj, data, revision_of(obj)
-            if options.send_initial_events:
-                yield "BOOKMARK", initial_events_end(info, start), None, start
-        elif predicate is not None:
-            selected, _, _ = await filtered(store, prefix, predicate,
-                                            revision=min(start, await store.current_revision()))
-            matching = {info.key(o["metadata"].get("namespace"), o["metadata"]["name"]) for _, o in selected}
+        async with (initial or contextlib.nullcontext)():
+            if not start or options.send_initial_events:
+                # With sendInitialEvents (client-go's streaming list) the state is at least as new
+                # as the requested revision: the current one.
+                start, current = await current_objects(store, info, prefix, predicate)
+                async for data, obj in current:
+                    if predicate is not None:
+                        m = obj["metadata"]
+                        matching.add(info.key(m.get("namespace"), m["name"]))
+                    yield "ADDED", obj, data, revision_of(obj)
+                if options.send_initial_events:
+                    yield "BOOKMARK", initial_events_end(info, start), None, start
+            elif predicate is not None:
+                selected, _, _ = await filtered(store, prefix, predicate,
+                                                revision=min(start, await store.current_revision()))
+                matching = {info.key(o["metadata"].get("namespace"), o["metadata"]["name"])
+                            for _, o in selected}
         events: AsyncIterator[StoreEvent] = aiter(store.watch(prefix, start))
         async for event in events:
             if predicate is None:
