@@ -38,7 +38,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.rig.rig import Proc, Rig  # noqa: E402
+from ironpool.rig.rig import Proc, Rig  # noqa: E402
 
 
 def scheduler_takeover(rig: Rig) -> float:
@@ -104,6 +104,7 @@ def main() -> None:
 
     classes = resource_for_model(MachineClass)
     root = Path(tempfile.mkdtemp(prefix="ironpool-bench-rig-"))
+    root.chmod(0o711)  # QEMU's own user passes through to the hosts' disks below it
     etcd_data = Path(tempfile.mkdtemp(prefix="ironpool-bench-rig-etcd-"))
     rig = Rig(root / "r", args.images.absolute(), etcd_data=etcd_data)
     started = time.monotonic()

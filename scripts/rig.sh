@@ -7,11 +7,11 @@
 #   scripts/rig.sh down    stop it and remove every domain, volume, storage pool and file it made
 #
 # Options after the command: --dir DIR (default $IRONPOOL_RIG_DIR or /var/tmp/ironpool-rig),
-# --hosts N, --images DIR. The rig's code is tests/rig/rig.py; the rig tests start the same rig.
+# --hosts N, --images DIR. It runs `ironpool rig` (ironpool/rig/) from the checkout's virtualenv.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VENV:-$REPO/.venv}"
-if [ ! -x "$VENV/bin/python" ]; then
+if [ ! -x "$VENV/bin/ironpool" ]; then
   echo "no virtualenv at $VENV: run 'make venv' first" >&2
   exit 1
 fi
@@ -19,5 +19,4 @@ if [ $# -lt 1 ]; then
   sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
-cd "$REPO"
-exec "$VENV/bin/python" -m tests.rig.rig "$@"
+exec "$VENV/bin/ironpool" rig "$@"

@@ -103,9 +103,14 @@ def test_machines_from_oci_images(make_up: Callable[..., UpInstance], tiny_image
              "the OCI-pulled tiny guest's init line")
     wide = up.cli("get", "machine", "oci-tiny", "-o", "wide").stdout
     assert "IMAGE" in wide and tiny_digest in wide
-    reasons = {e["reason"] for e in client.list_raw(EVENTS, "default").items
-               if e["involvedObject"]["name"] == "oci-tiny"}
-    assert {"Pulling", "Pulled"} <= reasons, reasons
+
+    def pull_events() -> bool:
+        reasons = {e["reason"] for e in client.list_raw(EVENTS, "default").items
+                   if e["involvedObject"]["name"] == "oci-tiny"}
+        return {"Pulling", "Pulled"} <= reasons
+
+    # the poollet forwards the runtime's events every 10 s: the guest may be up before they are
+    wait_for(pull_events, 30, "the runtime's Pulling and Pulled events on the Machine")
 
     # A disk image becomes an overlay on the cached base, its backing format recorded.
     apply(machine_yaml("oci-disk", f"{reg}/os/disk:1"))

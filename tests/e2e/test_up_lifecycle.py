@@ -39,6 +39,10 @@ def test_example_machine_runs_powers_off_and_on_and_is_deleted(make_up: Callable
         assert shown in out, f"the summary should show {shown}"
     assert oct((up.data_dir / "tokens.csv").stat().st_mode & 0o777) == "0o600"
     client = up.client()
+    # Once `up` says it is up, its pool is ready to place on: Ready, with capacity and allocatable.
+    status = client.get_raw(POOLS, up.pool).get("status") or {}
+    assert (condition({"status": status}, "Ready") or {}).get("status") == "True", status
+    assert status.get("capacity") and status.get("allocatable"), status
 
     # The client configuration `up` wrote is all the CLI needs.
     classes = up.cli("get", "machineclasses").stdout

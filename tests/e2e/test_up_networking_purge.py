@@ -8,6 +8,7 @@ No guest boots (the Machine is powered off) and nothing is sent anywhere; the su
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -17,6 +18,7 @@ import pytest
 from ironpool.api.resources import resolve
 from up_harness import UpInstance, wait_for
 
+from tests.helpers.net import free_subnets
 from tests.helpers.runtimes import LIBVIRT_URI
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
@@ -36,13 +38,15 @@ def ironpool_networks() -> dict[str, str]:
 
 
 @pytest.fixture
-def leftovers() -> Iterator[None]:
-    """Whatever happens, no libvirt network of this test's subnet stays on the host."""
-    yield
+def subnet() -> Iterator[ipaddress.IPv4Network]:
+    """A /24 nothing on this host uses now (two runs side by side pick different ones); whatever
+    happens, no libvirt network of it stays on the host."""
+    subnet, = free_subnets(1)
+    yield subnet
     conn = libvirt.open(LIBVIRT_URI)
     try:
         for net in conn.listAllNetworks(0):
-            if net.name().startswith("ironpool-net-") and "198.18.40.1" in net.XMLDesc(0):
+            if net.name().startswith("ironpool-net-") and f"'{subnet[1]}'" in net.XMLDesc(0):
                 with contextlib.suppress(libvirt.libvirtError):
                     net.destroy()
                 net.undefine()
@@ -51,14 +55,14 @@ def leftovers() -> Iterator[None]:
 
 
 def test_isolated_network_made_for_the_nic_and_purged_with_the_installation(
-    make_up: Callable[..., UpInstance], leftovers: None,
+    make_up: Callable[..., UpInstance], subnet: ipaddress.IPv4Network,
 ) -> None:
     up = make_up(extra_args=["--network-mode", "isolated"])
     up.start()
     client = up.client()
     client.create_raw(NETWORKS, {"metadata": {"name": "lab", "namespace": NS}}, NS)
     client.create_raw(PREFIXES, {"metadata": {"name": "lab-v4", "namespace": NS},
-                                 "spec": {"prefix": "198.18.40.0/24"}}, NS)
+                                 "spec": {"prefix": str(subnet)}}, NS)
     ips = [{"ephemeral": {"prefixTemplate": {"spec": {"parentRef": {"name": "lab-v4"}}}}}]
     client.create_raw(MACHINES, {"metadata": {"name": "m", "namespace": NS}, "spec": {
         "machineClassRef": {"name": "x-small"}, "power": "Off",
@@ -72,7 +76,7 @@ def test_isolated_network_made_for_the_nic_and_purged_with_the_installation(
 
     nic = wait_for(attached, 60, "the NIC realised in an isolated libvirt network")
     mac, ip = nic["spec"]["macAddress"], nic["status"]["ips"][0]
-    (name, xml), = [(n, x) for n, x in ironpool_networks().items() if "198.18.40.1" in x]
+    (name, xml), = [(n, x) for n, x in ironpool_networks().items() if f"'{subnet[1]}'" in x]
     assert nic["spec"]["providerID"] == f"isolated://{name}/{mac}"
     assert f"<host mac='{mac}' ip='{ip}'/>" in xml and "<forward" not in xml  # isolated: no way out
 

@@ -2,7 +2,7 @@
 now runs on another pool: the Machine still exists (same uid), but bound elsewhere it counts as gone
 for this pool, after the collector's grace and two relists. A Machine still bound here is kept.
 
-The machinepoollet's own ``machine_is_live`` against a real apiserver; the runtime is a stub that
+The machinepoollet's own ``is_live`` against a real apiserver; the runtime is a stub that
 records deletions (the IRI side of collection is covered in tests/poollet)."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ async def test_a_machine_bound_elsewhere_is_collected_here_after_the_grace(apise
         runtime = StubRuntime()
         poollet = MachinePoollet(client, runtime, MachinePoolletOptions(  # type: ignore[arg-type]
             pool="this-pool", provider_id="test://this-pool", gc=CollectOptions(grace=5.0)))
-        poollet._own(await cluster_uid(client))
+        poollet.own(await cluster_uid(client))
         assert poollet.collector is not None and poollet.ownership is not None
         now = [100.0]
         poollet.collector.clock = lambda: now[0]
@@ -65,8 +65,8 @@ async def test_a_machine_bound_elsewhere_is_collected_here_after_the_grace(apise
             return out
 
         listing = [iri("old-domain", moved), iri("live-domain", stays)]
-        assert not await poollet.machine_is_live("default/moved", moved["metadata"]["uid"])
-        assert await poollet.machine_is_live("default/stays", stays["metadata"]["uid"])
+        assert not await poollet.is_live("default/moved", moved["metadata"]["uid"])
+        assert await poollet.is_live("default/stays", stays["metadata"]["uid"])
 
         await poollet.collector.collect(listing)
         now[0] += 10  # past the grace, but seen in one relist only

@@ -1,4 +1,4 @@
-"""Fleet health and maintenance on the multi-host rig (tests/rig/rig.py): 3 etcd members, 2 HTTPS
+"""Fleet health and maintenance on the multi-host rig (``ironpool.rig``): 3 etcd members, 2 HTTPS
 apiservers, 2 schedulers, the controller-manager and 3 hosts joined with ``ironpool join``, every part
 its own process, every Machine a real QEMU domain booting the tiny image.
 
@@ -27,13 +27,13 @@ from typing import Any
 import httpx
 import libvirt
 import pytest
+from ironpool.rig.rig import Rig
 
 from tests.e2e.up_harness import machine_domain
 from tests.helpers.guests import boot_deadline
 from tests.helpers.runtimes import LIBVIRT_URI
 from tests.helpers.wait import wait_for
-from tests.rig.harness import started_rig
-from tests.rig.rig import Rig
+from tests.rig.harness import admin_http, started_rig
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow, pytest.mark.guests]
 
@@ -43,10 +43,10 @@ UNREACHABLE = "pool.ironpool.dev/unreachable"
 
 
 @pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+def rig() -> Iterator[Rig]:
     """A rig whose hosts offer room for 12 x-small Machines each, and whose controller-manager uses a
     grace period of a few seconds."""
-    with started_rig(tmp_path_factory.mktemp("rig"), host_cpu="12", host_memory="8Gi",
+    with started_rig(host_cpu="12", host_memory="8Gi",
                      controller_manager_args=["--pool-monitor-grace-period", str(GRACE),
                                               "--pool-monitor-period", "0.5", "--pool-eviction-rate", "10",
                                               "--pool-eviction-burst", "3"]) as rig:
@@ -120,7 +120,7 @@ def delete_all(c: httpx.Client, names: list[str]) -> None:
 def test_a_stopped_host_loses_its_machines_to_others_and_cleans_up_when_it_returns(rig: Rig) -> None:
     conn = libvirt.open(LIBVIRT_URI)
     names = ["hf-1", "hf-2"]
-    with rig.http(timeout=30) as c:
+    with admin_http(rig, timeout=30) as c:
         before = create_running(c, names, "host1")
         uids = {n: m["metadata"]["uid"] for n, m in before.items()}
         old_domains = {n: machine_domain(m["status"]["machineID"])[1] for n, m in before.items()}
@@ -171,7 +171,7 @@ def test_a_stopped_host_loses_its_machines_to_others_and_cleans_up_when_it_retur
 def test_drain_moves_ten_running_machines_off_a_pool(rig: Rig) -> None:
     conn = libvirt.open(LIBVIRT_URI)
     names = [f"dr-{i}" for i in range(10)]
-    with rig.http(timeout=30) as c:
+    with admin_http(rig, timeout=30) as c:
         before = create_running(c, names, "host2")
         old_domains = [machine_domain(m["status"]["machineID"])[1] for m in before.values()]
         started = time.monotonic()

@@ -16,6 +16,7 @@ from ironpool.poollet import keys
 from ironpool.poollet.capacity import HostResources, fits, machine_pool_resources, volume_pool_resources
 from ironpool.poollet.classes import ClassMapper, RuntimeClass, capabilities_to_iri
 from ironpool.poollet.machine_iri import build_machine, compute_status, device_names, waiting_status
+from ironpool.poollet.waiting import Dependency, Waiting
 
 GiB = 1024**3
 
@@ -100,7 +101,7 @@ def test_compute_status_maps_states_and_reports_pending_volumes() -> None:
     assert conds["Ready"]["status"] == "False"
     vr = conds["VolumesReady"]
     assert (vr["status"], vr["reason"]) == ("False", "VolumeNotReady: b")
-    w = waiting_status(m, ["Volume ns/x (not found)"], "t")
+    w = waiting_status(m, [Waiting(Dependency.VOLUME, "ns/x", "not found")], "t")
     assert w["conditions"][0]["message"] == "waiting for Volume ns/x (not found)"
 
 
@@ -122,7 +123,7 @@ def test_cli_parsing(tmp_path: Path) -> None:
 
 
 def test_probe_health_tolerates_isolated_failures_but_not_a_run_of_them() -> None:
-    from ironpool.poollet.conditions import ProbeHealth
+    from ironpool.poollet.pool import ProbeHealth
 
     health = ProbeHealth(threshold=3)
     assert health.record(False, "slow") == (True, "slow (failure 1 of 3 tolerated)")

@@ -30,11 +30,12 @@ from ironpool.api import MachineClass
 from ironpool.client.config import ClientConfig
 from ironpool.client.rest import AsyncClient
 from ironpool.client.wire import ServerUnreachable, resource_for_model
+from ironpool.rig.rig import Rig, Scheduler
 
 from tests.e2e.up_harness import machine_domain
 from tests.helpers.runtimes import LIBVIRT_URI
 from tests.helpers.wait import wait_for
-from tests.rig.rig import Rig, Scheduler
+from tests.rig.harness import admin_http
 from tests.scheduler.sched_docs import machine_class, machine_pool
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow, pytest.mark.guests]
@@ -56,7 +57,7 @@ def tiny_machine(name: str) -> dict[str, Any]:
 
 def test_a_machine_lands_as_a_running_domain_on_a_joined_host(rig: Rig) -> None:
     conn = libvirt.open(LIBVIRT_URI)
-    with rig.http(timeout=30) as c:
+    with admin_http(rig, timeout=30) as c:
         created = c.post(machines(), json=tiny_machine("vm-1"))
         assert created.status_code == 201, created.text
 
@@ -120,7 +121,7 @@ def test_killing_the_leader_scheduler_during_a_burst_of_500_machines(rig: Rig) -
     would measure libvirt, not the scheduler); the hosts' pools are in the scheduler's view all along.
     """
     pools = {f"burst-{i}": 110 for i in range(5)}  # room for 550 machines of 1 cpu
-    with rig.http(timeout=60) as c:
+    with admin_http(rig, timeout=60) as c:
         assert c.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace",
                                                   "metadata": {"name": "burst"}}).status_code == 201
         assert c.post(f"{COMPUTE}/machineclasses", json=machine_class("burst", 1, "64Mi")).status_code == 201

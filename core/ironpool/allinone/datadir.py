@@ -53,16 +53,16 @@ def default_storage_pool(data_dir: Path) -> str:
     return f"ironpool-{digest}"
 
 
-def installation_owner(data_dir: Path) -> str:
-    """How the installation in ``data_dir`` names itself on shared host resources (storage pools)."""
-    return f"ironpool up at {socket.gethostname()}:{data_dir.absolute()}"
-
-
 @dataclass(frozen=True)
 class DataDir:
     """Paths inside one data directory."""
 
     root: Path
+
+    @property
+    def owner(self) -> str:
+        """How the installation here names itself on shared host resources (storage pools)."""
+        return f"ironpool up at {socket.gethostname()}:{self.root.absolute()}"
 
     @property
     def db(self) -> Path:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ironpool.allinone.datadir import DataDir, DataDirError, default_storage_pool, installation_owner
+from ironpool.allinone.datadir import DataDir, DataDirError, default_storage_pool
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ def plan_purge(dirs: DataDir, libvirt_uri: str | None = None) -> PurgePlan:
                 if ET.fromstring(pool.XMLDesc(0)).findtext("target/path") != folder:
                     continue
                 owner = read_owner(dirs.volumes / META_DIR_NAME)
-                if owner is not None and owner != installation_owner(dirs.root):
+                if owner is not None and owner != dirs.owner:
                     plan.notes.append(f"storage pool {pool.name()} is recorded for {owner}; left alone")
                     continue
                 plan.storage_pool = pool.name()

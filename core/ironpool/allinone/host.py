@@ -24,17 +24,9 @@ from ironpool.allinone.datadir import (
     InstanceLock,
     default_pool_name,
     default_storage_pool,
-    installation_owner,
 )
 from ironpool.allinone.progress import Progress
-from ironpool.allinone.servers import (
-    MachineRuntimeRunner,
-    MachineRuntimeSettings,
-    StartError,
-    VolumeRuntimeRunner,
-    VolumeRuntimeSettings,
-    wait_started,
-)
+from ironpool.allinone.servers import MachineRuntimeRunner, StartError, VolumeRuntimeRunner, wait_started
 from ironpool.poollet.collector import CollectOptions
 from ironpool.poollet.keys import MACHINE_POOL_LABEL
 
@@ -151,12 +143,20 @@ class HostProcess(abc.ABC):
                              record: dict[str, str]) -> None:
         """The machine and volume runtimes on unix sockets in the data dir; ``record`` (plus the libvirt
         URI, storage pool and pool) goes to ``installation.json`` for ``ironpool down``."""
+        from ironpool.runtime.machine.app import MachineRuntimeConfig
+        from ironpool.runtime.machine.nics import NetworkSettings
+        from ironpool.runtime.volume.app import VolumeRuntimeConfig
+
         opts, dirs, p = self.options, self.dirs, self.progress
         p.begin()
-        self.machine_runtime = MachineRuntimeRunner(MachineRuntimeSettings(
-            libvirt_uri=opts.libvirt_uri, classes_file=machine_classes, images=images,
-            state_dir=dirs.machine_state, socket=dirs.machine_socket, domain_type=opts.domain_type,
-            network_mode=opts.network_mode, network_bridge=opts.network_bridge, image_cache=dirs.image_cache,
+        try:
+            networks = NetworkSettings(opts.network_mode, opts.network_bridge)
+        except ValueError as exc:
+            raise StartError(f"machine runtime: {exc}") from exc
+        self.machine_runtime = MachineRuntimeRunner(MachineRuntimeConfig(
+            classes_file=machine_classes, images_dir=images, libvirt_uri=opts.libvirt_uri,
+            address=f"unix://{dirs.machine_socket}", state_dir=dirs.machine_state,
+            domain_type=opts.domain_type, streaming_port=0, networks=networks, image_cache=dirs.image_cache,
         ))
         await self.machine_runtime.start()
         mr = self.machine_runtime
@@ -164,11 +164,10 @@ class HostProcess(abc.ABC):
         p.ok("machine runtime", f"{mr.endpoint}  ({mr.domain_type}, {mine} machine(s) of this pool)")
 
         p.begin()
-        self.volume_runtime = VolumeRuntimeRunner(VolumeRuntimeSettings(
-            libvirt_uri=opts.libvirt_uri, storage_pool=opts.storage_pool, pool_path=dirs.volumes,
-            classes_file=volume_classes, images=images, socket=dirs.volume_socket,
-            owner=installation_owner(dirs.root), share_pool=opts.share_storage_pool,
-            image_cache=dirs.image_cache,
+        self.volume_runtime = VolumeRuntimeRunner(VolumeRuntimeConfig(
+            classes_file=volume_classes, libvirt_uri=opts.libvirt_uri, storage_pool=opts.storage_pool,
+            pool_path=dirs.volumes, images_dir=images, address=f"unix://{dirs.volume_socket}",
+            owner=dirs.owner, share_pool=opts.share_storage_pool, image_cache=dirs.image_cache,
         ))
         await self.volume_runtime.start()
         vr = self.volume_runtime
@@ -180,51 +179,37 @@ class HostProcess(abc.ABC):
     async def start_poollets(self, machine_client: Any, volume_client: Any, stop: asyncio.Event) -> None:
         """The machinepoollet and volumepoollet of ``options.pool``, each with its own API client."""
         from ironpool.iri.client import AsyncMachineRuntimeClient, AsyncVolumeRuntimeClient
-        from ironpool.poollet.capacity import HostResources, local_host_resources
+        from ironpool.poollet.capacity import HostResources, given_capacity
         from ironpool.poollet.machinepoollet import MachinePoolletOptions, run_machinepoollet
         from ironpool.poollet.volumepoollet import VolumePoolletOptions, run_volumepoollet
 
-        opts, p = self.options, self.progress
+        opts = self.options
         assert self.machine_runtime is not None and self.volume_runtime is not None
-        capacity = None
-        if opts.capacity_cpu is not None or opts.capacity_memory is not None:
-            local = local_host_resources()
-            capacity = HostResources(
-                opts.capacity_cpu if opts.capacity_cpu is not None else local.cpu,
-                opts.capacity_memory if opts.capacity_memory is not None else local.memory,
-            )
-        p.begin()
-        machine_iri = AsyncMachineRuntimeClient.connect(self.machine_runtime.endpoint)
-        self.runtime_clients.append(machine_iri)
-        mp_ready = asyncio.Event()
-        self.spawn("machinepoollet", run_machinepoollet(
-            machine_client, machine_iri,
-            MachinePoolletOptions(
-                pool=opts.pool, provider_id=opts.provider_id, addresses=(("Hostname", socket.gethostname()),),
-                workers=opts.workers, heartbeat_interval=opts.heartbeat_interval,
-                relist_period=opts.relist_period, capacity=capacity,
-                reserved=HostResources(opts.reserved_cpu, opts.reserved_memory), gc=opts.gc,
-            ),
-            stop, mp_ready,
-        ))
-        await self.until_ready("machinepoollet", mp_ready, 60)
-        p.ok("machinepoollet", f"MachinePool {opts.pool}")
+        shared: dict[str, Any] = {
+            "pool": opts.pool, "provider_id": opts.provider_id, "workers": opts.workers,
+            "heartbeat_interval": opts.heartbeat_interval, "relist_period": opts.relist_period, "gc": opts.gc,
+        }
+        await self._start_poollet("machinepoollet", run_machinepoollet, machine_client,
+                                  AsyncMachineRuntimeClient.connect(self.machine_runtime.endpoint),
+                                  MachinePoolletOptions(
+                                      **shared, addresses=(("Hostname", socket.gethostname()),),
+                                      capacity=given_capacity(opts.capacity_cpu, opts.capacity_memory),
+                                      reserved=HostResources(opts.reserved_cpu, opts.reserved_memory)),
+                                  stop, f"MachinePool {opts.pool}")
+        await self._start_poollet("volumepoollet", run_volumepoollet, volume_client,
+                                  AsyncVolumeRuntimeClient.connect(self.volume_runtime.endpoint),
+                                  VolumePoolletOptions(**shared, capacity_bytes=opts.capacity_storage),
+                                  stop, f"VolumePool {opts.pool}")
 
-        p.begin()
-        volume_iri = AsyncVolumeRuntimeClient.connect(self.volume_runtime.endpoint)
-        self.runtime_clients.append(volume_iri)
-        vp_ready = asyncio.Event()
-        self.spawn("volumepoollet", run_volumepoollet(
-            volume_client, volume_iri,
-            VolumePoolletOptions(
-                pool=opts.pool, provider_id=opts.provider_id, workers=opts.workers,
-                heartbeat_interval=opts.heartbeat_interval, relist_period=opts.relist_period,
-                capacity_bytes=opts.capacity_storage, gc=opts.gc,
-            ),
-            stop, vp_ready,
-        ))
-        await self.until_ready("volumepoollet", vp_ready, 60)
-        p.ok("volumepoollet", f"VolumePool {opts.pool}")
+    async def _start_poollet(self, name: str, run: Callable[..., Awaitable[None]], client: Any, iri: Any,
+                             options: Any, stop: asyncio.Event, what: str) -> None:
+        """Run a poollet (``run(client, iri, options, stop, ready)``) until ``stop``; back once ready."""
+        self.progress.begin()
+        self.runtime_clients.append(iri)
+        ready = asyncio.Event()
+        self.spawn(name, run(client, iri, options, stop, ready))
+        await self.until_ready(name, ready, 60)
+        self.progress.ok(name, what)
 
     def host_summary(self) -> list[tuple[str, str]]:
         """Where this host's parts are, for the summary printed once it runs."""

@@ -1,13 +1,15 @@
-"""The servers of ``ironpool up``, each startable and stoppable inside one event loop.
+"""The servers ``ironpool up`` and ``ironpool join`` run in their one event loop, each started through
+its component's own assembly, so that whatever a component's command does when it starts (its
+flags' defaults, its collector tuning, its listening socket) it does here too:
 
-* :class:`ApiServerRunner` - uvicorn serving the apiserver's app over a store (HTTPS when given
-  its certificate);
-* :class:`MachineRuntimeRunner` - the libvirt machine runtime (grpc.aio) on a unix socket;
-* :class:`VolumeRuntimeRunner` - the libvirt volume runtime (grpc.aio) on a unix socket.
+* :class:`ApiServerRunner` - :func:`ironpool.apiserver.app.serve` over a store;
+* :class:`MachineRuntimeRunner` - :func:`ironpool.runtime.machine.app.build` and
+  :func:`ironpool.runtime.machine.server.serve`;
+* :class:`VolumeRuntimeRunner` - :func:`ironpool.runtime.volume.app.build` and
+  :func:`ironpool.runtime.volume.server.serve`.
 
-They reuse the components' own building blocks (``build_app``, ``MachineDriver``/``serve``,
-``VolumeDriver``/``VolumeRuntimeServicer``) and differ from the components' commands only in
-leaving signal handling to ``ironpool up``: one Ctrl-C stops everything in order.
+Each serves as a task with a stop event of its own, so the process stops its parts in the order it
+chooses, and leaves SIGINT and SIGTERM to the process: one Ctrl-C stops everything in order.
 """
 
 from __future__ import annotations
@@ -15,18 +17,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
-from collections.abc import Callable, Generator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
-
-import uvicorn
+from typing import TYPE_CHECKING, Any
 
 from ironpool.apiserver import TlsFiles
 from ironpool.apiserver.options import ServerOptions
+
+if TYPE_CHECKING:  # loaded when a runtime starts: `ironpool --help` loads neither libvirt nor grpc
+    from ironpool.runtime.machine.app import MachineRuntimeConfig
+    from ironpool.runtime.machine.driver import MachineDriver
+    from ironpool.runtime.volume.app import VolumeRuntimeConfig
+    from ironpool.runtime.volume.driver import VolumeDriver
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +38,7 @@ class StartError(Exception):
 
 
 async def wait_started(task: asyncio.Task[Any], started: asyncio.Event, what: str, timeout: float) -> None:
-    """Wait for ``started`` while watching ``task``: a task that dies first is the error reported."""
+    """Wait for ``started`` while watching ``task``: a task that ends first is the error reported."""
     waiter = asyncio.ensure_future(started.wait())
     try:
         done, _ = await asyncio.wait({task, waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
@@ -46,41 +48,59 @@ async def wait_started(task: asyncio.Task[Any], started: asyncio.Event, what: st
         return
     if task in done:
         exc = task.exception() if not task.cancelled() else None
-        raise StartError(f"{what} stopped while starting: {exc or 'cancelled'}") from exc
+        if exc is not None:
+            raise StartError(f"{what}: {exc}") from exc
+        raise StartError(f"{what} stopped while starting")
     task.cancel()
     raise StartError(f"{what} did not start within {timeout:.0f}s")
+
+
+class _Served:
+    """A component's serve coroutine run as a task of this process until :meth:`stop`."""
+
+    what = "server"
+
+    def __init__(self) -> None:
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def _serve(self, serving: Coroutine[Any, Any, None], started: asyncio.Event,
+                     timeout: float) -> None:
+        self._task = asyncio.create_task(serving, name=self.what)
+        await wait_started(self._task, started, self.what, timeout)
+
+    async def _stop_serving(self, timeout: float = 15.0) -> None:
+        task, self._task = self._task, None
+        if task is None:
+            return
+        self._stop.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout)
+        except TimeoutError:
+            log.warning("%s did not stop within %.0fs; cancelling it", self.what, timeout)
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        except (Exception, asyncio.CancelledError) as exc:  # reported; the shutdown goes on
+            log.warning("%s ended with %r", self.what, exc)
 
 
 # --------------------------------------------------------------------------------------------- apiserver
 
 
-class _NoSignalServer(uvicorn.Server):
-    """A uvicorn server that leaves SIGINT/SIGTERM to ``ironpool up`` and reports its startup."""
+class ApiServerRunner(_Served):
+    """The REST apiserver on ``host:port`` (port 0: a free one) over a SQLite (or etcd) store URL."""
 
-    on_started: Callable[[], None] | None = None
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        yield
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        if self.started and self.on_started is not None:
-            self.on_started()
-
-
-class ApiServerRunner:
-    """The REST apiserver on ``host:port`` over a SQLite (or etcd) store URL."""
+    what = "apiserver"
 
     def __init__(self, store_url: str, token_file: Path, host: str, port: int,
                  tls: TlsFiles | None = None, options: ServerOptions | None = None) -> None:
+        super().__init__()
         self.store_url = store_url
         self.options = options or ServerOptions()
         self.token_file = token_file
         self.host, self.port = host, port
         self.tls = tls
-        self._server: _NoSignalServer | None = None
-        self._task: asyncio.Task[None] | None = None
         self._store: Any = None
 
     @property
@@ -90,48 +110,30 @@ class ApiServerRunner:
         host = f"[{host}]" if ":" in host else host
         return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
-    def _bind(self) -> socket.socket:
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets whose proto says TCP; without it
-        # Nagle holds back a response's second segment until the client's delayed ACK, 40 ms a request.
-        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((self.host, self.port))
-        except OSError as exc:
-            sock.close()
-            raise StartError(f"apiserver: cannot listen on {self.host}:{self.port}: {exc.strerror} "
-                             "(choose another --listen)") from exc
-        self.port = sock.getsockname()[1]
-        return sock
-
     async def start(self, timeout: float = 30.0) -> None:
-        from ironpool.apiserver import uvicorn_options
-        from ironpool.apiserver.app import build_app
-        from ironpool.apiserver.auth import Authenticator
+        from ironpool.apiserver import Authenticator, ListenError, serve
         from ironpool.store.interface import open_store
 
         authenticator = Authenticator.from_file(self.token_file)
-        sock = self._bind()
         self._store = open_store(self.store_url)
         await self._store.current_revision()  # opens the database now: a broken file fails here
-        config = uvicorn.Config(
-            build_app(self._store, authenticator, options=self.options), loop="none", lifespan="off",
-            access_log=False, proxy_headers=False, log_level="warning", timeout_graceful_shutdown=2,
-            backlog=4096, **uvicorn_options(self.tls, self.options.connections)[0],
-        )
-        server = _NoSignalServer(config)
-        self._server = server
         started = asyncio.Event()
-        server.on_started = started.set
-        self._task = asyncio.create_task(server.serve(sockets=[sock]), name="apiserver")
-        await wait_started(self._task, started, "apiserver", timeout)
+
+        def ready(port: int) -> None:
+            self.port = port
+            started.set()
+
+        serving = serve(self._store, authenticator, self.host, self.port, tls=self.tls, options=self.options,
+                        stop=self._stop, ready=ready)
+        try:
+            await self._serve(serving, started, timeout)
+        except StartError as exc:
+            if isinstance(exc.__cause__, ListenError):
+                raise StartError(f"{exc} (choose another --listen)") from exc.__cause__
+            raise
 
     async def stop(self) -> None:
-        if self._server is not None and self._task is not None:
-            self._server.should_exit = True
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(self._task, 10)
+        await self._stop_serving(10.0)
         if self._store is not None:
             await self._store.close()
             self._store = None
@@ -140,183 +142,92 @@ class ApiServerRunner:
 # --------------------------------------------------------------------------------------- machine runtime
 
 
-@dataclass
-class MachineRuntimeSettings:
-    """What the machine runtime needs from ``ironpool up``."""
+class MachineRuntimeRunner(_Served):
+    """The libvirt machine runtime (IRI ``MachineRuntime``), configured as its command is."""
 
-    libvirt_uri: str
-    classes_file: Path
-    images: Path
-    state_dir: Path
-    socket: Path
-    domain_type: str = "auto"
-    shutdown_timeout: float = 10.0
-    network_mode: str = "user"
-    network_bridge: str = ""
-    image_cache: Path | None = None  # default: beside the catalog folder
+    what = "machine runtime"
 
-
-class MachineRuntimeRunner:
-    """The libvirt machine runtime (IRI ``MachineRuntime``) served on a unix socket."""
-
-    def __init__(self, settings: MachineRuntimeSettings) -> None:
-        self.settings = settings
-        self.domain_type = ""
-        self._core: Any = None
-        self._task: asyncio.Task[None] | None = None
+    def __init__(self, config: MachineRuntimeConfig) -> None:
+        super().__init__()
+        self.config = config
+        self._driver: MachineDriver | None = None
 
     @property
     def endpoint(self) -> str:
-        return f"unix://{self.settings.socket}"
+        return self.config.address
 
-    def _open_core(self) -> Any:
-        from ironpool.runtime import libvirt_util
-        from ironpool.runtime.events import EventRing
-        from ironpool.runtime.images import open_resolver
-        from ironpool.runtime.machine.classes import load_classes
-        from ironpool.runtime.machine.domain_xml import DomainOptions
-        from ironpool.runtime.machine.driver import MachineDriver
-        from ironpool.runtime.machine.host import Host
-        from ironpool.runtime.machine.nics import NetworkSettings
-
-        s = self.settings
-        networks = NetworkSettings(s.network_mode, s.network_bridge)
-        classes = load_classes(s.classes_file)
-        host = Host(s.libvirt_uri)
-        self.domain_type = libvirt_util.choose_domain_type(host.conn, s.domain_type)
-        images = open_resolver(s.images, s.image_cache or s.images.parent / "image-cache")
-        core = MachineDriver(
-            host, classes, images, s.state_dir,
-            options=DomainOptions(domain_type=self.domain_type), shutdown_timeout=s.shutdown_timeout,
-            events=EventRing(100, 300.0), networks=networks,
-        )
-        core.start()
-        return core
+    @property
+    def domain_type(self) -> str:
+        """The libvirt domain type chosen at start (``kvm`` or ``qemu``)."""
+        return self._driver.options.domain_type if self._driver is not None else ""
 
     async def start(self, timeout: float = 60.0) -> None:
-        from ironpool.runtime.machine.console_server import ConsoleServer
+        from ironpool.runtime.machine.app import build
         from ironpool.runtime.machine.server import serve
         from ironpool.runtime.qemu_access import QemuAccessError
 
         try:
-            self._core = await asyncio.to_thread(self._open_core)
+            driver, console = await asyncio.to_thread(build, self.config)
         except (ConnectionError, ValueError, QemuAccessError) as exc:
-            raise StartError(f"machine runtime: {exc}") from exc
-        console = ConsoleServer(self._core, "127.0.0.1", 0)
+            raise StartError(f"{self.what}: {exc}") from exc
+        self._driver = driver
         started = asyncio.Event()
-        self._task = asyncio.create_task(
-            serve(self._core, self.endpoint, console, ready=lambda _addr: started.set()),
-            name="machine-runtime",
-        )
-        await wait_started(self._task, started, "machine runtime", timeout)
+        serving = serve(driver, self.config.address, console, self._stop, lambda _addr: started.set())
+        await self._serve(serving, started, timeout)
 
     def count(self, labels: dict[str, str]) -> int:
         """How many of the runtime's machines carry ``labels``."""
-        return len(self._core.list_machines("", labels)) if self._core is not None else 0
+        return len(self._driver.list_machines("", labels)) if self._driver is not None else 0
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await self._task
-        if self._core is not None:
+        await self._stop_serving()
+        if self._driver is not None:
             # The connection stays open: the process is ending, and closing it under libvirt's event
             # thread makes libvirt print lock warnings.
-            self._core.close()
-            self._core = None
+            self._driver.close()
+            self._driver = None
 
 
 # ---------------------------------------------------------------------------------------- volume runtime
 
 
-@dataclass
-class VolumeRuntimeSettings:
-    """What the volume runtime needs from ``ironpool up``."""
+class VolumeRuntimeRunner(_Served):
+    """The libvirt volume runtime (IRI ``VolumeRuntime``) on a ``dir`` storage pool, configured as its
+    command is."""
 
-    libvirt_uri: str
-    storage_pool: str
-    pool_path: Path
-    classes_file: Path
-    images: Path
-    socket: Path
-    workers: int = 8
-    owner: str | None = None
-    share_pool: bool = False
-    image_cache: Path | None = None  # default: beside the catalog folder
+    what = "volume runtime"
 
-
-class VolumeRuntimeRunner:
-    """The libvirt volume runtime (IRI ``VolumeRuntime``) on a ``dir`` storage pool, on a unix socket."""
-
-    def __init__(self, settings: VolumeRuntimeSettings) -> None:
-        self.settings = settings
+    def __init__(self, config: VolumeRuntimeConfig) -> None:
+        super().__init__()
+        self.config = config
         self.volumes = 0
         self.problems: list[str] = []
-        self._core: Any = None
-        self._server: Any = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._driver: VolumeDriver | None = None
 
     @property
     def endpoint(self) -> str:
-        return f"unix://{self.settings.socket}"
+        return self.config.address
 
     @property
     def storage_pool(self) -> str:
         """The pool's name once started (an existing pool on the same folder keeps its own)."""
-        return str(self._core.pool.name) if self._core is not None else self.settings.storage_pool
+        return self._driver.pool.name if self._driver is not None else self.config.storage_pool
 
-    async def start(self) -> None:
-        import grpc.aio
+    async def start(self, timeout: float = 300.0) -> None:
+        from ironpool.runtime.volume.app import build
+        from ironpool.runtime.volume.server import serve
 
-        from ironpool.iri.gen.volume.v1alpha1 import api_pb2_grpc as volume_grpc
-        from ironpool.runtime.errors import IriError
-        from ironpool.runtime.images import open_resolver
-        from ironpool.runtime.service import bind_address
-        from ironpool.runtime.volume.classes import load_classes
-        from ironpool.runtime.volume.driver import VolumeDriver
-        from ironpool.runtime.volume.host import StorageHost
-        from ironpool.runtime.volume.images import VolumeImages
-        from ironpool.runtime.volume.pool import PoolConfigError, StoragePool
-        from ironpool.runtime.volume.server import VolumeRuntimeServicer
-
-        s = self.settings
         try:
-            host = StorageHost(s.libvirt_uri)
-        except ConnectionError as exc:
-            raise StartError(f"volume runtime: {exc}") from exc
-        core = VolumeDriver(
-            StoragePool(host, s.storage_pool, s.pool_path), load_classes(s.classes_file),
-            VolumeImages(open_resolver(s.images, s.image_cache or s.images.parent / "image-cache")),
-            owner=s.owner, share_pool=s.share_pool,
-        )
-        self._executor = ThreadPoolExecutor(max_workers=s.workers, thread_name_prefix="volume-runtime")
-        loop = asyncio.get_running_loop()
-        try:
-            await loop.run_in_executor(self._executor, core.start)
-        except (PoolConfigError, IriError) as exc:
-            self._executor.shutdown(wait=False)
-            raise StartError(f"volume runtime: {exc}") from exc
-        self._core = core
-        self.problems = list(core.problems)
-        for problem in core.problems:
-            log.warning("volume runtime reconcile: %s", problem)
-        self.volumes = len(core.list_volumes())
-        server = grpc.aio.server()
-        volume_grpc.add_VolumeRuntimeServicer_to_server(VolumeRuntimeServicer(core, self._executor), server)
-        bind_address(server, self.endpoint)
-        await server.start()
-        self._server = server
+            driver = self._driver = await asyncio.to_thread(build, self.config)
+        except (ConnectionError, ValueError) as exc:
+            raise StartError(f"{self.what}: {exc}") from exc
+        started = asyncio.Event()
+        serving = serve(driver, self.config.address, self._stop, self.config.workers,
+                        lambda _addr: started.set())
+        await self._serve(serving, started, timeout)
+        self.problems = list(driver.problems)
+        self.volumes = len(driver.list_volumes())
 
     async def stop(self) -> None:
-        if self._server is not None:
-            await self._server.stop(grace=2)
-            self._server = None
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
-        if self._core is not None:
-            self._core.close()
-            self._core.pool.host.close()
-            self._core = None
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.settings.socket)
+        await self._stop_serving()
+        self._driver = None

@@ -80,7 +80,8 @@ class AllInOne(HostProcess):
         from ironpool.client.leaderelection import LeaderElectionConfig
         from ironpool.fleet.lifecycle import LifecycleOptions
         from ironpool.fleet.manager import ELECTION_NAME, run_controller_manager
-        from ironpool.scheduler.runner import SchedulerRunner
+        from ironpool.scheduler.app import SchedulerOptions
+        from ironpool.scheduler.app import run as run_scheduler
 
         opts, dirs, p = self.options, self.dirs, self.progress
         p.begin()
@@ -123,9 +124,9 @@ class AllInOne(HostProcess):
         await self.start_runtimes(images, machine_classes, volume_classes, {"api": self.apiserver.url})
 
         p.begin()
-        scheduler = SchedulerRunner(self._client())
-        self.spawn("scheduler", scheduler.run(stop))
-        await self.until_ready("scheduler", scheduler.ready, 60)
+        scheduled = asyncio.Event()
+        self.spawn("scheduler", run_scheduler(self._client(), SchedulerOptions(), stop, scheduled))
+        await self.until_ready("scheduler", scheduled, 60)
         p.ok("scheduler", "")
 
         p.begin()

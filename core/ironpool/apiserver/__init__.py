@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ironpool.apiserver.options import ServerOptions
     from ironpool.apiserver.serving.certs import CertificateAuthority, ensure_serving_cert, write_private
     from ironpool.apiserver.serving.connections import ConnectionLimits, uvicorn_options
+    from ironpool.apiserver.serving.listening import ListenError
     from ironpool.apiserver.serving.tls import TlsFiles, is_loopback
 
 _MODULES = {
@@ -35,6 +36,7 @@ _MODULES = {
     "CertificateAuthority": "serving.certs", "ensure_serving_cert": "serving.certs",
     "write_private": "serving.certs",
     "ConnectionLimits": "serving.connections", "uvicorn_options": "serving.connections",
+    "ListenError": "serving.listening",
     "TlsFiles": "serving.tls", "is_loopback": "serving.tls",
 }
 
@@ -46,6 +48,7 @@ __all__ = [
     "Authenticator",
     "CertificateAuthority",
     "ConnectionLimits",
+    "ListenError",
     "ServerOptions",
     "TlsFiles",
     "append_lines",

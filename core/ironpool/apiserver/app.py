@@ -18,6 +18,7 @@ import functools
 import gc
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -59,6 +60,7 @@ from ironpool.apiserver.options import ServerOptions
 from ironpool.apiserver.registry.generic import Registry
 from ironpool.apiserver.serving.connections import mark_authenticated, uvicorn_options
 from ironpool.apiserver.serving.inflight import InFlight
+from ironpool.apiserver.serving.listening import ListenError, UvicornServer, listen
 from ironpool.apiserver.serving.memory_settle import settle_memory
 from ironpool.apiserver.serving.seats import Seats
 from ironpool.apiserver.serving.tls import TlsFiles, client_subject
@@ -239,22 +241,32 @@ async def serve(
     authorize: Authorizer | None = None,
     tls: TlsFiles | None = None,
     options: ServerOptions | None = None,
+    *,
+    stop: asyncio.Event | None = None,
+    ready: Callable[[int], None] | None = None,
 ) -> None:
-    """Serve the API on ``host:port`` in the running event loop until cancelled or signalled.
+    """Serve the API on ``host:port`` in the running event loop: until ``stop`` is set (a process
+    that runs other parts beside the apiserver and stops them in order, as ``ironpool up`` does), or,
+    without ``stop``, until SIGINT or SIGTERM.
 
-    With ``tls`` it serves HTTPS (and accepts client certificates of its client CA), otherwise
-    plain HTTP. It tunes the process's garbage collector for serving (:mod:`ironpool.gc_tuning`) and
-    gives memory back after bursts (:mod:`.serving.memory_settle`).
+    ``ready`` is told the port once connections are accepted (port 0 picks a free one). With ``tls``
+    it serves HTTPS (and accepts client certificates of its client CA), otherwise plain HTTP. It
+    tunes the process's garbage collector for serving (:mod:`ironpool.gc_tuning`), builds the
+    admission and authorization indexes before the first request asks for them and gives memory
+    back after bursts (:mod:`.serving.memory_settle`). Raises :class:`~.listening.ListenError` when
+    it cannot listen there.
     """
     import uvicorn
 
     options = options or ServerOptions()
+    sockets = listen(host, port)
+    bound = sockets[0].getsockname()[1]
     protocol_options, _ = uvicorn_options(tls, options.connections)
     app = build_app(store, authenticator, authorize, options)
     config = uvicorn.Config(
         app,
         host=host,
-        port=port,
+        port=bound,
         loop="none",
         lifespan="off",
         access_log=False,
@@ -264,15 +276,27 @@ async def serve(
         backlog=4096,
         **protocol_options,
     )
+    on_started = functools.partial(ready, bound) if ready is not None else None
+    server = UvicornServer(config, on_started, signals=stop is None)
     collect_less()  # this process serves requests: see ironpool.gc_tuning
     loop = asyncio.get_running_loop()
     starting = loop.create_task(_start_early(app.state.apiserver), name="ironpool-apiserver-start")
     settling = loop.create_task(settle_memory(), name="ironpool-apiserver-memory")
+    stopping = loop.create_task(_exit_when(stop, server), name="ironpool-apiserver-stop") if stop else None
     try:
-        await uvicorn.Server(config).serve()
+        await server.serve(sockets=sockets)
     finally:
         starting.cancel()
         settling.cancel()
+        if stopping is not None:
+            stopping.cancel()
+        for sock in sockets:
+            sock.close()
+
+
+async def _exit_when(stop: asyncio.Event, server: UvicornServer) -> None:
+    await stop.wait()
+    server.should_exit = True
 
 
 async def _start_early(server: ApiServer) -> None:
@@ -284,4 +308,4 @@ async def _start_early(server: ApiServer) -> None:
     gc.freeze()  # the indexes the start-up built live as long as the server (ironpool.gc_tuning)
 
 
-__all__ = ["build_app", "serve"]
+__all__ = ["ListenError", "build_app", "serve"]

@@ -124,8 +124,7 @@ def apiserver(
         raise click.UsageError("--tls-cert-file and --tls-private-key-file go together")
     if client_ca_file and not tls_cert_file:
         raise click.UsageError("--client-ca-file needs --tls-cert-file and --tls-private-key-file")
-    from ironpool.apiserver import ConnectionLimits, TlsFiles, is_loopback
-    from ironpool.apiserver.app import serve
+    from ironpool.apiserver import ConnectionLimits, ListenError, TlsFiles, is_loopback, serve
     from ironpool.apiserver.auth import Authenticator
     from ironpool.apiserver.options import ServerOptions
     from ironpool.store.interface import StoreError, open_store
@@ -184,6 +183,10 @@ def apiserver(
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop comes with uvicorn[standard]
-        asyncio.run(main())
+        run = asyncio.run
     else:
-        uvloop.run(main())
+        run = uvloop.run
+    try:
+        run(main())
+    except ListenError as exc:
+        raise click.BadParameter(str(exc), param_hint="--listen") from None

@@ -1,5 +1,4 @@
-"""The image options both runtimes take (cache folder and size, registries, ``file://`` folders),
-and the resolver they make."""
+"""The image options both runtimes take (cache folder and size, registries, ``file://`` folders)."""
 
 from __future__ import annotations
 
@@ -51,12 +50,3 @@ def image_options(fn: F) -> F:
         fn = option(fn)
     return fn
 
-
-def open_images(images_dir: Path | None, image_cache: Path, image_cache_size: str,
-                insecure_registries: tuple[str, ...], file_images: tuple[Path, ...],
-                image_pull_wait: float) -> Any:
-    """The :class:`~ironpool.runtime.images.ImageResolver` the options describe."""
-    from ironpool.runtime.images import open_resolver
-
-    return open_resolver(images_dir, image_cache, parse_size(image_cache_size, "--image-cache-size"),
-                         insecure_registries, file_images, image_pull_wait)

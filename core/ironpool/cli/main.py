@@ -46,6 +46,7 @@ _COMMANDS: dict[str, str] = {
     # other hosts
     "join": "ironpool.cli.join_cmd:join",
     "join-token": "ironpool.cli.join_cmd:join_token",
+    "rig": "ironpool.cli.rig_cmd:rig",
     # users and RBAC
     "auth": "ironpool.cli.auth_cmd:auth",
     "token": "ironpool.cli.token_cmd:token",

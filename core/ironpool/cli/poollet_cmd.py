@@ -106,17 +106,12 @@ def machinepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server
                    reserved_memory: str) -> None:
     """Announce a MachinePool and drive the Machines bound to it through an IRI machine runtime."""
     from ironpool.iri.client import AsyncMachineRuntimeClient
-    from ironpool.poollet.capacity import HostResources, local_host_resources
+    from ironpool.poollet.capacity import HostResources, given_capacity
     from ironpool.poollet.machinepoollet import MachinePoolletOptions, run_machinepoollet
 
     setup_logging(log_level)
-    cpu = quantity_option(capacity_cpu, "--capacity-cpu")
-    mem = quantity_option(capacity_memory, "--capacity-memory")
-    capacity = None
-    if cpu is not None or mem is not None:
-        local = local_host_resources()
-        capacity = HostResources(cpu if cpu is not None else local.cpu,
-                                 mem if mem is not None else local.memory)
+    capacity = given_capacity(quantity_option(capacity_cpu, "--capacity-cpu"),
+                              quantity_option(capacity_memory, "--capacity-memory"))
     reserved = HostResources(quantity_option(reserved_cpu, "--reserved-cpu") or 0,
                              quantity_option(reserved_memory, "--reserved-memory") or 0)
     options = MachinePoolletOptions(

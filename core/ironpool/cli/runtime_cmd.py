@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import signal
 from pathlib import Path
 
 import click
 
-from ironpool.cli.common import setup_logging
+from ironpool.cli.common import run_until_signalled, setup_logging
 from ironpool.cli.image_options import image_options, parse_size
 
 
@@ -157,17 +155,9 @@ def libvirt_runtime(
     except (ConnectionError, QemuAccessError) as exc:
         raise click.ClickException(str(exc)) from exc
 
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        assert task is not None
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, task.cancel)
-        await serve(core, address, console)
-
     try:
-        asyncio.run(main())
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        pass
+        run_until_signalled(lambda stop: serve(core, address, console, stop))
+    except ValueError as exc:  # the address (the message names --address)
+        raise click.ClickException(str(exc)) from exc
     finally:
         core.close()

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from ironpool.cli.apiserver_cmd import parse_listen
 from ironpool.cli.common import log_level_option, run_until_signalled, setup_logging
 from ironpool.cli.connection import client_config, connection_options
 from ironpool.cli.errors import cli_errors
@@ -66,39 +67,24 @@ def scheduler(server: str | None, token_file: Path | None, config_path: Path | N
     stops renewing it.
     """
     from ironpool.client.rest import AsyncClient
-    from ironpool.gc_tuning import collect_less
-    from ironpool.scheduler.leading import run_elected
-    from ironpool.scheduler.runner import run_scheduler
+    from ironpool.scheduler.app import SchedulerOptions, run
 
     setup_logging(log_level)
-    collect_less()  # see ironpool.gc_tuning; the runner freezes the synced cache
-    config = _scheduler_config(config_path)
-    with cli_errors():
-        cfg = client_config(server, token_file=token_file)
     election = _election(leader_elect_resource_name, leader_elect_resource_namespace,
                          leader_elect_lease_duration, leader_elect_renew_deadline, leader_elect_retry_period)
-    # Only a scheduler that serves /metrics pays for the exporter and its parsing at start-up.
-    metrics = http = None
-    if metrics_listen is not None:
-        from ironpool.cli.apiserver_cmd import parse_listen
-        from ironpool.scheduler.metrics import SchedulerMetrics
-
-        listen = parse_listen(metrics_listen, "--metrics-listen")
-        metrics = SchedulerMetrics(election.name, election.identity if leader_elect else "")
-        http = metrics.serve(*listen)
+    options = SchedulerOptions(
+        config=_scheduler_config(config_path), bind_concurrency=bind_concurrency,
+        election=election if leader_elect else None,
+        metrics_listen=parse_listen(metrics_listen, "--metrics-listen") if metrics_listen else None,
+    )
+    with cli_errors():
+        cfg = client_config(server, token_file=token_file)
 
     async def main(stop: asyncio.Event) -> None:
         async with AsyncClient(cfg) as client:
-            if leader_elect:
-                await run_elected(client, config, stop, election, metrics, bind_concurrency=bind_concurrency)
-            else:
-                await run_scheduler(client, config, stop, bind_concurrency=bind_concurrency)
+            await run(client, options, stop)
 
-    try:
-        run_until_signalled(main)
-    finally:
-        if http is not None:
-            http.shutdown()
+    run_until_signalled(main)
 
 
 @click.command("schedule")

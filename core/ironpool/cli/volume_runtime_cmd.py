@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import socket
 from pathlib import Path
 
 import click
 
-from ironpool.cli.common import setup_logging
-from ironpool.cli.image_options import image_options, open_images
+from ironpool.cli.common import run_until_signalled, setup_logging
+from ironpool.cli.image_options import image_options, parse_size
 
 
 @click.command("volume-runtime")
@@ -93,25 +91,27 @@ def volume_runtime(
     setup_logging(log_level)
     # Imported here so `ironpool --help` does not load libvirt and grpc.
     from ironpool.runtime.errors import IriError
-    from ironpool.runtime.volume.classes import ClassFileError, load_classes
-    from ironpool.runtime.volume.driver import VolumeDriver
-    from ironpool.runtime.volume.host import StorageHost
-    from ironpool.runtime.volume.images import VolumeImages
-    from ironpool.runtime.volume.pool import PoolConfigError, StoragePool
+    from ironpool.runtime.volume.app import VolumeRuntimeConfig, build
+    from ironpool.runtime.volume.classes import ClassFileError
+    from ironpool.runtime.volume.pool import PoolConfigError
     from ironpool.runtime.volume.server import serve
 
-    try:
-        classes = load_classes(classes_file)
-    except ClassFileError as exc:
-        raise click.BadParameter(str(exc), param_hint="--classes") from exc
     if not pool_path.is_absolute():
         raise click.BadParameter(f"must be an absolute path, got {pool_path}", param_hint="--pool-path")
-    owner = owner or f"volume-runtime@{socket.gethostname()}:{pool_path}"
+    cfg = VolumeRuntimeConfig(
+        classes_file=classes_file, libvirt_uri=libvirt_uri, storage_pool=storage_pool, pool_path=pool_path,
+        images_dir=images_dir, image_cache=image_cache,
+        image_cache_size=parse_size(image_cache_size, "--image-cache-size"),
+        insecure_registries=insecure_registries, file_images=file_images, image_pull_wait=image_pull_wait,
+        address=address, workers=workers, owner=owner, share_pool=share_storage_pool,
+    )
     try:
-        pool = StoragePool(StorageHost(libvirt_uri), storage_pool, pool_path)
-        images = VolumeImages(open_images(images_dir, image_cache, image_cache_size, insecure_registries,
-                                          file_images, image_pull_wait))
-        driver = VolumeDriver(pool, classes, images, owner=owner, share_pool=share_storage_pool)
-        asyncio.run(serve(driver, address, workers=workers))
-    except (PoolConfigError, IriError, ConnectionError, ValueError) as exc:
+        driver = build(cfg)
+    except ClassFileError as exc:
+        raise click.BadParameter(str(exc), param_hint="--classes") from exc
+    except (ConnectionError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    try:
+        run_until_signalled(lambda stop: serve(driver, cfg.address, stop, cfg.workers))
+    except (PoolConfigError, IriError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc

@@ -41,6 +41,16 @@ def local_host_resources(meminfo: Path = Path("/proc/meminfo")) -> HostResources
     return HostResources(cpu, memory)
 
 
+def given_capacity(cpu: int | None, memory: int | None) -> HostResources | None:
+    """The capacity a poollet was told (``--capacity-cpu``/``--capacity-memory``), what is not told
+    taken from this host; None when neither is told (then it is this host's, read at each report)."""
+    if cpu is None and memory is None:
+        return None
+    local = local_host_resources()
+    return HostResources(cpu if cpu is not None else local.cpu,
+                         memory if memory is not None else local.memory)
+
+
 def fits(free: HostResources, caps: Mapping[str, int]) -> int:
     """How many instances with these capabilities fit into ``free`` (cpu and memory only)."""
     cpu, mem = caps.get("cpu", 0), caps.get("memory", 0)

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from ironpool.poollet.conditions import condition
+from ironpool.api.conditions import condition
 from ironpool.poollet.ownership import Owner, Ownership
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,6 @@ the status write finds its machine on restart instead of making a second domain.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import logging
 from collections.abc import Mapping, Sequence
@@ -18,11 +17,11 @@ import grpc
 import grpc.aio
 
 from ironpool.api.compute import Machine, MachineClass
-from ironpool.api.core import Secret
 from ironpool.api.errors import Conflict, NotFound
+from ironpool.api.meta import now_rfc3339
 from ironpool.api.networking import Network, NetworkInterface
 from ironpool.api.storage import Volume
-from ironpool.client.controller import DONE, ObjectKey, Result, TerminalError
+from ironpool.client.controller import DONE, Result, TerminalError
 from ironpool.client.events import EventRecorder
 from ironpool.client.informer import Informer
 from ironpool.client.rest import AsyncClient
@@ -30,7 +29,6 @@ from ironpool.iri.client import AsyncMachineRuntimeClient
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.poollet import keys
 from ironpool.poollet.classes import ClassMapper, capabilities_to_iri
-from ironpool.poollet.conditions import now_rfc3339
 from ironpool.poollet.machine_iri import (
     ConnectionSource,
     build_machine,
@@ -41,7 +39,6 @@ from ironpool.poollet.machine_iri import (
     error_reason,
     failed_status,
     local_disk_volume,
-    status_differs,
     volume_object_name,
     waiting_status,
 )
@@ -55,7 +52,9 @@ from ironpool.poollet.machine_nics import (
     ssh_endpoint,
 )
 from ironpool.poollet.machine_plan import apply, plan, refetch
-from ironpool.poollet.secret_reader import SECRET_RETRY, SecretReader
+from ironpool.poollet.reconciler import PoolObjectReconciler
+from ironpool.poollet.secret_reader import SECRET_RETRY, SecretReader, secret_value
+from ironpool.poollet.waiting import Dependency, Waiting, waiting_message
 
 PULL_RETRY = 2.0  # seconds between asking a runtime that is still pulling a machine's image
 
@@ -74,19 +73,11 @@ class Dependencies:
     nic_refs: dict[str, NicRef] = field(default_factory=dict)  # machine NIC name -> its object
     claims: list[Volume] = field(default_factory=list)
     nic_claims: list[NetworkInterface] = field(default_factory=list)
-    waiting: list[str] = field(default_factory=list)
+    waiting: list[Waiting] = field(default_factory=list)
 
     def annotations(self) -> dict[str, str]:
         """The IRI machine annotations besides the generations (IronCore's NIC mapping)."""
         return {keys.NETWORK_INTERFACE_MAPPING_ANNOTATION: mapping_annotation(self.nic_refs)}
-
-
-def secret_value(secret: Secret, key: str) -> bytes | None:
-    if secret.data and key in secret.data:
-        return base64.b64decode(secret.data[key])
-    if secret.string_data and key in secret.string_data:
-        return secret.string_data[key].encode()
-    return None
 
 
 def _quantity_bytes(resources: Mapping[str, Any] | None) -> int:
@@ -94,8 +85,11 @@ def _quantity_bytes(resources: Mapping[str, Any] | None) -> int:
     return int(q.value()) if q is not None else 0
 
 
-class MachineReconciler:
+class MachineReconciler(PoolObjectReconciler[Machine]):
     """Drives the IRI machines of the Machines bound to one pool."""
+
+    finalizer = keys.MACHINE_FINALIZER
+    uid_label = keys.MACHINE_UID_LABEL
 
     def __init__(
         self,
@@ -113,42 +107,31 @@ class MachineReconciler:
         nics: Informer[NetworkInterface] | None = None,
         networks: Informer[Network] | None = None,
     ) -> None:
-        self.client = client
+        super().__init__(client, pool, machines, keys.MACHINE_POOL_LABEL, delete_requeue)
         self.runtime = runtime
-        self.pool = pool
         self.machines = machines
         self.classes = classes
         self.volumes = volumes
         self.secrets = secrets
         self.mapper = mapper
         self.runtime_name = runtime_name
-        self.delete_requeue = delete_requeue
         self.events = events
         self.nics = nics
         self.networks = networks
-        # Pool and installation labels stamped on every IRI machine created (see poollet.ownership).
-        self.owner_labels: dict[str, str] = {keys.MACHINE_POOL_LABEL: pool}
-        # Machines the informer saw deleted, by key: their uid, until the runtime has none left.
-        self.deleted: dict[str, str] = {}
 
-    # -- entry point -----------------------------------------------------------------------------
-
-    async def reconcile(self, key: ObjectKey) -> Result:
-        machine = self.machines.get(str(key))
-        if machine is None:
-            return await self._delete_gone(str(key))
-        if machine.metadata.deletion_timestamp:
-            return await self._delete(machine)
+    def pool_of(self, machine: Machine) -> str | None:
         ref = machine.spec.machine_pool_ref
-        if ref is None or ref.name != self.pool:
-            return DONE
-        if keys.MACHINE_FINALIZER not in (machine.metadata.finalizers or []):
-            machine = await self._set_finalizer(machine, add=True)
-        return await self._apply(machine)
+        return ref.name if ref is not None else None
+
+    async def list_runtime(self, labels: Mapping[str, str]) -> Sequence[mpb.Machine]:
+        return await self.runtime.list_machines(labels=labels)
+
+    async def delete_runtime(self, runtime_id: str) -> None:
+        await self.runtime.delete_machine(runtime_id, missing_ok=True)
 
     # -- create / update -------------------------------------------------------------------------
 
-    async def _apply(self, machine: Machine) -> Result:
+    async def apply(self, machine: Machine) -> Result:
         uid = machine.metadata.uid or ""
         found = await self.runtime.list_machines(labels={keys.MACHINE_UID_LABEL: uid})
         found = await self._dedupe(found)
@@ -163,10 +146,10 @@ class MachineReconciler:
         await self._release_unused_claims(machine)
         if not found:
             if deps.waiting:
-                await self._patch_status(machine, waiting_status(machine, deps.waiting, now))
+                await self.patch_status(machine, waiting_status(machine, deps.waiting, now))
                 await self._report_waiting(machine, deps.waiting)
-                if any(w.startswith("Secret ") for w in deps.waiting):
-                    return Result(requeue_after=SECRET_RETRY)  # no watch tells when it appears
+                if any(w.polled for w in deps.waiting):
+                    return Result(requeue_after=SECRET_RETRY)
                 return DONE
             await self._claim(machine, deps.claims)
             await self._claim_nics(machine, deps.nic_claims)
@@ -182,11 +165,11 @@ class MachineReconciler:
                 reason = error_reason(exc)
                 if reason == "ImagePulling":
                     pulling = failed_status(machine, exc.details() or "", now, reason)
-                    await self._patch_status(machine, pulling)
+                    await self.patch_status(machine, pulling)
                     return Result(requeue_after=PULL_RETRY)
                 if exc.code() != grpc.StatusCode.CANCELLED:
                     message = f"runtime refused CreateMachine: {exc.code().name}: {exc.details()}"
-                    await self._patch_status(machine, failed_status(machine, message, now, reason))
+                    await self.patch_status(machine, failed_status(machine, message, now, reason))
                     event_reason = "FailedCreate" if reason == "CreateFailed" else reason
                     await self._event(machine, "Warning", event_reason, message)
                 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
@@ -212,11 +195,11 @@ class MachineReconciler:
             # VolumesReady / NetworkInterfacesReady.
             for c in status["conditions"]:
                 if c["type"] in ("VolumesReady", "NetworkInterfacesReady") and c["status"] == "False":
-                    c["message"] = "waiting for " + "; ".join(deps.waiting)
+                    c["message"] = waiting_message(deps.waiting)
             await self._report_waiting(machine, deps.waiting)
         # The endpoint first: whoever sees the NICs ready in the status finds it already there.
         await self._report_nics(machine, iri, deps)
-        await self._patch_status(machine, status)
+        await self.patch_status(machine, status)
         return DONE
 
     async def _dedupe(self, found: Sequence[mpb.Machine]) -> list[mpb.Machine]:
@@ -247,11 +230,11 @@ class MachineReconciler:
         class_name = machine.spec.machine_class_ref.name
         mclass = self.classes.get(class_name)
         if mclass is None:
-            deps.waiting.append(f"MachineClass {class_name} (not found)")
+            deps.waiting.append(Waiting(Dependency.MACHINE_CLASS, class_name, "not found"))
         else:
             match = self.mapper.lookup(class_name, capabilities_to_iri(mclass.capabilities))
             if match.runtime_class is None:
-                deps.waiting.append(f"MachineClass {class_name} ({match.reason})")
+                deps.waiting.append(Waiting(Dependency.MACHINE_CLASS, class_name, match.reason))
             else:
                 deps.runtime_class = match.runtime_class.name
         ign = machine.spec.ignition_ref
@@ -259,23 +242,16 @@ class MachineReconciler:
             key = ign.key or keys.DEFAULT_IGNITION_KEY
             secret = self.secrets.get(f"{ns}/{ign.name}")
             if secret is None:
-                deps.waiting.append(f"Secret {ns}/{ign.name} (not found)")
+                deps.waiting.append(Waiting(Dependency.SECRET, f"{ns}/{ign.name}", "not found"))
             else:
                 data = secret_value(secret, key)
                 if data is None:
-                    deps.waiting.append(f"Secret {ns}/{ign.name} (has no key {key!r})")
+                    deps.waiting.append(Waiting(Dependency.SECRET, f"{ns}/{ign.name}", f"has no key {key!r}"))
                 else:
                     deps.ignition = data
         pull = machine.spec.image_pull_secret
         if pull is not None and creating:
-            secret = self.secrets.get(f"{ns}/{pull.name}")
-            if secret is None:
-                deps.waiting.append(f"Secret {ns}/{pull.name} (not found; the image pull secret)")
-            else:
-                for key in (secret.data or {}) | (secret.string_data or {}):
-                    value = secret_value(secret, key)
-                    if value is not None:
-                        deps.pull_secret[key] = value
+            deps.pull_secret = self.secrets.image_pull_secret(ns, pull.name, deps.waiting)
         spec_volumes = machine.spec.volumes or []
         devices = device_names(spec_volumes)
         for v in spec_volumes:
@@ -286,7 +262,7 @@ class MachineReconciler:
             vol = self.volumes.get(f"{ns}/{obj_name}")
             reason = self._volume_problem(machine, vol)
             if reason:
-                deps.waiting.append(f"Volume {ns}/{obj_name} ({reason})")
+                deps.waiting.append(Waiting(Dependency.VOLUME, f"{ns}/{obj_name}", reason))
                 continue
             assert vol is not None and vol.status is not None and vol.status.access is not None
             access = vol.status.access
@@ -308,7 +284,7 @@ class MachineReconciler:
                        if self.networks is not None and net_ref is not None else None)
             problem = nic_problem(machine, n, obj, network)
             if problem:
-                deps.waiting.append(f"NetworkInterface {ns}/{obj_name} ({problem})")
+                deps.waiting.append(Waiting(Dependency.NETWORK_INTERFACE, f"{ns}/{obj_name}", problem))
                 continue
             assert obj is not None and network is not None
             deps.nics[n.name] = iri_nic(n.name, obj, network)
@@ -397,74 +373,22 @@ class MachineReconciler:
 
     # -- deletion --------------------------------------------------------------------------------
 
-    async def _delete(self, machine: Machine) -> Result:
-        if keys.MACHINE_FINALIZER not in (machine.metadata.finalizers or []):
-            return DONE
-        labels = {keys.MACHINE_UID_LABEL: machine.metadata.uid or ""}
-        if await self._delete_iri(labels):
-            if (machine.status.state if machine.status else None) != "Terminating":
-                await self._patch_status(machine, {"state": "Terminating"})
-            return Result(requeue_after=self.delete_requeue)
+    async def terminating(self, machine: Machine) -> None:
+        if (machine.status.state if machine.status else None) != "Terminating":
+            await self.patch_status(machine, {"state": "Terminating"})
+
+    async def released(self, machine: Machine) -> None:
         await self._release_unused_claims(machine, all_=True)
-        await self._set_finalizer(machine, add=False)
-        log.info("machine %s/%s: IRI machine gone, finalizer removed", machine.metadata.namespace,
-                 machine.metadata.name)
-        return DONE
-
-    async def _delete_gone(self, key: str) -> Result:
-        """A Machine we saw deleted without our finalizer running (stripped by someone): delete what
-        the runtime still has for its uid, made by this installation's poollet (IronCore's deleteGone).
-
-        Only an observed deletion counts: a key that is merely missing from the cache (a fresh or
-        restored database) is the orphan collector's business, which is deliberate about it.
-        """
-        uid = self.deleted.get(key)
-        if uid is None:
-            return DONE
-        if await self._delete_iri({keys.MACHINE_UID_LABEL: uid, **self.owner_labels}):
-            return Result(requeue_after=self.delete_requeue)
-        if self.deleted.get(key) == uid:
-            del self.deleted[key]
-        return DONE
-
-    async def _delete_iri(self, labels: Mapping[str, str]) -> bool:
-        """Delete every IRI machine with these labels; True while any is still listed."""
-        found = await self.runtime.list_machines(labels=labels)
-        for m in found:
-            await self.runtime.delete_machine(m.metadata.id, missing_ok=True)
-        if not found:
-            return False
-        return bool(await self.runtime.list_machines(labels=labels))
 
     # -- API writes ------------------------------------------------------------------------------
 
-    async def _report_waiting(self, machine: Machine, waiting: Sequence[str]) -> None:
+    async def _report_waiting(self, machine: Machine, waiting: Sequence[Waiting]) -> None:
         """An Event saying what the machine waits for; IronCore's ``NetworkInterfaceNotReady`` when
         that is only network interfaces."""
-        only_nics = all(w.startswith("NetworkInterface ") for w in waiting)
+        only_nics = all(w.kind is Dependency.NETWORK_INTERFACE for w in waiting)
         reason = "NetworkInterfaceNotReady" if only_nics else "WaitingForDependencies"
-        await self._event(machine, "Normal", reason, "waiting for " + "; ".join(waiting))
+        await self._event(machine, "Normal", reason, waiting_message(waiting))
 
     async def _event(self, machine: Machine, type_: str, reason: str, message: str) -> None:
         if self.events is not None:
             await self.events.record(machine, type_, reason, message)
-
-    async def _set_finalizer(self, machine: Machine, add: bool) -> Machine:
-        finalizers = [f for f in machine.metadata.finalizers or [] if f != keys.MACHINE_FINALIZER]
-        if add:
-            finalizers.append(keys.MACHINE_FINALIZER)
-        updated = machine.model_copy(deep=True)
-        updated.metadata.finalizers = finalizers
-        try:
-            return await self.client.update(updated, namespace=machine.metadata.namespace)
-        except NotFound:
-            if add:
-                raise
-            return machine
-
-    async def _patch_status(self, machine: Machine, status: dict[str, Any]) -> None:
-        current = machine.status.to_dict() if machine.status else {}
-        if not status_differs(current, status):
-            return
-        await self.client.patch(Machine, machine.metadata.name or "", {"status": status},
-                                namespace=machine.metadata.namespace, subresource="status")

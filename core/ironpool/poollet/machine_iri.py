@@ -6,7 +6,6 @@ in; this module builds the IRI request and computes the API status from what the
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,11 +13,12 @@ from typing import Any
 import grpc
 
 from ironpool.api.compute import Machine, MachineVolume
+from ironpool.api.conditions import condition
 from ironpool.api.meta import Condition
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.poollet import keys
-from ironpool.poollet.conditions import condition
 from ironpool.poollet.machine_nics import NicRef, nic_object_name
+from ironpool.poollet.waiting import Dependency, Waiting, waiting_message
 
 STATE_FROM_IRI: dict[int, str] = {
     mpb.MACHINE_PENDING: "Pending",
@@ -232,13 +232,12 @@ def compute_status(
     return status
 
 
-def waiting_status(machine: Machine, reasons: Sequence[str], now: str) -> dict[str, Any]:
+def waiting_status(machine: Machine, reasons: Sequence[Waiting], now: str) -> dict[str, Any]:
     """Status of a machine that cannot be created yet: ``Ready=False/WaitingForDependencies`` naming them."""
     previous = list(machine.status.conditions or []) if machine.status else []
-    message = "waiting for " + "; ".join(reasons)
 
-    def ready(ctype: str, kind: str, what: str) -> dict[str, Any]:
-        waiting = [r for r in reasons if r.startswith(kind + " ")]
+    def ready(ctype: str, kind: Dependency, what: str) -> dict[str, Any]:
+        waiting = [str(r) for r in reasons if r.kind is kind]
         if waiting:
             return condition(ctype, "False", f"{kind}NotReady", "; ".join(waiting), previous, now)
         return condition(ctype, "True", ctype, f"all {what} ready", previous, now)
@@ -246,9 +245,9 @@ def waiting_status(machine: Machine, reasons: Sequence[str], now: str) -> dict[s
     return {
         "state": "Pending",
         "conditions": [
-            condition("Ready", "False", "WaitingForDependencies", message, previous, now),
-            ready("VolumesReady", "Volume", "volumes"),
-            ready("NetworkInterfacesReady", "NetworkInterface", "network interfaces"),
+            condition("Ready", "False", "WaitingForDependencies", waiting_message(reasons), previous, now),
+            ready("VolumesReady", Dependency.VOLUME, "volumes"),
+            ready("NetworkInterfacesReady", Dependency.NETWORK_INTERFACE, "network interfaces"),
         ],
     }
 
@@ -271,8 +270,3 @@ def error_reason(exc: grpc.aio.AioRpcError, default: str = "CreateFailed") -> st
             return value
     return default
 
-
-def status_differs(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
-    """True if any desired field differs from the current status (fields we do not own are ignored)."""
-    return any(json.dumps(current.get(k), sort_keys=True) != json.dumps(v, sort_keys=True)
-               for k, v in desired.items())

@@ -1,7 +1,9 @@
 """Wiring of the machinepoollet: informers → work queues → the pool and machine reconcilers.
 
 ``run_machinepoollet`` runs until ``stop`` is set; ``ironpool up`` calls it in-process and the
-``ironpool machinepoollet`` command runs it as its own process.
+``ironpool machinepoollet`` command runs it as its own process. What every poollet does is
+:class:`~ironpool.poollet.base.Poollet`'s; here are the machine pool's informers, which changes wake
+which Machines, and the runtime's events forwarded as Events on their Machines.
 """
 
 from __future__ import annotations
@@ -9,57 +11,44 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 
 from ironpool.api.compute import Machine, MachineClass, MachinePool
-from ironpool.api.errors import NotFound
 from ironpool.api.meta import object_key
 from ironpool.api.networking import Network, NetworkInterface
 from ironpool.api.storage import Volume
 from ironpool.client.controller import Controller, ObjectKey
-from ironpool.client.events import EventRecorder
 from ironpool.client.informer import Informer
 from ironpool.client.rest import AsyncClient
 from ironpool.iri.client import AsyncMachineRuntimeClient
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.poollet import keys
+from ironpool.poollet.base import PoolKind, Poollet, PoolletOptions
 from ironpool.poollet.capacity import HostResources
 from ironpool.poollet.classes import ClassMapper
-from ironpool.poollet.collector import CollectOptions, OrphanCollector
-from ironpool.poollet.heartbeat import PoolHeartbeat
 from ironpool.poollet.machine_controller import MachineReconciler
 from ironpool.poollet.machine_iri import volume_object_name
 from ironpool.poollet.machine_nics import nic_object_name
-from ironpool.poollet.machinepool import MachinePoolReconciler, PoolIdentity, announce_pool
-from ironpool.poollet.ownership import Owner, Ownership, cluster_uid
-from ironpool.poollet.relist import Relister, retry_until_ok, sleep_or_stop
+from ironpool.poollet.machinepool import MachinePoolReconciler
+from ironpool.poollet.pool import PoolIdentity
+from ironpool.poollet.relist import sleep_or_stop
 from ironpool.poollet.secret_reader import SecretReader
 
 log = logging.getLogger(__name__)
 
+MACHINES = PoolKind("machine", Machine, MachinePool, keys.MACHINE_POOL_LABEL, keys.MACHINE_CLUSTER_LABEL,
+                    keys.MACHINE_UID_LABEL, keys.MACHINE_NAMESPACE_LABEL, keys.MACHINE_NAME_LABEL)
+
 
 @dataclass
-class MachinePoolletOptions:
+class MachinePoolletOptions(PoolletOptions):
     """Everything ``ironpool machinepoollet`` takes besides the API and IRI connections."""
 
-    pool: str
-    provider_id: str
-    region: str | None = None
-    zone: str | None = None
     addresses: Sequence[tuple[str, str]] = field(default_factory=tuple)
-    workers: int = 4
-    heartbeat_interval: float = 10.0
-    lease_duration: float = 40.0
-    status_report_interval: float = 300.0
-    relist_period: float = 5.0
-    resync_period: float = 60.0
     events_period: float = 10.0
-    delete_requeue: float = 1.0
     capacity: HostResources | None = None
     reserved: HostResources = field(default_factory=lambda: HostResources(0, 0))
-    gc: CollectOptions = field(default_factory=CollectOptions)
-    sync_timeout: float = 120.0
 
 
 def _machine_indexers() -> dict[str, object]:
@@ -95,23 +84,18 @@ def _nic_indexers() -> dict[str, object]:
     return {"machine-uid": by_machine, "network": by_network}
 
 
-def iri_machine_key(m: mpb.Machine) -> str | None:
-    """``namespace/name`` of the Machine an IRI machine was made for, from its labels."""
-    ns = m.metadata.labels.get(keys.MACHINE_NAMESPACE_LABEL)
-    name = m.metadata.labels.get(keys.MACHINE_NAME_LABEL)
-    return f"{ns}/{name}" if ns and name else None
+class MachinePoollet(Poollet[mpb.Machine]):
+    """One machine pool's controllers; exposed so tests and ``ironpool up`` can look inside."""
 
-
-class MachinePoollet:
-    """One pool's controllers; exposed so tests and ``ironpool up`` can look inside."""
+    kind = MACHINES
+    options: MachinePoolletOptions
+    runtime: AsyncMachineRuntimeClient
+    pool_reconciler: MachinePoolReconciler
 
     def __init__(self, client: AsyncClient, runtime: AsyncMachineRuntimeClient,
                  options: MachinePoolletOptions) -> None:
-        self.client = client
-        self.runtime = runtime
-        self.options = options
-        self.identity = PoolIdentity(options.pool, options.provider_id, options.region, options.zone,
-                                     tuple(options.addresses))
+        super().__init__(client, runtime, options, PoolIdentity(
+            options.pool, options.provider_id, options.region, options.zone, tuple(options.addresses)))
         self.machines: Informer[Machine] = Informer(
             client, Machine, field_selector=f"spec.machinePoolRef.name={options.pool}",
             indexers=_machine_indexers(),  # type: ignore[arg-type]
@@ -123,42 +107,26 @@ class MachinePoollet:
             client, NetworkInterface, indexers=_nic_indexers(),  # type: ignore[arg-type]
         )
         self.networks: Informer[Network] = Informer(client, Network)
+        self.informers = (self.machines, self.classes, self.volumes, self.nics, self.networks)
+        self.objects = self.machines
         self.mapper = ClassMapper()
-        self.runtime_name = "iri"
         self.pool_reconciler = MachinePoolReconciler(
             client, runtime, self.identity, self.machines, self.classes, self.mapper,
             capacity=options.capacity, reserved=options.reserved,
             heartbeat_interval=options.heartbeat_interval,
             status_report_interval=options.status_report_interval,
         )
-        self.heartbeat = PoolHeartbeat(client, "MachinePool", options.pool, options.pool,
-                                       options.heartbeat_interval, options.lease_duration,
-                                       lambda: self.pool_reconciler.pool_uid)
         self.pool_controller = Controller("machinepool", self.pool_reconciler.reconcile, workers=1)
-        self.events = EventRecorder(client, "machinepoollet")
-        self.machine_reconciler = MachineReconciler(
+        self.reconciler = self.machine_reconciler = MachineReconciler(
             client, runtime, options.pool, self.machines, self.classes, self.volumes, self.secrets,
             self.mapper, self.runtime_name, delete_requeue=options.delete_requeue, events=self.events,
             nics=self.nics, networks=self.networks,
         )
         self._forwarded: dict[tuple[str, int, str, str], None] = {}
-        self.machine_controller = Controller("machine", self.machine_reconciler.reconcile,
-                                             workers=options.workers)
-        # Known once the apiserver answered (run); until then no runtime object counts as ours.
-        self.ownership: Ownership | None = None
-        self.collector: OrphanCollector | None = None
-        self.relister: Relister[mpb.Machine] = Relister(
-            self.runtime.list_machines, self.key_of_own, self.machine_controller.enqueue,
-            options.relist_period, after_list=self._after_relist,
-        )
+        self.object_controller = self.machine_controller = Controller(
+            "machine", self.machine_reconciler.reconcile, workers=options.workers)
+        self.relister = self._relister(self.runtime.list_machines)
         self._wire_handlers()
-
-    def key_of_own(self, m: mpb.Machine) -> ObjectKey | None:
-        """The Machine key of an IRI machine this poollet made (or adopts); None for others'."""
-        if self.ownership is None or self.ownership.classify(m.metadata.labels) is Owner.FOREIGN:
-            return None
-        key = iri_machine_key(m)
-        return ObjectKey.parse(key) if key else None
 
     # -- event handlers ------------------------------------------------------------------------
 
@@ -210,46 +178,31 @@ class MachinePoollet:
 
         self.classes.add_event_handler(on_add=class_changed, on_update=lambda o, n: class_changed(n),
                                        on_delete=class_changed)
-        self.pool_reconciler.on_classes_changed.append(self._enqueue_all)
+        self.pool_reconciler.on_classes_changed.append(self.enqueue_all)
 
-    def _enqueue_all(self) -> None:
-        for key in list(self.machines.keys()):
-            self.machine_controller.enqueue(ObjectKey.parse(key))
+    # -- what the base asks ------------------------------------------------------------------------
 
-    # -- garbage collection ----------------------------------------------------------------------
+    def wants_here(self, machine: Machine) -> bool:
+        """A Machine evicted and bound elsewhere wants its IRI machine there, not here."""
+        return self.machine_reconciler.pool_of(machine) == self.options.pool
 
-    async def _after_relist(self, items: Sequence[mpb.Machine]) -> None:
-        if self.collector is not None and self.machines.has_synced:
-            await self.collector.collect(items)
+    async def delete_orphan(self, runtime_id: str) -> None:
+        await self.runtime.delete_machine(runtime_id, missing_ok=True)
 
-    async def machine_is_live(self, key: str, uid: str) -> bool:
-        """Whether a Machine with ``uid`` still exists at ``key`` and is bound to this pool."""
-        cached = self.machines.get(key)
-        if cached is not None and cached.metadata.uid == uid:
-            return True
-        ns, _, name = key.partition("/")
+    async def prepare(self) -> None:
+        # Like IronCore waiting for its class mapper: no machine is handled before classes are known.
+        # The pool's status (classes, allocatable, Ready) is written before the poollet is ready, so
+        # whoever is told "ironpool is up" finds a pool the scheduler can place on.
         try:
-            live: Machine = await self.client.get(Machine, name, ns)
-        except NotFound:
-            return False
-        ref = live.spec.machine_pool_ref
-        return live.metadata.uid == uid and ref is not None and ref.name == self.options.pool
+            await self.pool_reconciler.reconcile(self.pool_key)
+        except Exception as exc:  # the pool controller retries; a hiccup here must not stop the poollet
+            log.warning("reporting MachinePool %s failed: %s; retrying", self.options.pool, exc)
+            self.pool_controller.enqueue(self.pool_key)
+        else:
+            self.pool_controller.queue.add_after(self.pool_key, self.options.heartbeat_interval)
 
-    async def _report_on_pool(self, type_: str, reason: str, message: str) -> None:
-        pool = MachinePool.model_validate({"metadata": {"name": self.options.pool,
-                                                        "uid": self.pool_reconciler.pool_uid}})
-        await self.events.record(pool, type_, reason, message)
-
-    def _own(self, uid: str) -> None:
-        self.ownership = Ownership(keys.MACHINE_POOL_LABEL, keys.MACHINE_CLUSTER_LABEL, self.options.pool,
-                                   uid)
-        self.machine_reconciler.owner_labels = self.ownership.labels()
-        self.collector = OrphanCollector(
-            "machine", self.ownership, keys.MACHINE_UID_LABEL, iri_machine_key, self.machine_is_live,
-            lambda mid: self.runtime.delete_machine(mid, missing_ok=True), self.options.gc,
-            self._report_on_pool,
-        )
-        self.pool_reconciler.collection = self.collector
+    def loops(self, stop: asyncio.Event) -> Sequence[Awaitable[None]]:
+        return (self._forward_events(stop),)
 
     # -- runtime events --------------------------------------------------------------------------
 
@@ -258,7 +211,7 @@ class MachinePoollet:
         for ev in await self.runtime.list_events(since=since):
             spec = ev.spec
             labels = spec.involved_object_meta.labels
-            key = iri_machine_key(mpb.Machine(metadata=spec.involved_object_meta))
+            key = MACHINES.api_key(mpb.Machine(metadata=spec.involved_object_meta))
             ident = (spec.involved_object_meta.id, spec.event_time, spec.reason, spec.message)
             if key is None or ident in self._forwarded:
                 continue
@@ -280,48 +233,6 @@ class MachinePoollet:
                 since = now
             except Exception as exc:
                 log.debug("listing runtime events failed: %s", exc)
-
-    # -- running -------------------------------------------------------------------------------
-
-    async def _resync(self, stop: asyncio.Event) -> None:
-        while not await sleep_or_stop(stop, self.options.resync_period):
-            self._enqueue_all()
-
-    async def run(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
-        version = await retry_until_ok(stop, self.runtime.version, "asking the machine runtime its version")
-        uid = await retry_until_ok(stop, lambda: cluster_uid(self.client), "reading the cluster uid")
-        if version is None or uid is None or await retry_until_ok(
-                stop, lambda: announce_pool(self.client, MachinePool, self.identity),
-                f"announcing MachinePool {self.options.pool}") is None:
-            return
-        self._own(uid)
-        self.runtime_name = version.runtime_name or "iri"
-        self.machine_reconciler.runtime_name = self.runtime_name
-        informers = (self.machines, self.classes, self.volumes, self.nics, self.networks)
-        for inf in informers:
-            inf.start()
-        try:
-            await asyncio.gather(*(inf.wait_for_sync(self.options.sync_timeout) for inf in informers))
-            # Like IronCore waiting for its class mapper: no machine is handled before classes are known.
-            await self.pool_reconciler.refresh_classes()
-            self.pool_controller.enqueue(ObjectKey(None, self.options.pool))
-            self._enqueue_all()
-            if ready is not None:
-                ready.set()
-            log.info("machinepoollet for pool %s running (runtime %s %s)", self.options.pool,
-                     version.runtime_name, version.runtime_version)
-            await asyncio.gather(
-                self.heartbeat.run(stop),
-                self.pool_controller.run(stop),
-                self.machine_controller.run(stop),
-                self.relister.run(stop),
-                self._resync(stop),
-                self._forward_events(stop),
-            )
-        finally:
-            for inf in informers:
-                await inf.stop()
-
 
 async def run_machinepoollet(
     client: AsyncClient,

@@ -10,28 +10,30 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import grpc
 import grpc.aio
 
 from ironpool.api.compute import Machine
+from ironpool.api.conditions import condition
 from ironpool.api.core import Secret
 from ironpool.api.errors import AlreadyExists, NotFound
+from ironpool.api.meta import now_rfc3339
 from ironpool.api.quantity import Quantity
 from ironpool.api.storage import Volume, VolumeClass
-from ironpool.client.controller import DONE, ObjectKey, Result
+from ironpool.client.controller import DONE, Result
 from ironpool.client.informer import Informer
 from ironpool.client.rest import AsyncClient
 from ironpool.iri.client import AsyncVolumeRuntimeClient
 from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as vpb
 from ironpool.poollet import keys
 from ironpool.poollet.classes import ClassMapper
-from ironpool.poollet.conditions import condition, now_rfc3339
-from ironpool.poollet.machine_controller import secret_value
-from ironpool.poollet.machine_iri import error_reason, status_differs
-from ironpool.poollet.secret_reader import SECRET_RETRY, SecretReader
+from ironpool.poollet.machine_iri import error_reason
+from ironpool.poollet.reconciler import PoolObjectReconciler
+from ironpool.poollet.secret_reader import SECRET_RETRY, SecretReader, secret_value
+from ironpool.poollet.waiting import Dependency, Waiting, waiting_message
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +70,11 @@ def uid_labels(vol: Volume) -> dict[str, str]:
             keys.VOLUME_NAME_LABEL: md.name or ""}
 
 
-class VolumeReconciler:
+class VolumeReconciler(PoolObjectReconciler[Volume]):
     """Drives the IRI volumes of the Volumes bound to one volume pool."""
+
+    finalizer = keys.VOLUME_FINALIZER
+    uid_label = keys.VOLUME_UID_LABEL
 
     def __init__(
         self,
@@ -83,31 +88,26 @@ class VolumeReconciler:
         runtime_name: str = "iri",
         delete_requeue: float = 1.0,
     ) -> None:
-        self.client = client
+        super().__init__(client, pool, volumes, keys.VOLUME_POOL_LABEL, delete_requeue)
         self.runtime = runtime
-        self.pool = pool
         self.volumes = volumes
         self.classes = classes
         self.secrets = secrets
         self.mapper = mapper
         self.runtime_name = runtime_name
-        self.delete_requeue = delete_requeue
-        # Pool and installation labels stamped on every IRI volume created (see poollet.ownership).
-        self.owner_labels: dict[str, str] = {keys.VOLUME_POOL_LABEL: pool}
-        # Volumes the informer saw deleted, by key: their uid, until the runtime has none left.
-        self.deleted: dict[str, str] = {}
 
-    async def reconcile(self, key: ObjectKey) -> Result:
-        vol = self.volumes.get(str(key))
-        if vol is None:
-            return await self._delete_gone(str(key))
-        if vol.metadata.deletion_timestamp:
-            return await self._delete(vol)
+    def pool_of(self, vol: Volume) -> str | None:
         ref = vol.spec.volume_pool_ref
-        if ref is None or ref.name != self.pool:
-            return DONE
-        if keys.VOLUME_FINALIZER not in (vol.metadata.finalizers or []):
-            vol = await self._set_finalizer(vol, add=True)
+        return ref.name if ref is not None else None
+
+    async def list_runtime(self, labels: Mapping[str, str]) -> Sequence[vpb.Volume]:
+        return await self.runtime.list_volumes(labels=labels)
+
+    async def delete_runtime(self, runtime_id: str) -> None:
+        await self.runtime.delete_volume(runtime_id, missing_ok=True)
+
+    async def apply(self, vol: Volume) -> Result:
+        key = f"{ns_of(vol)}/{vol.metadata.name}"
         await self._release_stale_claim(vol)
         listed = await self.runtime.list_volumes(labels={keys.VOLUME_UID_LABEL: vol.metadata.uid or ""})
         found = [v for v in listed if not v.metadata.deleted_at]
@@ -123,9 +123,8 @@ class VolumeReconciler:
                 await self.secrets.refresh(ns_of(vol), vol.spec.image_pull_secret.name)
             desired, waiting = self._build(vol)
             if desired is None:
-                await self._patch_status(vol, self._waiting_status(vol, waiting, now))
-                secret = any(w.startswith("Secret ") for w in waiting)  # no watch tells when it appears
-                return Result(requeue_after=SECRET_RETRY) if secret else DONE
+                await self.patch_status(vol, self._waiting_status(vol, waiting, now))
+                return Result(requeue_after=SECRET_RETRY) if any(w.polled for w in waiting) else DONE
             try:
                 iri = await self.runtime.create_volume(desired)
             except grpc.aio.AioRpcError as exc:
@@ -134,7 +133,7 @@ class VolumeReconciler:
                     raise
                 # An image being pulled, or one that cannot be: say so in the status, retry.
                 previous = vol.status.conditions if vol.status else None
-                await self._patch_status(vol, {"state": "Pending", "conditions": [
+                await self.patch_status(vol, {"state": "Pending", "conditions": [
                     condition("Ready", "False", reason, exc.details() or "", previous, now)]})
                 if reason == "ImagePulling":
                     return Result(requeue_after=SECRET_RETRY)
@@ -148,29 +147,30 @@ class VolumeReconciler:
                 again = await self.runtime.list_volumes(volume_id=iri.metadata.id)
                 iri = again[0] if again else iri
         status = await self._status(vol, iri, now)
-        await self._patch_status(vol, status)
+        await self.patch_status(vol, status)
         return DONE if status.get("state") == "Available" else Result(requeue_after=1.0)
 
-    def _build(self, vol: Volume) -> tuple[vpb.Volume | None, list[str]]:
-        waiting: list[str] = []
+    def _build(self, vol: Volume) -> tuple[vpb.Volume | None, list[Waiting]]:
+        waiting: list[Waiting] = []
         ns = vol.metadata.namespace or "default"
         class_ref = vol.spec.volume_class_ref
         runtime_class = ""
         if class_ref is None:
-            waiting.append("a volumeClassRef (externally provisioned volumes are not handled by a pool)")
+            waiting.append(Waiting(Dependency.FIELD, "a volumeClassRef",
+                                   "externally provisioned volumes are not handled by a pool"))
         else:
             vc = self.classes.get(class_ref.name)
             if vc is None:
-                waiting.append(f"VolumeClass {class_ref.name} (not found)")
+                waiting.append(Waiting(Dependency.VOLUME_CLASS, class_ref.name, "not found"))
             else:
                 match = self.mapper.lookup(class_ref.name, volume_class_caps(vc))
                 if match.runtime_class is None:
-                    waiting.append(f"VolumeClass {class_ref.name} ({match.reason})")
+                    waiting.append(Waiting(Dependency.VOLUME_CLASS, class_ref.name, match.reason))
                 else:
                     runtime_class = match.runtime_class.name
         size = storage_bytes(vol.spec.resources)
         if size <= 0:
-            waiting.append("spec.resources.storage (missing or zero)")
+            waiting.append(Waiting(Dependency.FIELD, "spec.resources.storage", "missing or zero"))
         spec = vpb.VolumeSpec(resources=vpb.VolumeResources(storage_bytes=size))
         setattr(spec, "class", runtime_class)  # `class` is a Python keyword
         if vol.spec.encryption is not None:
@@ -178,7 +178,7 @@ class VolumeReconciler:
             secret = self.secrets.get(f"{ns}/{sname}")
             data = secret_value(secret, "encryptionKey") if secret is not None else None
             if data is None:
-                waiting.append(f"Secret {ns}/{sname} (encryption key not found)")
+                waiting.append(Waiting(Dependency.SECRET, f"{ns}/{sname}", "encryption key not found"))
             else:
                 spec.encryption.secret_data["encryptionKey"] = data
         ds = vol.spec.data_source
@@ -188,14 +188,7 @@ class VolumeReconciler:
             source.architecture = ds.os_image.architecture or ""
             pull = vol.spec.image_pull_secret
             if pull is not None:
-                secret = self.secrets.get(f"{ns}/{pull.name}")
-                if secret is None:
-                    waiting.append(f"Secret {ns}/{pull.name} (not found; the image pull secret)")
-                else:
-                    for key in (secret.data or {}) | (secret.string_data or {}):
-                        value = secret_value(secret, key)
-                        if value is not None:
-                            source.pull_secret_data[key] = value
+                source.pull_secret_data.update(self.secrets.image_pull_secret(ns, pull.name, waiting))
         if waiting:
             return None, waiting
         iri = vpb.Volume(spec=spec)
@@ -246,11 +239,11 @@ class VolumeReconciler:
         return name
 
     @staticmethod
-    def _waiting_status(vol: Volume, waiting: list[str], now: str) -> dict[str, Any]:
+    def _waiting_status(vol: Volume, waiting: list[Waiting], now: str) -> dict[str, Any]:
         previous = vol.status.conditions if vol.status else None
         return {"state": "Pending",
                 "conditions": [condition("Ready", "False", "WaitingForDependencies",
-                                         "waiting for " + "; ".join(waiting), previous, now)]}
+                                         waiting_message(waiting), previous, now)]}
 
     async def _release_stale_claim(self, vol: Volume) -> None:
         """Clear a ``claimRef`` whose Machine no longer exists (IronCore's volumerelease controller)."""
@@ -267,51 +260,3 @@ class VolumeReconciler:
                  vol.metadata.name, claim.name)
         await self.client.patch(Volume, vol.metadata.name or "", {"spec": {"claimRef": None}},
                                 namespace=vol.metadata.namespace)
-
-    async def _delete(self, vol: Volume) -> Result:
-        if keys.VOLUME_FINALIZER not in (vol.metadata.finalizers or []):
-            return DONE
-        if await self._delete_iri({keys.VOLUME_UID_LABEL: vol.metadata.uid or ""}):
-            return Result(requeue_after=self.delete_requeue)
-        await self._set_finalizer(vol, add=False)
-        return DONE
-
-    async def _delete_gone(self, key: str) -> Result:
-        """A Volume we saw deleted without our finalizer running: delete what the runtime still has
-        for its uid, made by this installation's poollet. A key merely missing from the cache (a fresh
-        or restored database) is left to the orphan collector, which is deliberate about it."""
-        uid = self.deleted.get(key)
-        if uid is None:
-            return DONE
-        if await self._delete_iri({keys.VOLUME_UID_LABEL: uid, **self.owner_labels}):
-            return Result(requeue_after=self.delete_requeue)
-        if self.deleted.get(key) == uid:
-            del self.deleted[key]
-        return DONE
-
-    async def _delete_iri(self, labels: Mapping[str, str]) -> bool:
-        found = await self.runtime.list_volumes(labels=labels)
-        for v in found:
-            await self.runtime.delete_volume(v.metadata.id, missing_ok=True)
-        if not found:
-            return False
-        return bool(await self.runtime.list_volumes(labels=labels))
-
-    async def _set_finalizer(self, vol: Volume, add: bool) -> Volume:
-        finalizers = [f for f in vol.metadata.finalizers or [] if f != keys.VOLUME_FINALIZER]
-        if add:
-            finalizers.append(keys.VOLUME_FINALIZER)
-        updated = vol.model_copy(deep=True)
-        updated.metadata.finalizers = finalizers
-        try:
-            return await self.client.update(updated, namespace=vol.metadata.namespace)
-        except NotFound:
-            if add:
-                raise
-            return vol
-
-    async def _patch_status(self, vol: Volume, status: dict[str, Any]) -> None:
-        current = vol.status.to_dict() if vol.status else {}
-        if status_differs(current, status):
-            await self.client.patch(Volume, vol.metadata.name or "", {"status": status},
-                                    namespace=vol.metadata.namespace, subresource="status")

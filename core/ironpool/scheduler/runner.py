@@ -38,7 +38,7 @@ class SchedulerRunner:
     """Informers + queue + core + binder, in one asyncio loop."""
 
     def __init__(self, client: AsyncClient, config: SchedulerConfig | None = None, *,
-                 bind_concurrency: int = 64, report: bool = True) -> None:
+                 bind_concurrency: int = 64, report: bool = True, ready: asyncio.Event | None = None) -> None:
         self.client = client
         self.config = config or SchedulerConfig()
         self.core = SchedulerCore(self.config)
@@ -47,7 +47,7 @@ class SchedulerRunner:
         self.factory = SharedInformerFactory(client)
         self.reporter = Reporter(client, busy=self._binding) if report else None
         self.stats = RunnerStats()
-        self.ready = asyncio.Event()
+        self.ready = ready if ready is not None else asyncio.Event()  # set once it decides
         self._wakeup = asyncio.Event()
         self._sync: asyncio.Future[None] | None = None
         self._closed = False

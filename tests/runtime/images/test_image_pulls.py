@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ironpool.apiserver.certs import CertificateAuthority, ensure_serving_cert
+from ironpool.apiserver import CertificateAuthority, ensure_serving_cert
 from ironpool.runtime.images import Credentials, ImageResolver, errors, open_resolver
 from ironpool.runtime.images.publish import ImageFiles, push
 

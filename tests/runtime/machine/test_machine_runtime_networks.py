@@ -3,12 +3,14 @@ address in every mode, SSH goes through the user-mode forward on 127.0.0.1 (also
 restarted), NICs are hot-plugged and unplugged, and a refused create leaves no libvirt network.
 
 One guest for all of it. Traffic goes only to 127.0.0.1; the guests' own DHCP stays on bridges this
-test made. Subnets are from 198.18.0.0/15 (benchmarking, RFC 2544), which nothing here routes.
+test made. The subnets that reach the host (isolated networks, the bridge) are /24s of 198.18.0.0/15
+(benchmarking, RFC 2544) that nothing on the host uses, picked per run (tests/helpers/net.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import subprocess
 from collections.abc import Iterator
@@ -22,6 +24,7 @@ from ironpool.runtime.machine.nics import libvirt_network_name, qemu_ids
 from machine_runtime_helpers import RuntimeProc, machine_request, session_domains
 
 from tests.helpers import ssh
+from tests.helpers.net import free_subnets
 from tests.helpers.runtimes import LIBVIRT_URI
 from tests.helpers.wait import wait_for
 
@@ -51,12 +54,24 @@ def qemu_devices(machine_id: str) -> set[str]:
 
 
 @pytest.fixture
-def bridge(test_session: str) -> Iterator[str]:
-    """A host bridge carrying 198.19.7.1/24, as a platform team's bridge carries the host's address."""
+def subnets() -> dict[str, ipaddress.IPv4Network]:
+    """The host-side subnets of one test: free on this host now, so two runs side by side differ."""
+    return dict(zip(("isolated", "bridge", "clash_a", "clash_b"), free_subnets(4), strict=True))
+
+
+def addr(net: ipaddress.IPv4Network, host: int) -> str:
+    """``net``'s ``host``-th address with its prefix, as IPAM hands a NIC one (``198.18.4.9/24``)."""
+    return f"{net[host]}/{net.prefixlen}"
+
+
+@pytest.fixture
+def bridge(test_session: str, subnets: dict[str, ipaddress.IPv4Network]) -> Iterator[str]:
+    """A host bridge carrying its subnet's first address, as a platform team's bridge carries the
+    host's address."""
     name = f"ipt{test_session[:8]}"
     subprocess.run(["ip", "link", "add", name, "type", "bridge"], check=True)
     try:
-        subprocess.run(["ip", "addr", "add", "198.19.7.1/24", "dev", name], check=True)
+        subprocess.run(["ip", "addr", "add", addr(subnets["bridge"], 1), "dev", name], check=True)
         subprocess.run(["ip", "link", "set", name, "up"], check=True)
         yield name
     finally:
@@ -93,9 +108,11 @@ def handles(runtime: RuntimeProc, machine_id: str) -> dict[str, str]:
 
 
 def test_guest_gets_its_address_in_every_mode_and_ssh_goes_through_the_forward(
-    runtime: RuntimeProc, test_session: str, tmp_path: Path, bridge: str, network_ids: dict[str, str]
+    runtime: RuntimeProc, test_session: str, tmp_path: Path, bridge: str, network_ids: dict[str, str],
+    subnets: dict[str, ipaddress.IPv4Network],
 ) -> None:
     stub = runtime.stub
+    eth1, eth2 = addr(subnets["isolated"], 9), addr(subnets["bridge"], 7)
     key, public = ssh.keypair(tmp_path)
     req = machine_request(test_session)
     req.machine.spec.ignition_data = ssh.ignition(public)
@@ -117,15 +134,15 @@ def test_guest_gets_its_address_in_every_mode_and_ssh_goes_through_the_forward(
     # -- isolated mode, hot-plugged: a libvirt network with a reservation for the NIC's MAC ----
     net_name = libvirt_network_name(network_ids["isolated"], "isolated")
     stub.AttachNetworkInterface(mpb.AttachNetworkInterfaceRequest(
-        machine_id=mid, network_interface=nic("eth1", network_ids["isolated"], "198.18.4.9/24", "isolated")))
+        machine_id=mid, network_interface=nic("eth1", network_ids["isolated"], eth1, "isolated")))
     assert net_name in libvirt_networks()
-    wait_for(lambda: "eth1 address 198.18.4.9/24" in console(runtime, mid), 60, "eth1's address")
+    wait_for(lambda: f"eth1 address {eth1}" in console(runtime, mid), 60, "eth1's address")
     assert handles(runtime, mid)["eth1"].startswith(f"isolated://{net_name}/52:54:00:")
 
     # -- bridge mode: the runtime's DHCP server on an existing bridge -----------------------
     stub.AttachNetworkInterface(mpb.AttachNetworkInterfaceRequest(
-        machine_id=mid, network_interface=nic("eth2", "test://bridged", "198.19.7.7/24", "bridge", bridge)))
-    wait_for(lambda: "eth2 address 198.19.7.7/24" in console(runtime, mid), 60, "eth2's address")
+        machine_id=mid, network_interface=nic("eth2", "test://bridged", eth2, "bridge", bridge)))
+    wait_for(lambda: f"eth2 address {eth2}" in console(runtime, mid), 60, "eth2's address")
     dhcp_dir = runtime.state_dir / "dhcp" / bridge
     assert (dhcp_dir / "pid").exists()
 
@@ -143,8 +160,8 @@ def test_guest_gets_its_address_in_every_mode_and_ssh_goes_through_the_forward(
 
     # -- the same NIC (same MAC) plugged in again, as a replaced NIC is: the guest serves it again --
     stub.AttachNetworkInterface(mpb.AttachNetworkInterfaceRequest(
-        machine_id=mid, network_interface=nic("eth1", network_ids["isolated"], "198.18.4.9/24", "isolated")))
-    wait_for(lambda: console(runtime, mid).count("eth1 address 198.18.4.9/24") == 2, 60,
+        machine_id=mid, network_interface=nic("eth1", network_ids["isolated"], eth1, "isolated")))
+    wait_for(lambda: console(runtime, mid).count(f"eth1 address {eth1}") == 2, 60,
              "eth1's address on the console again")
     stub.DetachNetworkInterface(mpb.DetachNetworkInterfaceRequest(machine_id=mid, name="eth1"))
     assert net_name not in libvirt_networks()
@@ -179,13 +196,16 @@ def guest_nics(text: str) -> list[str]:
 
 
 def test_a_refused_create_leaves_no_network_behind(
-    runtime: RuntimeProc, test_session: str, network_ids: dict[str, str]
+    runtime: RuntimeProc, test_session: str, network_ids: dict[str, str],
+    subnets: dict[str, ipaddress.IPv4Network],
 ) -> None:
     """The first NIC makes its libvirt network, the second cannot join it (another subnet on the
     same Network): nothing of the machine stays, the network neither."""
     req = machine_request(test_session, power=mpb.POWER_OFF)
-    req.machine.spec.network_interfaces.append(nic("a", network_ids["clash"], "198.18.5.7/24", "isolated"))
-    req.machine.spec.network_interfaces.append(nic("b", network_ids["clash"], "198.18.6.7/24", "isolated"))
+    for name, subnet in (("a", subnets["clash_a"]), ("b", subnets["clash_b"])):
+        req.machine.spec.network_interfaces.append(
+            nic(name, network_ids["clash"], addr(subnet, 7), "isolated"))
+
     def leftovers() -> tuple[set[str], set[Path]]:
         return set(session_domains(test_session)), set(runtime.state_dir.joinpath("machines").iterdir())
 

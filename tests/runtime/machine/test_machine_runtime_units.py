@@ -290,9 +290,9 @@ def test_observed_generation_follows_the_applied_power_on_the_test_driver(tmp_pa
         # ids the runtime never issued are NOT_FOUND whatever their shape
         for never_issued in ("<a>&", "not-an-id", "f" * 32):
             with pytest.raises(NotFound, match="not found"):
-                driver.detach_volume(never_issued, "x")
+                driver.devices.detach_volume(never_issued, "x")
         with pytest.raises(NotFound, match="volume 'x' not found on machine"):
-            driver.detach_volume(mid, "x")
+            driver.devices.detach_volume(mid, "x")
         driver.delete_machine(mid)
         wait_for(lambda: not driver.list_machines(mid), 10, "the machine to be torn down")
     finally:

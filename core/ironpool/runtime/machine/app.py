@@ -1,7 +1,8 @@
 """Wiring of the machine runtime: configuration in, a started driver plus console endpoint out.
 
-Used by ``ironpool libvirt-runtime`` and by anything that embeds the runtime in its own process:
-``driver, console = build(cfg)`` then ``await serve(driver, cfg.address, console)``.
+Used by ``ironpool libvirt-runtime`` and by anything that runs the runtime in its own process
+(``ironpool up``, ``ironpool join``): ``driver, console = build(cfg)`` then ``await serve(driver,
+cfg.address, console, stop)``.
 """
 
 from __future__ import annotations

@@ -1,14 +1,18 @@
 """Hot-plug of a machine's devices: volumes attached, resized and detached, network interfaces
 plugged and unplugged, on a running domain as on a stopped one.
 
-A mixin of :class:`~.driver.MachineDriver` (the driver's lifecycle and reads stay there); every
-change is recorded in the domain's metadata and reported as an event, as the driver does.
+:class:`MachineDevices` is a part of :class:`~.driver.MachineDriver` (``driver.devices``), which
+hands it the index and host networks they share and its own steps for finding a machine's domain,
+storing its record and reporting an event, so that a device change and a lifecycle change alter a
+machine the same way.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 import libvirt
 
@@ -27,7 +31,15 @@ from .usernet import UserNics
 T = TypeVar("T")
 
 
-class DeviceOps:
+class RecordEvent(Protocol):
+    """The driver's way of reporting a machine's event (IRI ``ListEvents``)."""
+
+    def __call__(self, rec: MachineRecord, reason: str, message: str, type_: str = "Normal",
+                 action: str = "") -> None: ...
+
+
+@dataclass
+class MachineDevices:
     """IRI's AttachVolume/DetachVolume/UpdateVolume and AttachNetworkInterface/Detach... on the
     driver's index and host."""
 
@@ -36,19 +48,11 @@ class DeviceOps:
     lookups: records.Lookups
     host_networks: HostNetworks
     user_nics: UserNics
-
-    if TYPE_CHECKING:  # the driver's, used here
-        def machine_dir(self, machine_id: str) -> Path: ...
-
-        def _guest(self, rec: MachineRecord) -> Guest: ...
-
-        @staticmethod
-        def _persist(entry: Entry, guest: Guest, bump: bool = True) -> None: ...
-
-        def record_event(self, rec: MachineRecord, reason: str, message: str, type_: str = "Normal",
-                         action: str = "") -> None: ...
-
-        def _release_networks(self, nics: list[NicRecord]) -> None: ...
+    machine_dir: Callable[[str], Path]
+    guest: Callable[[MachineRecord], Guest]  # a live machine's domain (NotFound when it is gone)
+    persist: Callable[[Entry, Guest], None]  # the record into the domain, as a new generation
+    record_event: RecordEvent
+    release_networks: Callable[[list[NicRecord]], None]
 
     # -- volumes -----------------------------------------------------------------------------
     def attach_volume(self, machine_id: str, volume: machine_pb2.Volume) -> None:
@@ -59,7 +63,7 @@ class DeviceOps:
                 volume, "volume", rec, self.machine_dir(rec.id) / "disks", self.lookups
             )
             records.attachable(vrec, image)
-            guest = self._guest(rec)
+            guest = self.guest(rec)
             with self.images.lease(image, vrec.path, f"machine {rec.id}"):
                 disks.make_local(vrec, image)
             try:
@@ -72,7 +76,7 @@ class DeviceOps:
                     self.images.release(vrec.path)
                 raise
             rec.volumes.append(vrec)
-            self._persist(entry, guest)
+            self.persist(entry, guest)
             message = f"volume {vrec.name!r} attached as {vrec.target}"
             self.record_event(rec, "AttachVolumeSucceeded", message, action="AttachVolume")
 
@@ -89,11 +93,11 @@ class DeviceOps:
         entry = self.index.get_live(machine_id)
         with entry.lock:
             vrec = self._attached(entry, name, entry.rec.volume(name), "volume")
-            guest = self._guest(entry.rec)
+            guest = self.guest(entry.rec)
             if vrec.path:
                 guest.detach_device("disk", volume_alias(name))
             entry.rec.volumes.remove(vrec)
-            self._persist(entry, guest)
+            self.persist(entry, guest)
             if vrec.owned and vrec.path:
                 Path(vrec.path).unlink(missing_ok=True)
                 self.images.release(vrec.path)
@@ -117,7 +121,7 @@ class DeviceOps:
             name = volume.name
             vrec = self._attached(entry, name, entry.rec.volume(name), "volume", "volume.name")
             update = records.volume_update(vrec, volume)
-            guest = self._guest(entry.rec)
+            guest = self.guest(entry.rec)
             if update.size and vrec.path:
                 what = f"volume {name!r}"
                 if not guest.grow_disk_live(vrec.target, update.size, what):
@@ -126,7 +130,7 @@ class DeviceOps:
                 params = records.io_tune(update.attributes, "volume.connection.attributes")
                 guest.set_io_tune(vrec.target, params, f"volume {name!r}")
             update.apply(vrec)
-            self._persist(entry, guest)
+            self.persist(entry, guest)
             self.record_event(
                 entry.rec, "UpdateVolumeSucceeded", f"volume {name!r} updated", action="UpdateVolume"
             )
@@ -137,15 +141,15 @@ class DeviceOps:
         with entry.lock:
             rec = entry.rec
             nrec = records.nic_record(nic, "network_interface", rec, self.lookups)
-            guest = self._guest(rec)
+            guest = self.guest(rec)
             self.host_networks.reserve(nrec, "network_interface")
             try:
                 self._plug_nic(entry, guest, nrec)
             except BaseException:
-                self._release_networks([nrec])
+                self.release_networks([nrec])
                 raise
             rec.nics.append(nrec)
-            self._persist(entry, guest)
+            self.persist(entry, guest)
             message = f"network interface {nrec.name!r} attached"
             self.record_event(rec, "AttachNICSucceeded", message, action="AttachNIC")
 
@@ -169,14 +173,14 @@ class DeviceOps:
         entry = self.index.get_live(machine_id)
         with entry.lock:
             nrec = self._attached(entry, name, entry.rec.nic(name), "network interface")
-            guest = self._guest(entry.rec)
+            guest = self.guest(entry.rec)
             if nrec.mode == "user":
                 if guest.is_active():
                     self.user_nics.unplug(guest, nrec)
             else:
                 guest.detach_device("interface", nic_alias(name))
             entry.rec.nics.remove(nrec)
-            self._persist(entry, guest)
-            self._release_networks([nrec])
+            self.persist(entry, guest)
+            self.release_networks([nrec])
             message = f"network interface {name!r} detached"
             self.record_event(entry.rec, "DetachNICSucceeded", message, action="DetachNIC")

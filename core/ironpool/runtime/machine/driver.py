@@ -28,7 +28,7 @@ from ironpool.runtime.qemu_access import check_reachable, make_dirs
 
 from . import disks, records
 from .classes import MachineClassSpec
-from .devices import DeviceOps
+from .devices import MachineDevices
 from .domain_xml import (
     DomainOptions,
     domain_element,
@@ -48,8 +48,8 @@ from .usernet import UserNics
 log = logging.getLogger(__name__)
 
 
-class MachineDriver(DeviceOps):
-    """IRI machine semantics on one libvirt host."""
+class MachineDriver:
+    """IRI machine semantics on one libvirt host; device hot-plug is :attr:`devices`."""
 
     def __init__(
         self,
@@ -78,6 +78,11 @@ class MachineDriver(DeviceOps):
         self.host_networks = HostNetworks(host.connection, self.state_dir)
         self.user_nics = UserNics(self.networks)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="machine-worker")
+        self.devices = MachineDevices(
+            index=self.index, images=self.images, lookups=self.lookups, host_networks=self.host_networks,
+            user_nics=self.user_nics, machine_dir=self.machine_dir, guest=self._guest, persist=self._persist,
+            record_event=self.record_event, release_networks=self._release_networks,
+        )
 
     # -- lifecycle of the runtime ------------------------------------------------------------
     def start(self) -> None:

@@ -7,6 +7,7 @@ thread (libvirt blocks) and packs the answer with :mod:`.records`; errors are an
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -87,31 +88,32 @@ class MachineRuntimeServicer(RuntimeService, machine_grpc.MachineRuntimeServicer
     async def AttachVolume(
         self, request: machine_pb2.AttachVolumeRequest, context: Any
     ) -> machine_pb2.AttachVolumeResponse:
-        await self.call(context, self.driver.attach_volume, request.machine_id, request.volume)
+        await self.call(context, self.driver.devices.attach_volume, request.machine_id, request.volume)
         return machine_pb2.AttachVolumeResponse()
 
     async def DetachVolume(
         self, request: machine_pb2.DetachVolumeRequest, context: Any
     ) -> machine_pb2.DetachVolumeResponse:
-        await self.call(context, self.driver.detach_volume, request.machine_id, request.name)
+        await self.call(context, self.driver.devices.detach_volume, request.machine_id, request.name)
         return machine_pb2.DetachVolumeResponse()
 
     async def UpdateVolume(
         self, request: machine_pb2.UpdateVolumeRequest, context: Any
     ) -> machine_pb2.UpdateVolumeResponse:
-        await self.call(context, self.driver.update_volume, request.machine_id, request.volume)
+        await self.call(context, self.driver.devices.update_volume, request.machine_id, request.volume)
         return machine_pb2.UpdateVolumeResponse()
 
     async def AttachNetworkInterface(
         self, request: machine_pb2.AttachNetworkInterfaceRequest, context: Any
     ) -> machine_pb2.AttachNetworkInterfaceResponse:
-        await self.call(context, self.driver.attach_nic, request.machine_id, request.network_interface)
+        nic = request.network_interface
+        await self.call(context, self.driver.devices.attach_nic, request.machine_id, nic)
         return machine_pb2.AttachNetworkInterfaceResponse()
 
     async def DetachNetworkInterface(
         self, request: machine_pb2.DetachNetworkInterfaceRequest, context: Any
     ) -> machine_pb2.DetachNetworkInterfaceResponse:
-        await self.call(context, self.driver.detach_nic, request.machine_id, request.name)
+        await self.call(context, self.driver.devices.detach_nic, request.machine_id, request.name)
         return machine_pb2.DetachNetworkInterfaceResponse()
 
     async def Status(self, request: machine_pb2.StatusRequest, context: Any) -> machine_pb2.StatusResponse:
@@ -130,21 +132,23 @@ async def serve(
     driver: MachineDriver,
     address: str,
     console: ConsoleServer | None,
+    stop: asyncio.Event,
     ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Run the gRPC server (and the console endpoint) until cancelled."""
+    """Serve the started ``driver`` (and the console endpoint) on ``address`` until ``stop`` is set
+    (or the task is cancelled), then stop gracefully; ``ready`` is told the address bound."""
     server = grpc.aio.server(options=GRPC_OPTIONS)
     servicer = MachineRuntimeServicer(driver, console)
     machine_grpc.add_MachineRuntimeServicer_to_server(servicer, server)
     bound = bind_address(server, address)
-    if console is not None:
-        await console.start()
-    await server.start()
-    log.info("machine runtime serving on %s", bound)
-    if ready is not None:
-        ready(bound)
     try:
-        await server.wait_for_termination()
+        if console is not None:
+            await console.start()
+        await server.start()
+        log.info("machine runtime serving on %s", bound)
+        if ready is not None:
+            ready(bound)
+        await stop.wait()
     finally:
         await server.stop(grace=2)
         servicer.close()

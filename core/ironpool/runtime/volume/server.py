@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import PackageNotFoundError, version
@@ -108,35 +107,38 @@ class VolumeRuntimeServicer(RuntimeService, volume_grpc.VolumeRuntimeServicer):
 
 
 async def serve(
-    driver: VolumeDriver, address: str, workers: int = 8, on_ready: Callable[[str], None] | None = None
+    driver: VolumeDriver, address: str, stop: asyncio.Event, workers: int = 8,
+    ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Start ``driver``, serve it on ``address`` until SIGTERM/SIGINT, then stop gracefully."""
+    """Start ``driver`` (its state rebuilt from the pool), serve it on ``address`` until ``stop`` is
+    set (or the task is cancelled), then stop gracefully; ``ready`` is told the address bound.
+
+    Raises PoolConfigError or IriError when the pool cannot be used.
+    """
     executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="volume-runtime")
-    loop = asyncio.get_running_loop()
-    await loop.run_in_executor(executor, driver.start)
-    for problem in driver.problems:
-        log.warning("reconcile: %s", problem)
-    server = grpc.aio.server()
-    volume_grpc.add_VolumeRuntimeServicer_to_server(VolumeRuntimeServicer(driver, executor), server)
-    bound = bind_address(server, address)
-    await server.start()
-    log.info(
-        "volume runtime serving pool %s (%s) on %s (%d volumes)",
-        driver.pool.name,
-        driver.pool.target_path,
-        bound,
-        len(driver.list_volumes()),
-    )
-    if on_ready is not None:
-        on_ready(bound)
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    server = None
     try:
+        await asyncio.get_running_loop().run_in_executor(executor, driver.start)
+        for problem in driver.problems:
+            log.warning("reconcile: %s", problem)
+        server = grpc.aio.server()
+        volume_grpc.add_VolumeRuntimeServicer_to_server(VolumeRuntimeServicer(driver, executor), server)
+        bound = bind_address(server, address)
+        await server.start()
+        log.info(
+            "volume runtime serving pool %s (%s) on %s (%d volumes)",
+            driver.pool.name,
+            driver.pool.target_path,
+            bound,
+            len(driver.list_volumes()),
+        )
+        if ready is not None:
+            ready(bound)
         await stop.wait()
     finally:
-        await server.stop(grace=5)
+        if server is not None:
+            await server.stop(grace=5)
+            remove_socket(address)
         executor.shutdown(wait=True)
         driver.close()
         driver.pool.host.close()
-        remove_socket(address)

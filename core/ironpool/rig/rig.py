@@ -1,152 +1,50 @@
-"""A multi-host ironpool rig on one machine: what ``scripts/rig.sh`` runs and the rig tests drive.
+"""A multi-host ironpool rig on one machine: what ``ironpool rig up`` (and ``make rig``) starts and
+the rig tests drive.
 
 3 etcd members on loopback ports, 2 apiservers over them (HTTPS with one CA, one token file),
-2 leader-elected schedulers, the controller-manager when this ironpool has one, and 3 "hosts", each
-an ``ironpool join`` process with its own data dir, storage pool and pool name, joined with a token
-from ``ironpool join-token create`` and reaching both apiservers over HTTPS (client failover). One
-libvirtd serves every host. Everything is a process of its own, started in a session of its own, so
-``rig.sh up`` can return and ``rig.sh down`` find them again from ``rig.json``.
+2 leader-elected schedulers, the controller-manager, and 3 "hosts", each an ``ironpool join`` process
+with its own data dir, storage pool and pool name, joined with a token from ``ironpool join-token
+create`` and reaching both apiservers over HTTPS (client failover). One libvirtd serves every host.
+Every part is a process of its own started through its own command, in a session of its own, so
+``ironpool rig up`` can return and ``ironpool rig down`` find them again from ``rig.json``.
 
-It lives with the tests, not in the product: it runs etcd from the test host's package, puts every
-part on one machine, and exists to exercise the network paths of a fleet, not to run one.
-
-    python -m tests.rig.rig up|down|status [--dir DIR] [--hosts N] [--images DIR]
+It puts a fleet's processes on one machine, over the network paths a fleet uses, to try ironpool as a
+fleet and to exercise failures (a killed scheduler, etcd leader or apiserver); it is no way to run
+one. etcd comes from the host's package (``scripts/setup-host.sh`` installs Debian's etcd-server).
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import json
 import os
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
-import sys
-import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
+from ironpool.rig.etcd import ETCD, EtcdMember, etcd_answers, etcd_status, member_argv
+from ironpool.rig.processes import Proc, RigError, free_port, ironpool, stop_all, wait_until
 
-REPO = Path(__file__).resolve().parents[2]
-ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 STATE = "rig.json"
 STORE_PREFIX = "/rig"
 
-
-class RigError(Exception):
-    """A part of the rig did not start or stop; the message names it and its log."""
+__all__ = ["ApiServer", "EtcdMember", "Host", "Proc", "Rig", "RigError", "Scheduler"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_until(probe: Callable[[], bool], timeout: float, what: str, proc: Proc | None = None) -> None:
-    """Poll ``probe`` until true; a process of the part that exits first, or the deadline, is an error."""
-    deadline = time.monotonic() + timeout
-    while not probe():
-        if proc is not None and not proc.alive:
-            raise RigError(f"{what}: exited; last lines of {proc.log}:\n{proc.tail()}")
-        if time.monotonic() > deadline:
-            raise RigError(f"{what}: not ready within {timeout:.0f}s" + (f"; see {proc.log}" if proc else ""))
-        time.sleep(0.1)
-
-
-@dataclass
-class Proc:
-    """One process of the rig: how it was started and its PID."""
-
-    name: str
-    argv: list[str]
-    log: str
-    pid: int = 0
-    env: dict[str, str] = field(default_factory=dict)
-
-    def start(self) -> None:
-        with open(self.log, "ab") as out:
-            child = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
-        self.pid = child.pid
-        _CHILDREN[child.pid] = child
-
-    @property
-    def alive(self) -> bool:
-        if not self.pid:
-            return False
-        child = _CHILDREN.get(self.pid)
-        if child is not None:
-            return child.poll() is None
-        # Started by an earlier `rig.sh up`: the PID is ours only while it runs the same command line
-        # (a PID reused by another program is never signalled).
-        try:
-            state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes().decode(errors="replace")
-        except (OSError, IndexError):
-            return False
-        return state != "Z" and cmdline.split("\0")[:-1] == self.argv
-
-    @property
-    def returncode(self) -> int | None:
-        """The exit status of a process this one started and saw end; None otherwise."""
-        child = _CHILDREN.get(self.pid)
-        return child.poll() if child is not None else None
-
-    def signal(self, sig: int) -> None:
-        if self.alive:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, sig)
-
-    def wait_gone(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while self.alive:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
-
-    def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM (a clean stop), SIGKILL after ``timeout``."""
-        self.signal(signal.SIGTERM)
-        if not self.wait_gone(timeout):
-            self.kill()
-
-    def kill(self) -> None:
-        """SIGKILL, as a crash."""
-        self.signal(signal.SIGKILL)
-        self.wait_gone(10)
-
-    def tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(Path(self.log).read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}  # started by this process: reaped through Popen
-
-
-def ironpool(*args: str) -> list[str]:
-    return [sys.executable, "-m", "ironpool.cli.main", *args]
-
-
-@dataclass
-class EtcdMember:
-    name: str
-    client_port: int
-    peer_port: int
-    proc: Proc
-
-    @property
-    def endpoint(self) -> str:
-        return f"127.0.0.1:{self.client_port}"
+def _get(url: str, context: ssl.SSLContext | None = None, timeout: float = 2.0) -> tuple[int, str]:
+    """``GET url``: the status and body; (0, "") when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout, context=context) as response:
+            return response.status, response.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, ""
+    except (OSError, ValueError):
+        return 0, ""
 
 
 @dataclass
@@ -167,10 +65,8 @@ class Scheduler:
     proc: Proc
 
     def metrics(self) -> str:
-        try:
-            return httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2).text
-        except httpx.HTTPError:
-            return ""
+        """Its Prometheus /metrics ("" while it does not answer)."""
+        return _get(f"http://127.0.0.1:{self.metrics_port}/metrics")[1]
 
     @property
     def leading(self) -> bool:
@@ -256,7 +152,7 @@ class Rig:
         try:
             state = json.loads((root / STATE).read_text())
         except FileNotFoundError:
-            raise RigError(f"no rig at {root} (no {STATE}); start one with: scripts/rig.sh up") from None
+            raise RigError(f"no rig at {root} (no {STATE}); start one with: ironpool rig up") from None
 
         def proc(d: dict[str, Any]) -> Proc:
             return Proc(**d)
@@ -283,11 +179,6 @@ class Rig:
     def ssl_context(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.ca_file))
 
-    def http(self, server: int = 0, **kwargs: Any) -> httpx.Client:
-        """An httpx client to one apiserver with the admin token, trusting the rig's CA."""
-        return httpx.Client(base_url=self.apiservers[server].url, verify=self.ssl_context(),
-                            headers={"Authorization": f"Bearer {self.admin_token}"}, **kwargs)
-
     def client(self) -> Any:
         """ironpool's own sync client, given both apiservers (it fails over between them)."""
         from ironpool.client.config import ClientConfig
@@ -300,9 +191,16 @@ class Rig:
     def up(self) -> None:
         """Start every part, in order; on a failure, remove what was started and raise."""
         if (self.root / STATE).exists():
-            raise RigError(f"a rig is already at {self.root}; stop it first: scripts/rig.sh down")
+            raise RigError(f"a rig is already at {self.root}; stop it first: "
+                           f"ironpool rig down --dir {self.root}")
         if not Path(ETCD).exists():
-            raise RigError("etcd is not installed (scripts/setup-host.sh installs the etcd-server package)")
+            raise RigError(f"etcd is not installed ({ETCD}): install Debian's etcd-server package "
+                           "(scripts/setup-host.sh does)")
+        try:
+            import aetcd  # noqa: F401 - the apiservers' etcd store and the probes here use it
+        except ImportError:
+            raise RigError("the rig keeps its state in etcd, which needs ironpool's etcd extra: "
+                           "pip install 'ironpool[etcd]'") from None
         # QEMU's user passes through the root to the hosts' disks (0711); the logs, the state file
         # and the control plane's data dir stay private.
         self.root.mkdir(parents=True, exist_ok=True, mode=0o711)
@@ -326,19 +224,8 @@ class Rig:
 
     def _start_etcd(self) -> None:
         members = [EtcdMember(f"etcd{i}", free_port(), free_port(), Proc("", [], "")) for i in range(3)]
-        cluster = ",".join(f"{m.name}=http://127.0.0.1:{m.peer_port}" for m in members)
         for m in members:
-            m.proc = self._proc(m.name, [
-                ETCD, "--name", m.name, "--data-dir", str((self.etcd_data or self.root / "etcd") / m.name),
-                "--listen-client-urls", f"http://{m.endpoint}", "--advertise-client-urls", f"http://{m.endpoint}",
-                "--listen-peer-urls", f"http://127.0.0.1:{m.peer_port}",
-                "--initial-advertise-peer-urls", f"http://127.0.0.1:{m.peer_port}",
-                "--initial-cluster", cluster, "--initial-cluster-state", "new",
-                "--initial-cluster-token", f"ironpool-rig-{os.getpid()}",
-                # Elections within a second: a killed member's loss is felt briefly.
-                "--heartbeat-interval", "50", "--election-timeout", "500",
-                "--logger", "zap", "--log-level", "warn",
-            ])  # fmt: skip
+            m.proc = self._proc(m.name, member_argv(m, members, self.etcd_data or self.root / "etcd"))
             m.proc.start()
             self.etcd.append(m)
         for m in members:
@@ -382,10 +269,7 @@ class Rig:
                 raise RigError(f"ironpool apply -f {folder}: {applied.stderr.strip()}")
 
     def _ready(self, a: ApiServer) -> bool:
-        try:
-            return httpx.get(f"{a.url}/readyz", verify=self.ssl_context(), timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
+        return _get(f"{a.url}/readyz", self.ssl_context(), timeout=1)[0] == 200
 
     def _start_schedulers(self) -> None:
         config = self.control / "scheduler.yaml"
@@ -401,10 +285,6 @@ class Rig:
             wait_until(lambda s=s: bool(s.metrics()), 30, s.name, s.proc)  # type: ignore[misc]
 
     def _start_controller_manager(self) -> None:
-        """``ironpool controller-manager``, when this ironpool has one."""
-        probe = subprocess.run(ironpool("controller-manager", "--help"), capture_output=True, check=False)
-        if probe.returncode != 0:
-            return
         self.controller_manager = self._proc("controller-manager",
                                              ironpool("controller-manager", *self.controller_manager_args),
                                              IRONPOOL_CONFIG=str(self.admin_config))
@@ -507,7 +387,7 @@ class Rig:
         """Stop every process and remove every domain, volume, storage pool and folder the rig made.
         Returns the problems (empty: all gone)."""
         problems: list[str] = []
-        _stop_all([h.proc for h in self.hosts.values()], 20, say)
+        stop_all([h.proc for h in self.hosts.values()], 20, say)
         purges = {h.name: subprocess.Popen(ironpool("down", "--purge", "--yes", "--data-dir", h.data_dir),
                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                   for h in self.hosts.values() if Path(h.data_dir).exists()}
@@ -518,9 +398,9 @@ class Rig:
             else:
                 say(f"{name}: purged ({self.hosts[name].data_dir})")
         # The control plane after the hosts (they stop through it), etcd last, each tier at once.
-        _stop_all([*([self.controller_manager] if self.controller_manager else []),
+        stop_all([*([self.controller_manager] if self.controller_manager else []),
                    *(s.proc for s in self.schedulers)], 10, say)
-        _stop_all([a.proc for a in self.apiservers], 10, say)
+        stop_all([a.proc for a in self.apiservers], 10, say)
         for member in self.etcd:  # its data goes next: no graceful leader hand-over to wait for
             member.proc.kill()
             say(f"stopped {member.name}")
@@ -556,87 +436,3 @@ class Rig:
             ("logs", str(self.logs)),
         ]
         return rows
-
-
-def _stop_all(procs: list[Proc], timeout: float, say: Callable[[str], None]) -> None:
-    """SIGTERM every process at once, then wait for each (SIGKILL past ``timeout``)."""
-    for proc in procs:
-        proc.signal(signal.SIGTERM)
-    for proc in procs:
-        proc.stop(timeout)
-        say(f"stopped {proc.name}")
-
-
-def etcd_answers(endpoint: str) -> bool:
-    """Whether the member at ``endpoint`` serves a linearizable read (the cluster has a leader)."""
-    import grpc
-    from aetcd import rpc
-
-    channel = grpc.insecure_channel(endpoint)
-    try:
-        rpc.KVStub(channel).Range(rpc.RangeRequest(key=b"/", limit=1), timeout=1.0)
-        return True
-    except grpc.RpcError:
-        return False
-    finally:
-        channel.close()
-
-
-def etcd_status(endpoint: str) -> tuple[int, int] | None:
-    """``(member id, leader id)`` as the member at ``endpoint`` reports them; None if it does not answer."""
-    import grpc
-    from aetcd import rpc
-
-    channel = grpc.insecure_channel(endpoint)
-    try:
-        status = rpc.MaintenanceStub(channel).Status(rpc.StatusRequest(), timeout=2.0)
-        return int(status.header.member_id), int(status.leader)
-    except grpc.RpcError:
-        return None
-    finally:
-        channel.close()
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scripts/rig.sh", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["up", "down", "status"])
-    default_dir = Path(os.environ.get("IRONPOOL_RIG_DIR", "/var/tmp/ironpool-rig"))
-    parser.add_argument("--dir", type=Path, default=default_dir,
-                        help="where the rig keeps its state, data and logs [default: $IRONPOOL_RIG_DIR or "
-                             "/var/tmp/ironpool-rig]")
-    parser.add_argument("--hosts", type=int, default=3, help="joined hosts [default: 3]")
-    parser.add_argument("--images", type=Path, default=None,
-                        help="image catalog the hosts share [default: DIR/images, with the tiny image "
-                             "built there]")
-    args = parser.parse_args(argv)
-    root = args.dir.absolute()
-    try:
-        if args.command == "up":
-            rig = Rig(root, (args.images or root / "images").absolute(), host_count=args.hosts)
-            print(f"starting the rig in {root} ...", flush=True)
-            rig.up()
-            _print_rows("rig is up:", rig.status())
-            print(f"Try: IRONPOOL_CONFIG={rig.admin_config} ironpool get machinepools -o wide\n"
-                  f"Stop and remove everything: scripts/rig.sh down --dir {root}")
-        elif args.command == "status":
-            _print_rows(f"rig at {root}:", Rig.load(root).status())
-        else:
-            problems = Rig.load(root).down(print)
-            if problems:
-                print("left behind:\n  " + "\n  ".join(problems), file=sys.stderr)
-                return 1
-    except RigError as exc:
-        print(f"rig: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _print_rows(title: str, rows: list[tuple[str, str]]) -> None:
-    print(title)
-    width = max(len(k) for k, _ in rows) + 1
-    for key, value in rows:
-        print(f"  {key + ':':<{width}} {value}")
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
