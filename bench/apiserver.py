@@ -20,6 +20,11 @@ The etcd side spreads its connections and watchers over both apiservers.
 
     .venv/bin/python bench/apiserver.py --store etcd [--creates 5000] [--gets 10000] [--watchers 100]
 
+``--fanout`` measures watch fan-out alone on SQLite (one apiserver, no etcd): events delivered per
+second to ``--watchers`` watch streams while ``--watch-events`` Machines are created, two runs.
+
+    .venv/bin/python bench/apiserver.py --fanout [--watchers 100] [--watch-events 2000]
+
 ``--rbac`` measures what authorization costs: two apiservers on SQLite holding the same ``--roles``
 Roles and ``--bindings`` bindings, one with ``--authorization-mode RBAC``, one with ``AlwaysAllow``,
 loaded by the same non-admin user (bound to ``edit`` in ``default`` by a RoleBinding), creates and
@@ -108,6 +113,7 @@ class Target:
     pid: int
     tls: ssl.SSLContext | None = None
     host: str = "127.0.0.1"
+    ca_file: str | None = None  # HTTPS: the CA's certificate, for clients in other processes
 
     def conn(self) -> Conn:
         return Conn(self.host, self.port, self.token, self.tls)
@@ -281,16 +287,16 @@ async def bench(args: argparse.Namespace, targets: dict[str, Target]) -> dict[st
     return result
 
 
-def tls_files(tmp: Path) -> tuple[list[str], ssl.SSLContext]:
-    """A throwaway CA and serving certificate for 127.0.0.1: the apiserver's flags and the client's
-    context."""
+def tls_files(tmp: Path) -> tuple[list[str], ssl.SSLContext, str]:
+    """A throwaway CA and serving certificate for 127.0.0.1: the apiserver's flags, the client's
+    context and the CA's certificate file."""
     from ironpool.allinone.access import prepare_tls
 
     tls = prepare_tls(tmp / "pki", "127.0.0.1")
     assert tls.client_ca_file is not None
     flags = ["--tls-cert-file", tls.cert_file, "--tls-private-key-file", tls.key_file,
              "--client-ca-file", tls.client_ca_file]
-    return flags, ssl.create_default_context(cafile=tls.client_ca_file)
+    return flags, ssl.create_default_context(cafile=tls.client_ca_file), tls.client_ca_file
 
 
 @contextlib.contextmanager
@@ -304,7 +310,7 @@ def serving(https: bool = False, store: str | None = None, extra_args: tuple[str
         token = secrets.token_hex(16)
         (tmp / "tokens.csv").write_text(f'{token},admin,1,"system:masters"\n{more_tokens}')
         port = free_port()
-        flags, context = tls_files(tmp) if https else ([], None)
+        flags, context, ca_file = tls_files(tmp) if https else ([], None, None)
         url = f"{'https' if https else 'http'}://127.0.0.1:{port}"
         log_path = tmp / "apiserver.log"
         log = open(log_path, "wb")  # noqa: SIM115 - handed to the child
@@ -326,7 +332,7 @@ def serving(https: bool = False, store: str | None = None, extra_args: tuple[str
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise SystemExit(f"apiserver did not start: {log_path.read_text()}")
                 time.sleep(0.05)
-            yield url, Target(port, token, proc.pid, context)
+            yield url, Target(port, token, proc.pid, context, ca_file=ca_file)
         finally:
             proc.terminate()
             proc.wait(timeout=10)
@@ -575,6 +581,21 @@ async def rbac_bench(args: argparse.Namespace, admins: dict[str, Target]) -> dic
     return result
 
 
+async def fanout_only(args: argparse.Namespace, target: Target) -> dict[str, object]:
+    conn = target.conn()
+    await conn.open()
+    status, payload = await conn.request("POST", CLASSES, json.dumps({
+        "apiVersion": "compute.ironcore.dev/v1alpha1", "kind": "MachineClass",
+        "metadata": {"name": "small"}, "capabilities": {"cpu": "1", "memory": "1Gi"}}).encode())
+    conn.close()
+    assert status == 201, payload
+    runs = [await fan_out(target, args.watchers, args.watch_events // 2, args.clients, f"f{i}-")
+            for i in range(2)]
+    return {"watchers": args.watchers, "runs": runs,
+            "delivered_per_s": round(sum(r["watchers"] * r["events_each"] for r in runs)
+                                     / sum(r["seconds"] for r in runs), 1)}
+
+
 def rbac_comparison(args: argparse.Namespace) -> dict[str, object]:
     """``--rbac``: two apiservers on SQLite with the same Roles and bindings, one authorizing by RBAC,
     one with AlwaysAllow; the same non-admin user loads both."""
@@ -606,17 +627,25 @@ def main() -> None:
     parser.add_argument("--objects", type=int, default=100_000, help="objects stored when RSS is measured")
     parser.add_argument("--store", choices=("sqlite", "etcd"), default="sqlite",
                         help="etcd: compare SQLite with two apiservers on a 3-member etcd (see above)")
-    parser.add_argument("--watchers", type=int, default=100, help="--store etcd: watch streams")
-    parser.add_argument("--watch-events", type=int, default=2000, help="--store etcd: objects created "
-                        "while the watchers stream (half per run)")
+    parser.add_argument("--watchers", type=int, default=100, help="--store etcd, --fanout: watch streams")
+    parser.add_argument("--watch-events", type=int, default=2000, help="--store etcd, --fanout: objects "
+                        "created while the watchers stream (half per run)")
     parser.add_argument("--etcd-data", choices=("disk", "tmpfs"), default="disk",
                         help="--store etcd: where the members keep their data (tmpfs: fsync costs nothing)")
+    parser.add_argument("--fanout", action="store_true",
+                        help="watch fan-out alone, on one apiserver on SQLite (see above)")
     parser.add_argument("--rbac", action="store_true",
                         help="RBAC (a user bound to edit, with --roles Roles and --bindings bindings) beside "
                         "AlwaysAllow, interleaved")
     parser.add_argument("--roles", type=int, default=100, help="--rbac: Roles present")
     parser.add_argument("--bindings", type=int, default=1000, help="--rbac: bindings present")
     args = parser.parse_args()
+    if args.fanout:
+        with serving() as (_, target):
+            fanout: dict[str, object] = {"clients": args.clients, "store": "sqlite", "cores": os.cpu_count()}
+            fanout.update(uvloop.run(fanout_only(args, target)))
+        print(json.dumps(fanout))
+        return
     if args.rbac:
         print(json.dumps(rbac_comparison(args)))
         return

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from ironpool.api import errors
 from ironpool.api.resources import resolve
-from ironpool.apiserver.registry.fieldmanager import field_set, from_fields_v1, to_fields_v1
+from ironpool.apiserver.registry.fieldmanager import field_set
 from ironpool.apiserver.registry.generic import Registry
+from ironpool.apiserver.registry.managed_fields import from_fields_v1, to_fields_v1
 from ironpool.apiserver.registry.schemas import drop_unknown_fields, shape_of
 from ironpool.apiserver.registry.strategic_patch import apply_strategic_patch
 from ironpool.store.sqlite import SQLiteStore
@@ -112,7 +113,7 @@ async def test_strategic_merge_patch_merges_keyed_lists(registry: Registry) -> N
     patch = {"spec": {"volumes": [{"name": "data", "$patch": "delete"}, {"name": "extra", "emptyDisk": {}}],
                       "$setElementOrder/volumes": [{"name": "extra"}, {"name": "root"}]},
              "metadata": {"finalizers": ["a/b"]}}
-    result = await registry.patch(MACHINES, "default", "m", patch, strategic=True)
+    result = await registry.patch(MACHINES, "default", "m", patch, kind="strategic")
     assert [v["name"] for v in result["spec"]["volumes"]] == ["extra", "root"]
     assert result["spec"]["volumes"][1]["device"] == "oda"  # the server's default is kept
     assert result["metadata"]["finalizers"] == ["a/b"]

@@ -71,10 +71,11 @@ async def test_authorizer_hook_can_forbid(store: SQLiteStore) -> None:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
         r = await c.post(CLASSES, json=body, headers={"Authorization": "Bearer b"})
         assert r.status_code == 403 and r.json()["reason"] == "Forbidden"
-        # The only writes: the kube-system namespace and the default RBAC policy every installation
-        # makes before its first request.
+        # The only writes: the kube-system and default namespaces and the default RBAC policy every
+        # installation makes before its first request.
         made = {d["metadata"]["name"] for d in (await store.list("/registry/")).items}
-        assert made == {"kube-system", "cluster-admin", "admin", "edit", "view", "system:discovery"}
+        assert made == {"kube-system", "default", "cluster-admin", "admin", "edit", "view",
+                        "system:discovery"}
         r = await c.post(CLASSES, json=body, headers={"Authorization": "Bearer a"})
         assert r.status_code == 201
         r = await c.get(f"{CLASSES}/small", headers={"Authorization": "Bearer b"})

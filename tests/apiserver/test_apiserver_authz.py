@@ -188,12 +188,23 @@ def test_machine_pool_identity_may_do_what_its_poollet_needs(server: Server) -> 
 def test_machine_pool_claims_volumes_only_for_its_own_machines(server: Server) -> None:
     seed(server)
     with server.client("admin") as admin:
-        for name in ("v1", "v2"):
+        for name in ("v1", "v2", "unreferenced"):
             ok(admin.post(VOLUMES, json={"metadata": {"name": name, "namespace": "default"},
                                          "spec": {}}), 201)
+        for name, volume in (("ma", "v1"), ("mb", "v2")):
+            ok(admin.patch(f"{MACHINES}/{name}", headers=MERGE, json={"spec": {"volumes": [
+                {"name": "data", "volumeRef": {"name": volume}}]}}))
         uid_a = ok(admin.get(f"{MACHINES}/ma"))["metadata"]["uid"]
         uid_b = ok(admin.get(f"{MACHINES}/mb"))["metadata"]["uid"]
     with server.client("pool-a") as c:
+        # A volume none of its machines references: no get, and no claim either (the same graph).
+        refused(c.get(f"{VOLUMES}/unreferenced"), 'volumes.storage.ironcore.dev "unreferenced" is forbidden')
+        refused(c.patch(f"{VOLUMES}/unreferenced", headers=MERGE,
+                        json={"spec": {"claimRef": {"name": "ma", "uid": uid_a}}}),
+                'volumes.storage.ironcore.dev "unreferenced" is forbidden: User '
+                f'"{MP_USER}" cannot patch resource "volumes" in API group "storage.ironcore.dev" in the '
+                'namespace "default": machine "ma" is not a live machine bound to pool "pool-a" that '
+                "references this volume")
         ok(c.patch(f"{VOLUMES}/v1", headers=MERGE, json={"spec": {"claimRef": {"name": "ma", "uid": uid_a}}}))
         ok(c.patch(f"{VOLUMES}/v1", headers=MERGE, json={"spec": {"claimRef": None}}))
         refused(c.patch(f"{VOLUMES}/v1", headers=MERGE,

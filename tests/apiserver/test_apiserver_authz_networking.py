@@ -66,9 +66,10 @@ def test_machine_pool_reads_networking_and_claims_nics_only_for_its_machines(
             "metadata": {"name": "small"}, "capabilities": {"cpu": "1", "memory": "1Gi"}}), 201)
         for name in ("nic-a", "nic-b"):
             ok(admin.post(NICS, json=nic(name)), 201)
-        for name, pool in (("ma", "pool-a"), ("mb", "pool-b")):
-            body = {"metadata": {"name": name}, "spec": {"machineClassRef": {"name": "small"},
-                                                          "machinePoolRef": {"name": pool}}}
+        for name, pool, nic_name in (("ma", "pool-a", "nic-a"), ("mb", "pool-b", "nic-b")):
+            body = {"metadata": {"name": name}, "spec": {
+                "machineClassRef": {"name": "small"}, "machinePoolRef": {"name": pool},
+                "networkInterfaces": [{"name": "primary", "networkInterfaceRef": {"name": nic_name}}]}}
             uids[name] = ok(admin.post(f"{COMPUTE}/namespaces/default/machines", json=body), 201)[
                 "metadata"]["uid"]
 
@@ -79,6 +80,11 @@ def test_machine_pool_reads_networking_and_claims_nics_only_for_its_machines(
         for path in (f"{NETWORKING}/networks", NICS, PREFIXES, f"{NETWORKING}/networks/lab"):
             ok(a.get(path))
         forbidden(a.get(f"{NICS}/nic-b"), 'no machine bound to machine pool "pool-a" references it')
+        # Its own machine, but a NIC that machine does not reference: the graph refuses the claim too.
+        forbidden(a.patch(f"{NICS}/nic-b", headers=MERGE,
+                          json={"spec": {"machineRef": {"name": "ma", "uid": uids["ma"]}}}),
+                  'machine "ma" is not a live machine bound to pool "pool-a" that references this network '
+                  "interface")
         claim = {"spec": {"machineRef": {"name": "ma", "uid": uids["ma"]}}}
         claimed = ok(a.patch(f"{NICS}/nic-a", headers=MERGE, json=claim))
         assert claimed["spec"]["machineRef"]["name"] == "ma"

@@ -164,7 +164,7 @@ def test_ironpool_client_verifies_with_ca_file(server: Server, tmp_path: Path) -
     config = ClientConfig(server=server.url, token="admintok", ca_file=server.tls.client_ca_file)
     with Client(config) as client:
         names = [n["metadata"]["name"] for n in client.list_raw(resolve("namespaces")).items]
-    assert names == ["kube-system"]
+    assert names == ["default", "kube-system"]
     with pytest.raises(ConfigError, match=r"ca_file .*missing\.pem: cannot load it"):
         Client(ClientConfig(server=server.url, token="admintok", ca_file=str(tmp_path / "missing.pem")))
     # A stale ca_file (another installation's) is not loaded for a plain-http server it cannot apply to.

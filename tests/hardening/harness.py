@@ -25,6 +25,9 @@ from tests.helpers.wait import wait_until
 
 ADMIN = "admin-token-hardening"
 POOL = "pool-token-hardening"
+USER = "user-token-hardening"  # mallory: an ordinary user, bound to edit in USER_NAMESPACE (grant_edit)
+USER_NAME = "mallory"
+USER_NAMESPACE = "team-a"
 POOL_USER = "compute.ironcore.dev:system:machinepool:p1"
 MACHINES = "/apis/compute.ironcore.dev/v1alpha1/namespaces/default/machines"
 EVENTS = "/api/v1/namespaces/default/events"
@@ -73,20 +76,22 @@ class Server:
         return self.log_path.read_text(errors="replace")
 
 
-def start_server(tmp: Path, *flags: str, ready: str = "/api/v1/namespaces") -> Server:
+def start_server(tmp: Path, *flags: str, ready: str = "/api/v1/namespaces", store_query: str = "") -> Server:
     """``ironpool apiserver`` on a fresh SQLite file, with an administrator and a pool identity,
     once ``ready`` answers 200 (the first API request also bootstraps the system namespaces: it
     happens before any snapshot)."""
     tmp.mkdir(parents=True, exist_ok=True)
     tokens = tmp / "tokens.csv"
     tokens.write_text(f'{ADMIN},admin,1,"system:masters"\n'
-                      f'{POOL},{POOL_USER},3,"compute.ironcore.dev:system:machinepools"\n')
+                      f'{POOL},{POOL_USER},3,"compute.ironcore.dev:system:machinepools"\n'
+                      f"{USER},{USER_NAME},4\n")
     port = free_port()
     log_path = tmp / f"apiserver-{port}.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ironpool.cli.main", "apiserver", "--store", f"sqlite:///{tmp}/store.db",
-             "--listen", f"127.0.0.1:{port}", "--token-file", str(tokens), *flags],
+            [sys.executable, "-m", "ironpool.cli.main", "apiserver",
+             "--store", f"sqlite:///{tmp}/store.db{store_query}", "--listen", f"127.0.0.1:{port}",
+             "--token-file", str(tokens), *flags],
             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     server = Server(port, proc, log_path)
@@ -102,6 +107,18 @@ def start_server(tmp: Path, *flags: str, ready: str = "/api/v1/namespaces") -> S
 
     wait_until(answering, timeout=30, message=f"apiserver answering {ready}")
     return server
+
+
+def grant_edit(server: Server, namespace: str = USER_NAMESPACE) -> None:
+    """The namespace, and the ordinary user bound to ``edit`` in it (idempotent)."""
+    binding = {"metadata": {"name": f"{USER_NAME}-edit", "namespace": namespace},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER_NAME}]}
+    with server.client() as c:
+        bindings = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings"
+        for path, body in (("/api/v1/namespaces", {"metadata": {"name": namespace}}), (bindings, binding)):
+            r = c.post(path, json=body)
+            assert r.status_code in (201, 409), r.text
 
 
 def stop_server(server: Server) -> None:

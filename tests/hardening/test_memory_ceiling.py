@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 from ironpool.api import errors
-from ironpool.apiserver.serving.inflight import InFlight, MemoryCeiling, resident_bytes
+from ironpool.apiserver.serving.inflight import InFlight, MemoryCeiling
+from ironpool.memory import resident_bytes
 
 from tests.helpers.wait import wait_for
 

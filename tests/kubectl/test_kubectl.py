@@ -72,6 +72,15 @@ def test_version_and_discovery(up: UpInstance) -> None:
     assert {"machines.compute.ironcore.dev", "volumes.storage.ironcore.dev", "secrets"} <= set(resources)
 
 
+def test_server_side_apply_of_the_classes_right_after_up(up: UpInstance) -> None:
+    """``up`` made its classes with an ordinary create (values stored canonical, ``1k``); applying
+    the same classes as written (``iops: "1000"``) server-side conflicts with nothing."""
+    classes = [REPO / "examples" / "manifests" / f"00-{k}classes.yaml" for k in ("machine", "volume")]
+    proc = kubectl(up, "apply", "--server-side", *(a for f in classes for a in ("-f", str(f))))
+    assert "volumeclass.storage.ironcore.dev/fast serverside-applied" in proc.stdout, proc.stdout
+    assert not proc.stderr.strip(), proc.stderr
+
+
 def test_no_ca_wrong_token_or_foreign_client_certificate_is_refused(up: UpInstance, tmp_path: Path) -> None:
     config = yaml.safe_load(up.kubeconfig.read_text())
     no_ca = json.loads(json.dumps(config))
@@ -249,9 +258,7 @@ def test_delete_wait_removes_the_domain(up: UpInstance) -> None:
 def test_rbac_roles_bindings_and_auth_can_i(up: UpInstance, tmp_path: Path) -> None:
     """A user made with ``ironpool token create`` may do nothing until bound to ``edit`` in one
     namespace with ``kubectl create rolebinding``; ``kubectl auth can-i`` answers accordingly."""
-    # (kubectl create namespace / rolebinding send protobuf, which ironpool does not read: apply JSON)
-    kubectl(up, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "Namespace",
-                                                     "metadata": {"name": "team-a"}}))
+    kubectl(up, "create", "namespace", "team-a")  # sent as protobuf, as kubectl's typed commands do
     made = subprocess.run([sys.executable, "-m", "ironpool.cli.main", "token", "create", "dave",
                            "--token-file", str(up.data_dir / "tokens.csv")], capture_output=True, text=True,
                           timeout=60, check=True)
@@ -265,11 +272,7 @@ def test_rbac_roles_bindings_and_auth_can_i(up: UpInstance, tmp_path: Path) -> N
     # the apiserver reads the token file again within a second: dave is known, and refused
     wait_until(lambda: dave("auth", "can-i", "create", "machines", "-n", "team-a").stdout.strip() == "no",
                timeout=15, message="dave authenticated and refused")
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": {"name": "dave-edit", "namespace": "team-a"},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
-               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "dave"}]}
-    kubectl(up, "apply", "-f", "-", stdin=json.dumps(binding))
+    kubectl(up, "create", "rolebinding", "dave-edit", "-n", "team-a", "--clusterrole=edit", "--user=dave")
     assert "dave-edit" in kubectl(up, "get", "rolebindings", "-n", "team-a").stdout
     assert "ClusterRole/edit" in kubectl(up, "get", "rolebinding", "dave-edit", "-n", "team-a").stdout
     yes = dave("auth", "can-i", "create", "machines", "-n", "team-a")

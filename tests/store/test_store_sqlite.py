@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 from ironpool.store.interface import RevisionCompacted, StoreError, open_store
 from ironpool.store.sqlite import SQLiteStore
+
+from tests.helpers.wait import eventually
 
 P = "/registry/compute.ironcore.dev/machineclasses/_/"
 
@@ -88,4 +91,26 @@ async def test_concurrent_writes_share_one_commit_and_fail_alone(tmp_path: Path)
         range(base + 1, base + 7))
     assert await store.current_revision() == base + 6
     assert len((await store.list(P)).items) == 7
+    await store.close()
+
+
+async def test_a_burst_of_large_writes_leaves_no_large_wal(tmp_path: Path) -> None:
+    """100 writes of 1 MiB at once were one transaction, and the WAL grew to hold it (and stayed so);
+    now a transaction takes about MAX_COMMIT_BYTES, and once writes pause the WAL is truncated."""
+    from ironpool.store import sqlite_wal
+    from ironpool.store.sqlite import MAX_COMMIT_BYTES
+
+    store = SQLiteStore(str(tmp_path / "a.db"))
+    wal = tmp_path / "a.db-wal"
+    doc = {"metadata": {"name": "x"}, "data": {"blob": "x" * (1024 * 1024)}}
+    await asyncio.gather(*(store.create(P + f"big{i:03d}", doc) for i in range(100)))
+    # Every write committed, in several transactions: the WAL holds about one of them, not all.
+    assert store.revision == 100
+    assert wal.stat().st_size < 3 * MAX_COMMIT_BYTES + sqlite_wal.SETTLE_AFTER_BYTES, wal.stat().st_size
+    await eventually(lambda: store._wal.settled == 1, 10, "the store settling after the burst")
+    assert wal.stat().st_size == 0
+    # Small steady writes do not settle again.
+    for i in range(10):
+        await store.update(P + f"big{i:03d}", {"metadata": {"name": "x"}})
+    assert store._wal.settled == 1
     await store.close()

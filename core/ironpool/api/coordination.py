@@ -33,12 +33,19 @@ class LeaseSpec(ApiModel):
     """The lock: its holder, for how long a renewal holds, and when it was taken and renewed."""
 
     holder_identity: str | None = None
+    """Who holds the lease."""
     lease_duration_seconds: int | None = None
+    """How long the lease lasts after each renewal."""
     acquire_time: str | None = None
+    """When the holder acquired the lease."""
     renew_time: str | None = None
+    """When the holder last renewed the lease."""
     lease_transitions: int | None = None
+    """How many times the lease has changed holders."""
     preferred_holder: str | None = None
+    """Who should hold the lease next."""
     strategy: str | None = None
+    """How the next holder is chosen."""
 
 
 class Lease(ApiModel):
@@ -47,4 +54,6 @@ class Lease(ApiModel):
     api_version: str | None = None
     kind: str | None = None
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    """Standard object metadata: name, namespace, labels, annotations and what the server sets."""
     spec: LeaseSpec | None = None
+    """The lease: who holds it and until when."""

@@ -25,10 +25,15 @@ class PrefixSpec(ApiModel):
     """Desired state of a Prefix (also the spec of an ephemeral prefix template)."""
 
     ip_family: IPFamily | None = Field(default=None, alias="ipFamily")
+    """IPv4 or IPv6."""
     prefix: str | None = None
+    """The prefix in CIDR form; allocated from the parent when empty."""
     prefix_length: int | None = None
+    """Length of the prefix to allocate from the parent when prefix is empty."""
     parent_ref: LocalObjectReference | None = None
+    """The Prefix this one is allocated from."""
     parent_selector: LabelSelectorSpec | None = None
+    """Labels of the Prefix this one may be allocated from."""
 
     @property
     def is_root(self) -> bool:
@@ -40,8 +45,11 @@ class PrefixStatus(ApiModel):
     """Set by the apiserver's allocation: the phase and the children allocated from this Prefix."""
 
     phase: PrefixPhase | None = None
+    """Pending or Allocated."""
     last_phase_transition_time: Timestamp | None = None
+    """When the phase last changed."""
     used: list[str] | None = None
+    """Parts of the prefix allocated to others."""
 
 
 class Prefix(ApiModel):
@@ -50,12 +58,17 @@ class Prefix(ApiModel):
     api_version: str | None = None
     kind: str | None = None
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    """Standard object metadata: name, namespace, labels, annotations and what the server sets."""
     spec: PrefixSpec = Field(default_factory=PrefixSpec)
+    """Desired state of the Prefix."""
     status: PrefixStatus | None = None
+    """Observed state of the Prefix. Read-only for users."""
 
 
 class PrefixTemplate(ApiModel):
     """Labels, annotations and spec of an ephemeral Prefix (``NetworkInterface.spec.ips[].ephemeral``)."""
 
     metadata: ObjectMeta | None = None
+    """Labels and annotations of the Prefix made from the template."""
     spec: PrefixSpec = Field(default_factory=PrefixSpec)
+    """Spec of the Prefix made from the template."""

@@ -26,27 +26,39 @@ class PolicyRule(ApiModel):
     ``nonResourceURLs`` (ClusterRoles only)."""
 
     verbs: list[str] = Field(default_factory=list)
+    """Verbs the rule allows (get, list, create, ...; * for all)."""
     api_groups: list[str] | None = None
+    """API groups of the resources (empty string: the core group; * for all)."""
     resources: list[str] | None = None
+    """Resources the rule applies to (plural names, <plural>/<subresource>; * for all)."""
     resource_names: list[str] | None = None
+    """Names of the objects the rule is limited to (never applies to list, watch or create)."""
     non_resource_urls: list[str] | None = Field(default=None, alias="nonResourceURLs")
+    """Paths that are not resources (/version, /healthz, ...; a trailing * matches a prefix)."""
 
 
 class Subject(ApiModel):
     """Who a binding is for: a ``User`` or a ``Group``, by name."""
 
     kind: str
+    """User, Group or ServiceAccount."""
     api_group: str | None = None
+    """rbac.authorization.k8s.io for users and groups; empty for service accounts."""
     name: str
+    """Name of the user, group or service account."""
     namespace: str | None = None
+    """Namespace of a service account."""
 
 
 class RoleRef(ApiModel):
     """The Role or ClusterRole a binding grants; immutable once the binding exists."""
 
     api_group: str
+    """rbac.authorization.k8s.io."""
     kind: str
+    """Role or ClusterRole."""
     name: str
+    """Name of the role."""
 
 
 class Role(ApiModel):
@@ -55,7 +67,9 @@ class Role(ApiModel):
     api_version: str | None = None
     kind: str | None = None
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    """Standard object metadata: name, namespace, labels, annotations and what the server sets."""
     rules: list[PolicyRule] | None = None
+    """What the role allows, in its namespace."""
 
 
 class ClusterRole(ApiModel):
@@ -65,7 +79,9 @@ class ClusterRole(ApiModel):
     api_version: str | None = None
     kind: str | None = None
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    """Standard object metadata: name, namespace, labels, annotations and what the server sets."""
     rules: list[PolicyRule] | None = None
+    """What the role allows, in every namespace (or in one, through a RoleBinding)."""
 
 
 class RoleBinding(ApiModel):
@@ -74,8 +90,11 @@ class RoleBinding(ApiModel):
     api_version: str | None = None
     kind: str | None = None
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    """Standard object metadata: name, namespace, labels, annotations and what the server sets."""
     subjects: list[Subject] | None = None
+    """Who gets the role's rights."""
     role_ref: RoleRef
+    """The Role or ClusterRole granted in the binding's namespace. Cannot be changed."""
 
 
 class ClusterRoleBinding(ApiModel):
@@ -84,5 +103,8 @@ class ClusterRoleBinding(ApiModel):
     api_version: str | None = None
     kind: str | None = None
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    """Standard object metadata: name, namespace, labels, annotations and what the server sets."""
     subjects: list[Subject] | None = None
+    """Who gets the role's rights."""
     role_ref: RoleRef
+    """The ClusterRole granted everywhere. Cannot be changed."""

@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ironpool.api import errors
 from ironpool.apiserver.auth.authentication import Authenticator, User
 from ironpool.apiserver.auth.authorizer import Authorization
+from ironpool.apiserver.auth.impersonation import impersonate, requested
 from ironpool.apiserver.auth.interface import Authorizer
 from ironpool.apiserver.controllers.bootstrap import Bootstrap
 from ironpool.apiserver.controllers.namespace import NamespaceController
@@ -47,13 +48,23 @@ from ironpool.apiserver.endpoints.openapi import (
 from ironpool.apiserver.endpoints.request_parsing import cached_request_info
 from ironpool.apiserver.endpoints.resources import ResourceEndpoints
 from ironpool.apiserver.endpoints.responses import error_response
+from ironpool.apiserver.endpoints.self_reviews import (
+    REVIEW_PATHS,
+    SSR_PATH,
+    SSRR_PATH,
+    self_subject_review,
+    self_subject_rules_review,
+)
 from ironpool.apiserver.endpoints.watch_stream import WatchStreams
 from ironpool.apiserver.options import ServerOptions
 from ironpool.apiserver.registry.generic import Registry
 from ironpool.apiserver.serving.connections import mark_authenticated, uvicorn_options
-from ironpool.apiserver.serving.inflight import DEFAULT_PER_USER, InFlight
+from ironpool.apiserver.serving.inflight import InFlight
 from ironpool.apiserver.serving.listening import ListenError, UvicornServer, listen
+from ironpool.apiserver.serving.memory_settle import settle_memory
+from ironpool.apiserver.serving.seats import Seats
 from ironpool.apiserver.serving.tls import TlsFiles, client_subject
+from ironpool.apiserver.serving.watch_slots import WatchSlots
 from ironpool.gc_tuning import collect_less
 from ironpool.store.interface import Store
 
@@ -66,7 +77,8 @@ class ApiServer:
     """Request handling: authentication, routing to the registry, metrics, errors as Status."""
 
     def __init__(self, store: Store, authenticator: Authenticator, authorize: Authorizer,
-                 inflight_per_user: int = DEFAULT_PER_USER) -> None:
+                 options: ServerOptions | None = None) -> None:
+        options = options or ServerOptions()
         self.store = store
         self.authorize = authorize
         self.registry = Registry(store)
@@ -77,18 +89,37 @@ class ApiServer:
         self._started = False
         self.authenticator = authenticator
         self.metrics = Metrics(store)
-        self.inflight = InFlight(inflight_per_user)
+        self.inflight = InFlight(options.inflight_per_user, options.memory_limit)
         self.large_bodies = LargeBodies()
-        self.public_metrics = False
-        self.watches = WatchStreams(store, self.registry, self.metrics)
+        self.public_metrics = options.public_metrics
+        self.watches = WatchStreams(store, self.registry, self.metrics, WatchSlots(options.watches_per_user),
+                                    Seats())
         self.resources = ResourceEndpoints(self.registry, store, authorize, self.watches, self.read_body)
 
     def authenticate(self, request: Request) -> User:
+        """Who sent the request (its certificate or token), before any impersonation."""
         user = self.authenticator.authenticate(
             request.headers.get("authorization"), client_subject(request.scope)
         )
-        mark_authenticated(request.scope)
+        mark_authenticated(request.scope, user.name)  # 429 past the user's share of connections
         return user
+
+    async def identify(self, request: Request) -> User:
+        """The user a request acts as: who sent it, or whom it impersonates (:mod:`.auth.impersonation`,
+        decided once the authorizer's indexes are up)."""
+        user = self.authenticate(request)
+        asked = requested(request.scope["headers"])
+        if not self._started:
+            await self.start()
+        if asked is not None:
+            user = impersonate(user, asked, self._may_impersonate)
+        return user
+
+    def _may_impersonate(self, user: User, group: str, resource: str, namespace: str | None,
+                         name: str) -> bool:
+        if isinstance(self.authorize, Authorization):
+            return self.authorize.may_impersonate(user, group, resource, namespace, name)
+        return user.is_admin  # another authorizer knows no impersonate verb: administrators only
 
     async def read_body(self, request: Request, *, patch: bool = False, optional: bool = False) -> Any:
         """The decoded body (:func:`.endpoints.bodies.read_body`); a large-body slot it takes is held until
@@ -100,11 +131,9 @@ class ApiServer:
         started = time.perf_counter()
         verb, resource = request.method, "unknown"
         try:
-            user = self.authenticate(request)
+            user = await self.identify(request)
             request_info = cached_request_info(request.scope["path"])  # request.url is parsed anew each time
             resource = request_info.info.plural
-            if not self._started:
-                await self.start()
             with self.inflight.hold(user.name):
                 async with contextlib.AsyncExitStack() as stack:
                     request.state.exit_stack = stack
@@ -143,9 +172,7 @@ def build_app(
     """The apiserver's ASGI app over ``store`` (the caller owns its lifecycle); RBAC unless told."""
     options = options or ServerOptions()
     authorize = authorize or Authorization(store, options.authorization_mode)
-    server = ApiServer(store, authenticator, authorize, options.inflight_per_user)
-    server.public_metrics = options.public_metrics
-    server.inflight = InFlight(options.inflight_per_user, options.memory_limit)
+    server = ApiServer(store, authenticator, authorize, options)
     endpoints = NonResourceEndpoints(server)
     routes = [
         Route("/healthz", endpoints.healthz, methods=["GET"]),
@@ -161,6 +188,8 @@ def build_app(
         Route("/apis", endpoints.discovery(discovery_groups), methods=["GET"]),
         Route("/apis/{group}/{version}", endpoints.discovery(discovery_group), methods=["GET"]),
         Route(SSAR_PATH, functools.partial(self_subject_access_review, server), methods=["POST"]),
+        Route(SSRR_PATH, functools.partial(self_subject_rules_review, server), methods=["POST"]),
+        Route(SSR_PATH, functools.partial(self_subject_review, server), methods=["POST"]),
         Route("/api/{rest:path}", server.handle, methods=_ALL_VERBS),
         Route("/apis/{rest:path}", server.handle, methods=_ALL_VERBS),
     ]
@@ -197,7 +226,7 @@ class ResourcePaths:
         if scope["type"] == "http":
             path: str = scope["path"]
             if ((path.startswith("/api/") and path.count("/") >= 3) or (
-                    path.startswith("/apis/") and path.count("/") >= 4)) and path != SSAR_PATH:
+                    path.startswith("/apis/") and path.count("/") >= 4)) and path not in REVIEW_PATHS:
                 response = await self.server.handle(Request(scope, receive))
                 await response(scope, receive, send)
                 return
@@ -222,9 +251,10 @@ async def serve(
 
     ``ready`` is told the port once connections are accepted (port 0 picks a free one). With ``tls``
     it serves HTTPS (and accepts client certificates of its client CA), otherwise plain HTTP. It
-    tunes the process's garbage collector for serving (:mod:`ironpool.gc_tuning`) and builds the
-    admission and authorization indexes before the first request asks for them. Raises
-    :class:`~.listening.ListenError` when it cannot listen there.
+    tunes the process's garbage collector for serving (:mod:`ironpool.gc_tuning`), builds the
+    admission and authorization indexes before the first request asks for them and gives memory
+    back after bursts (:mod:`.serving.memory_settle`). Raises :class:`~.listening.ListenError` when
+    it cannot listen there.
     """
     import uvicorn
 
@@ -251,11 +281,13 @@ async def serve(
     collect_less()  # this process serves requests: see ironpool.gc_tuning
     loop = asyncio.get_running_loop()
     starting = loop.create_task(_start_early(app.state.apiserver), name="ironpool-apiserver-start")
+    settling = loop.create_task(settle_memory(), name="ironpool-apiserver-memory")
     stopping = loop.create_task(_exit_when(stop, server), name="ironpool-apiserver-stop") if stop else None
     try:
         await server.serve(sockets=sockets)
     finally:
         starting.cancel()
+        settling.cancel()
         if stopping is not None:
             stopping.cancel()
         for sock in sockets:

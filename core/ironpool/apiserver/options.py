@@ -1,5 +1,5 @@
-"""What an apiserver is told at start about guarding itself: connection hygiene, in-flight limits,
-who may read ``/metrics``, and how requests are authorized."""
+"""What an apiserver is told at start about guarding itself: connection hygiene, in-flight and watch
+limits per user, who may read ``/metrics``, and how requests are authorized."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ironpool.apiserver.serving.connections import ConnectionLimits
 from ironpool.apiserver.serving.inflight import DEFAULT_PER_USER
+from ironpool.apiserver.serving.watch_slots import DEFAULT_WATCHES_PER_USER
 
 AUTHORIZATION_MODES = ("RBAC", "AlwaysAllow")
 
@@ -24,6 +25,7 @@ class ServerOptions:
 
     connections: ConnectionLimits = field(default_factory=ConnectionLimits)
     inflight_per_user: int = DEFAULT_PER_USER
+    watches_per_user: int = DEFAULT_WATCHES_PER_USER
     public_metrics: bool = False
     memory_limit: int | None = None  # bytes of resident memory past which API requests get 429
     authorization_mode: str = "RBAC"
@@ -34,3 +36,5 @@ class ServerOptions:
                              f"got {self.authorization_mode!r}")
         if self.inflight_per_user <= 0:
             raise ValueError(f"the in-flight limit per user must be positive, got {self.inflight_per_user}")
+        if self.watches_per_user <= 0:
+            raise ValueError(f"the watch limit per user must be positive, got {self.watches_per_user}")

@@ -80,8 +80,13 @@ def etcd_tls(cafile: str | None, certfile: str | None, keyfile: str | None) -> A
               help="seconds a client has to send a request's headers")
 @click.option("--keep-alive-timeout", type=click.IntRange(min=1), default=60, show_default=True,
               help="seconds an idle keep-alive connection stays open")
+@click.option("--max-connections-per-user", type=click.IntRange(min=1), default=2048, show_default=True,
+              help="open connections of one user (at most half of --max-connections); a request on one "
+              "past it: 429, and the connection closes")
 @click.option("--max-requests-inflight-per-user", type=click.IntRange(min=1), default=400, show_default=True,
               help="API requests of one user handled at once; past it: 429 with Retry-After")
+@click.option("--max-watches-per-user", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="watch streams of one user open at once; past it: 429 with Retry-After")
 @click.option("--memory-limit", type=click.IntRange(min=0), default=0, metavar="BYTES",
               help="resident memory past which API requests get 429 with Retry-After "
               "[default: 80% of the cgroup's memory.max, if set]")
@@ -104,7 +109,9 @@ def apiserver(
     max_unauthenticated_connections: int,
     header_read_timeout: float,
     keep_alive_timeout: int,
+    max_connections_per_user: int,
     max_requests_inflight_per_user: int,
+    max_watches_per_user: int,
     memory_limit: int,
     log_level: str,
 ) -> None:
@@ -138,8 +145,9 @@ def apiserver(
     options = ServerOptions(
         authorization_mode=authorization_mode,
         connections=ConnectionLimits(max_connections, max_unauthenticated_connections, header_read_timeout,
-                                     keep_alive_timeout),
-        inflight_per_user=max_requests_inflight_per_user, public_metrics=public_metrics,
+                                     keep_alive_timeout, max_per_user=max_connections_per_user),
+        inflight_per_user=max_requests_inflight_per_user, watches_per_user=max_watches_per_user,
+        public_metrics=public_metrics,
         memory_limit=memory_limit or None,
     )
     try:

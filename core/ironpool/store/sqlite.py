@@ -2,6 +2,8 @@
 
 Its tables are :mod:`.sqlite_schema`'s: the current objects, an event log of every write (kept to
 the last ``history`` revisions and at most ``history-bytes``, :mod:`.sqlite_log`) and the guard keys.
+A burst of large writes leaves neither a large WAL file nor a large page cache behind
+(:mod:`.sqlite_wal`).
 
 Durability: ``journal_mode=WAL`` with ``synchronous=NORMAL`` commits each write to the WAL file
 without an fsync. A committed write survives the process being killed (``kill -9``), since the data
@@ -56,9 +58,12 @@ from ironpool.store.interface import (
 )
 from ironpool.store.sqlite_log import DEFAULT_HISTORY, DEFAULT_HISTORY_BYTES, EventLog
 from ironpool.store.sqlite_schema import TYPE_CODE, connect, exclusive_lock, prefix_end
+from ironpool.store.sqlite_wal import WalKeeper
 from ironpool.store.waiters import PrefixWaiters
 
 DEFAULT_RING = 4096
+#: one transaction holds queued writes up to about this many bytes (the WAL grows to a transaction)
+MAX_COMMIT_BYTES = 32 * 1024 * 1024
 
 
 def _with_revision(obj: Document, rev: int) -> Document:
@@ -131,6 +136,7 @@ class SQLiteStore(Store):
         self._waiters = PrefixWaiters()  # watchers that read everything, by prefix
         self._closed = False
         self._queue: builtins.list[tuple[_Write, asyncio.Future[Document]]] = []
+        self._wal = WalKeeper(self._db)
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -283,7 +289,7 @@ class SQLiteStore(Store):
         logged = 0  # bytes the writes add to the log
         try:
             self._db.execute("BEGIN IMMEDIATE")
-            for write, _ in queue:
+            for at, (write, _) in enumerate(queue):
                 if shared:
                     self._db.execute("SAVEPOINT w")
                 try:
@@ -297,6 +303,12 @@ class SQLiteStore(Store):
                     rev += 1
                 if shared:
                     self._db.execute("RELEASE w")
+                if logged >= MAX_COMMIT_BYTES and at + 1 < len(queue):
+                    # A transaction is written to the WAL whole: the rest goes in the next one.
+                    self._queue[:0] = queue[at + 1:]
+                    queue = queue[:at + 1]
+                    asyncio.get_running_loop().call_soon(self._flush)
+                    break
             if self._db.in_transaction:
                 compacted = self._log.maybe_compact(rev, rev - self._rev, logged)
                 self._db.execute("COMMIT")
@@ -313,6 +325,7 @@ class SQLiteStore(Store):
         self._rev = rev
         if compacted is not None:
             self._log.compacted = compacted
+        self._wal.written(logged)
         events = [o for o in outcomes if not isinstance(o, StoreError)]
         for event in events:
             self._keep(event)
@@ -468,6 +481,7 @@ class SQLiteStore(Store):
         if self._closed:
             return
         self._closed = True
+        self._wal.stop()
         self._waiters.wake_all()
         self._db.close()
         if self._lock is not None:

@@ -2,7 +2,8 @@
 namespaces stay.
 
 A namespaced object may be created only in a namespace that exists and is not terminating
-(``default`` exists without an object, as Kubernetes makes it at start-up). ``default`` and
+(``default`` counts as existing even before the apiserver's start-up has made its object, as have
+the pools' lease namespaces). ``default`` and
 ``kube-system`` cannot be deleted; ``kube-system``'s uid is the cluster uid.
 """
 

@@ -33,6 +33,7 @@ class User:
     name: str
     uid: str
     groups: frozenset[str] = field(default_factory=frozenset)
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (key, values), sorted: an impersonated user's
 
     @property
     def is_admin(self) -> bool:

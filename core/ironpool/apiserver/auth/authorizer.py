@@ -21,11 +21,26 @@ from ironpool.apiserver.auth.pool_authorizer import authorize_pool, forbidden, p
 from ironpool.apiserver.auth.pool_graph import PoolGraph
 from ironpool.apiserver.auth.rbac.escalation import BINDING_KINDS, ROLE_KINDS, check_escalation
 from ironpool.apiserver.auth.rbac.index import RBACIndex
+from ironpool.apiserver.auth.rbac.rules import Rule
 from ironpool.store.interface import Document, Store
 
 _GROUP_OF: dict[str, str] = {r.plural: r.group for r in RESOURCES}
 _GRANTING = frozenset({"create", "update", "patch"})
 GRANTING_KINDS = ROLE_KINDS | BINDING_KINDS
+
+
+@dataclass(frozen=True)
+class RulesReview:
+    """A user's rules, for SelfSubjectRulesReview; ``incomplete`` when they do not tell everything."""
+
+    resource_rules: tuple[Rule, ...]
+    non_resource_rules: tuple[Rule, ...]
+    incomplete: bool = False
+    error: str = ""
+
+
+_EVERYTHING = Rule(frozenset({"*"}), frozenset({"*"}), frozenset({"*"}), frozenset(), ())
+_EVERYTHING_URL = Rule(frozenset({"*"}), frozenset(), frozenset(), frozenset(), ("*",))
 
 
 @dataclass(frozen=True)
@@ -107,6 +122,25 @@ class Authorization:
         if self.rbac.allows(user, verb, group, resource, subresource, namespace, name):
             return Decision(True, "allowed by RBAC")
         return Decision(False)
+
+    def rules_review(self, user: User, namespace: str | None) -> RulesReview:
+        """What ``user`` may do in ``namespace`` as rules (SelfSubjectRulesReview): RBAC's rules;
+        everything for ``system:masters`` and in AlwaysAllow mode; for a pool identity, whose rights
+        follow its pool's graph object by object, an incomplete answer saying so."""
+        if ADMIN_GROUP in user.groups or self.rbac is None:
+            return RulesReview((_EVERYTHING,), (_EVERYTHING_URL,))
+        if pool_subject(user) is not None:
+            return RulesReview((), (), incomplete=True, error="a pool identity is authorized by its pool's "
+                               "graph (the objects its Machines and Volumes reference), not by rules")
+        rules = self.rbac.rules_for(user, namespace)
+        return RulesReview(tuple(r for r in rules if not r.urls), tuple(r for r in rules if r.urls))
+
+    def may_impersonate(self, user: User, group: str, resource: str, namespace: str | None,
+                        name: str) -> bool:
+        """Whether ``user`` may impersonate ``name`` of ``resource`` (``users``, ``groups``,
+        ``serviceaccounts``, ``uids``, ``userextras/<key>``): the ``impersonate`` verb on it."""
+        base, _, sub = resource.partition("/")
+        return self.decide(user, "impersonate", group, base, sub, namespace, name).allowed
 
     def decide_url(self, user: User, verb: str, path: str) -> Decision:
         """The answer for a non-resource URL (``/version``, ``/apis``, ``/openapi/v3``)."""

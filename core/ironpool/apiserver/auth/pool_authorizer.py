@@ -16,16 +16,17 @@ create events; get, create, update and patch its own pool (and its status); upda
 bound to its pool (spec unchanged, except clearing a stale ``spec.claimRef`` of a volume) and their
 status. Secrets, Volumes and NetworkInterfaces it may get only along the pool graph
 (:mod:`ironpool.apiserver.auth.pool_graph`, Kubernetes' Node authorizer): while a Machine (or, for a
-volume pool, a Volume) bound to it references them; it may never list or watch Secrets. A machine
-pool may also set or clear ``spec.claimRef`` of a Volume for a Machine bound to it
-(or clear a stale claim); a volume pool may get Machines and write the access Secrets owned by its
+volume pool, a Volume) bound to it references them; it may never list or watch Secrets. The same
+graph decides its claims: a machine pool sets ``spec.claimRef`` of a Volume only to a Machine bound
+to it that references the Volume, and clears the claims of its own Machines (or stale ones, whose
+Machine is gone); a volume pool may get Machines and write the access Secrets owned by its
 Volumes. A machine pool lists and watches Volumes, Networks, NetworkInterfaces and Prefixes (its
-informers) and claims NetworkInterfaces as it claims Volumes: it sets ``spec.machineRef`` to a Machine
-bound to it (or clears it when that Machine is its own or gone), and of a NIC claimed by one of its
-Machines it sets ``spec.providerID`` and the finalizers, labels and annotations; nothing else (a NIC's
-status is the apiserver's allocation). Checks on the stored object run inside the registry's
-read-modify-write loop (:data:`ObjectCheck`), so a pool cannot take a Machine by patching
-``machinePoolRef``, and the common requests read nothing extra.
+informers) and claims NetworkInterfaces as it claims Volumes (``spec.machineRef``, set to a Machine
+bound to it that references the NIC, cleared when that Machine is its own or gone), and of a NIC
+claimed by one of its Machines it sets ``spec.providerID`` and the finalizers, labels and
+annotations; nothing else (a NIC's status is the apiserver's allocation). Checks on the stored
+object run inside the registry's read-modify-write loop (:data:`ObjectCheck`), so a pool cannot take
+a Machine by patching ``machinePoolRef``, and the common requests read nothing extra.
 
 A machine pool reads every Reservation (one may name any pool) and writes only its part of one: its
 finalizer ``machinepoollet.ironcore.dev/reservation-<pool>``, and the ``state`` of its pool's entry
@@ -49,7 +50,7 @@ from ironpool.api.resources import RESOURCES, ResourceInfo
 from ironpool.api.selectors import parse_field_selector
 from ironpool.apiserver.auth.authentication import User
 from ironpool.apiserver.auth.interface import Conditions, ObjectCheck
-from ironpool.apiserver.auth.pool_graph import GRAPH_RESOURCES, PoolGraph, confirm
+from ironpool.apiserver.auth.pool_graph import GRAPH_RESOURCES, MACHINES, PoolGraph, confirm, edges_of
 from ironpool.store.interface import Document, Store
 
 MACHINE_POOL_USER_PREFIX = "compute.ironcore.dev:system:machinepool:"
@@ -331,15 +332,33 @@ def _reservation_part(deny: Deny, pool: str, status: bool) -> ObjectCheck:
     return check
 
 
+async def _claimant(store: Store, namespace: str | None, claim: dict[str, Any]) -> Document | None:
+    """The Machine a claim names, or None if it is gone (or replaced: another uid): a stale claim."""
+    machine = await store.get(_BY_PLURAL["machines"].key(namespace, str(claim.get("name") or "")))
+    if machine is None or (claim.get("uid") and machine["metadata"].get("uid") != claim["uid"]):
+        return None
+    return machine
+
+
 async def _machine_in_pool(
     store: Store, namespace: str | None, claim: dict[str, Any], pool: str
 ) -> bool | None:
     """True if the claim's Machine is bound to ``pool``, False if to another pool, None if it is gone
     (or replaced: another uid), i.e. the claim is stale."""
-    machine = await store.get(_BY_PLURAL["machines"].key(namespace, str(claim.get("name") or "")))
-    if machine is None or (claim.get("uid") and machine["metadata"].get("uid") != claim["uid"]):
-        return None
-    return _pool_of(machine, MACHINE) == pool
+    machine = await _claimant(store, namespace, claim)
+    return None if machine is None else _pool_of(machine, MACHINE) == pool
+
+
+async def _may_claim(store: Store, claimed: Document, claim: dict[str, Any], pool: str, plural: str) -> bool:
+    """Whether ``pool`` may make the claim ``claim`` on ``claimed`` (a Volume or NetworkInterface):
+    along the pool graph, as for a get, i.e. the claiming Machine is live, bound to ``pool`` and
+    references the object (a pool cannot take what none of its Machines asks for)."""
+    meta = claimed.get("metadata") or {}
+    machine = await _claimant(store, meta.get("namespace"), claim)
+    if machine is None or _pool_of(machine, MACHINE) != pool:
+        return False
+    edges = edges_of(MACHINES, machine)
+    return edges is not None and (plural, str(meta.get("name") or "")) in edges[2]
 
 
 def _claims_for_pool(deny: Deny, pool: str) -> ObjectCheck:
@@ -356,8 +375,9 @@ def _claims_for_pool(deny: Deny, pool: str) -> ObjectCheck:
         if old_claim == new_claim:
             return
         namespace = old["metadata"].get("namespace")
-        if new_claim and await _machine_in_pool(store, namespace, new_claim, pool) is not True:
-            raise deny(f'machine "{new_claim.get("name")}" is not a live machine bound to pool "{pool}"')
+        if new_claim and not await _may_claim(store, old, new_claim, pool, "volumes"):
+            raise deny(f'machine "{new_claim.get("name")}" is not a live machine bound to pool "{pool}" '
+                       "that references this volume")
         if old_claim and await _machine_in_pool(store, namespace, old_claim, pool) is False:
             raise deny(f'the volume is claimed by machine "{old_claim.get("name")}" of another pool')
 
@@ -382,8 +402,9 @@ def _nic_claims_for_pool(deny: Deny, pool: str) -> ObjectCheck:
             if not old_ref or await _machine_in_pool(store, namespace, old_ref, pool) is not True:
                 raise deny(f'the network interface is not claimed by a machine bound to pool "{pool}"')
             return
-        if new_ref and await _machine_in_pool(store, namespace, new_ref, pool) is not True:
-            raise deny(f'machine "{new_ref.get("name")}" is not a live machine bound to pool "{pool}"')
+        if new_ref and not await _may_claim(store, old, new_ref, pool, "networkinterfaces"):
+            raise deny(f'machine "{new_ref.get("name")}" is not a live machine bound to pool "{pool}" '
+                       "that references this network interface")
         if old_ref and await _machine_in_pool(store, namespace, old_ref, pool) is False:
             raise deny(f'the network interface is claimed by machine "{old_ref.get("name")}" of another pool')
 

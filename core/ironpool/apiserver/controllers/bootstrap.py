@@ -1,8 +1,9 @@
-"""The objects every installation has from its first request on: the ``kube-system`` namespace and
-the default RBAC policy (:mod:`ironpool.apiserver.auth.rbac.defaults`); and the authorizer's indexes,
-started once those exist.
+"""The objects every installation has from its first request on: the ``kube-system`` and ``default``
+namespaces (as Kubernetes makes them at start-up) and the default RBAC policy
+(:mod:`ironpool.apiserver.auth.rbac.defaults`); and the authorizer's indexes, started once those
+exist.
 
-The namespace's ``metadata.uid`` is the installation's identity (the cluster uid), as in Kubernetes,
+``kube-system``'s ``metadata.uid`` is the installation's identity (the cluster uid), as in Kubernetes,
 where tools that need a stable cluster id read the uid of ``kube-system``. It is made once, with the
 database, and cannot be deleted, so a restart keeps it and a fresh or lost database gets a new one.
 The poollets label every runtime object they create with it and collect only objects carrying their
@@ -25,6 +26,7 @@ from ironpool.apiserver.namespaces import NAMESPACES
 from ironpool.apiserver.registry.generic import Registry
 
 SYSTEM_NAMESPACE = "kube-system"
+DEFAULT_NAMESPACE = "default"
 
 
 class Startable(Protocol):
@@ -47,12 +49,12 @@ class Bootstrap:
         async with self._lock:
             if self.done:
                 return
-            body = {"apiVersion": "v1", "kind": "Namespace",
-                    "metadata": {"name": SYSTEM_NAMESPACE,
-                                 "labels": {"kubernetes.io/metadata.name": SYSTEM_NAMESPACE}}}
-            # Made by an earlier start (or by another apiserver on the same store): that one stays.
-            with contextlib.suppress(errors.AlreadyExists):
-                await self.registry.create(NAMESPACES, None, body)
+            for name in (SYSTEM_NAMESPACE, DEFAULT_NAMESPACE):
+                body = {"apiVersion": "v1", "kind": "Namespace",
+                        "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}}}
+                # Made by an earlier start (or by another apiserver on the same store): that one stays.
+                with contextlib.suppress(errors.AlreadyExists):
+                    await self.registry.create(NAMESPACES, None, body)
             for obj in (*CLUSTER_ROLES, *CLUSTER_ROLE_BINDINGS):
                 await self._reconcile(obj)
             if self.then is not None:

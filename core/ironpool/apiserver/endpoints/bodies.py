@@ -1,5 +1,5 @@
-"""Request bodies: read within a size limit, decoded from JSON or YAML so that no encoding gets
-around the limits.
+"""Request bodies: read within a size limit, decoded from JSON or YAML (or, for the built-in kinds
+kubectl creates, Kubernetes protobuf: :mod:`.protobuf`) so that no encoding gets around the limits.
 
 A body is at most :data:`MAX_BODY` bytes on the wire, and the document it decodes to is held to
 the same size *after* expansion: YAML aliases (``&a`` ... ``*a``) are allowed but counted every
@@ -45,13 +45,15 @@ import yaml
 from starlette.requests import Request
 
 from ironpool.api import errors
+from ironpool.apiserver.endpoints.protobuf import PROTOBUF, decode_object
 from ironpool.apiserver.registry.objectmeta import RequestEntityTooLarge
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
-PATCH_TYPES = (MERGE_PATCH, STRATEGIC_PATCH, APPLY_PATCH)
+JSON_PATCH = "application/json-patch+json"
+PATCH_TYPES = (MERGE_PATCH, STRATEGIC_PATCH, APPLY_PATCH, JSON_PATCH)
 CURL_DEFAULT = "application/x-www-form-urlencoded"
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", APPLY_PATCH)
 
@@ -96,18 +98,33 @@ def _scan_yaml_events(body: bytes) -> None:
             depth -= 1
 
 
+def _scalar_size(value: Any) -> int:
+    """The length of a scalar in compact JSON (a string without its escapes)."""
+    if isinstance(value, str):
+        return len(value) + 2
+    if value is None or value is True:
+        return 4
+    if value is False:
+        return 5
+    if isinstance(value, int):
+        # Past 64 bits JSON cannot carry it anyway (refused later); str() of a huge int is slow.
+        return len(str(value)) if -(2**63) <= value < 2**64 else 21
+    if isinstance(value, float):
+        return len(repr(value))
+    return 8  # a YAML date or binary: its JSON string is about this long or longer
+
+
 def expanded_size(doc: Any) -> int:
-    """The JSON size ``doc`` would have with every shared (aliased) part written out, counted once
-    per distinct container; raises BadRequest for a cycle or nesting beyond :data:`MAX_DEPTH`, and
-    RequestEntityTooLarge as soon as the size passes :data:`MAX_BODY`."""
+    """The length of ``doc`` as compact JSON with every shared (aliased) part written out (a
+    string's escapes not counted); raises BadRequest for a cycle or nesting beyond
+    :data:`MAX_DEPTH`, and RequestEntityTooLarge as soon as the size passes :data:`MAX_BODY`. Each
+    distinct container is measured once, so aliases cost no more to measure than to parse."""
     sizes: dict[int, int] = {}
     open_ids: set[int] = set()
 
     def size(node: Any, depth: int) -> int:
-        if isinstance(node, str):
-            return len(node) + 2
         if not isinstance(node, dict | list):
-            return 8
+            return _scalar_size(node)
         known = sizes.get(id(node))
         if known is not None:
             return known
@@ -116,15 +133,15 @@ def expanded_size(doc: Any) -> int:
         if id(node) in open_ids:
             raise errors.BadRequest("the request body refers to itself (a recursive YAML alias)")
         open_ids.add(id(node))
-        total = 2
+        total = 1 + max(len(node), 1)  # the brackets and the commas between items
         if isinstance(node, dict):
             for key, value in node.items():
-                total += len(str(key)) + 4 + size(value, depth + 1)
+                total += len(str(key)) + 3 + size(value, depth + 1)  # "key":
                 if total > MAX_BODY:
                     raise _too_large()
         else:
             for value in node:
-                total += 1 + size(value, depth + 1)
+                total += size(value, depth + 1)
                 if total > MAX_BODY:
                     raise _too_large()
         open_ids.discard(id(node))
@@ -246,20 +263,21 @@ async def read_bytes(request: Request, large: LargeBodies, stack: contextlib.Asy
 
 async def read_body(request: Request, large: LargeBodies, stack: contextlib.AsyncExitStack, *,
                     patch: bool = False, optional: bool = False) -> Any:
-    """The JSON (or YAML) body; 415 for other media types, 400 for malformed or too deeply nested
-    input, 413 for too large input."""
+    """The JSON (or YAML, or protobuf) body; 415 for other media types, 400 for malformed or too
+    deeply nested input, 413 for too large input."""
     ctype = media_type(request)
     if ctype == CURL_DEFAULT:
         ctype = ""  # `curl -d` labels every body so; read it as JSON (a merge patch for PATCH)
     if patch and ctype not in ("", *PATCH_TYPES):
         raise errors.UnsupportedMediaType(f"PATCH supports {', '.join(PATCH_TYPES)} (got {ctype or 'none'})")
     is_yaml = ctype in YAML_TYPES
-    if not is_yaml and not patch and ctype not in ("", JSON, "text/json"):
+    if not is_yaml and not patch and ctype not in ("", JSON, "text/json", PROTOBUF):
         raise errors.UnsupportedMediaType(f"unsupported Content-Type {ctype!r}; send {JSON}")
     body = await read_bytes(request, large, stack)
     if optional and not body.strip():
         return None
-    decode = decode_yaml if is_yaml else decode_json
+    # Protobuf is what kubectl's typed clients send (for the built-in kinds it creates).
+    decode = decode_object if ctype == PROTOBUF else decode_yaml if is_yaml else decode_json
     if len(body) <= OFF_LOOP_BYTES:
         return decode(body)
     return await asyncio.get_running_loop().run_in_executor(_pool, _decode_off_loop, decode, body)

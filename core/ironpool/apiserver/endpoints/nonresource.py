@@ -51,8 +51,7 @@ class NonResourceEndpoints:
     async def _authenticated(self, request: Request) -> Response | None:
         """None when the request authenticates and may get this non-resource URL, else the 401/403."""
         try:
-            user = self.server.authenticate(request)
-            await self.server.bootstrap.ensure()
+            user = await self.server.identify(request)
             authorize_url(self.server.authorize, user, "get", request.url.path)
         except errors.ApiError as exc:
             return error_response(exc)

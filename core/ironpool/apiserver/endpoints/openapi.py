@@ -19,6 +19,7 @@ import orjson
 from ironpool.api import errors
 from ironpool.api.resources import RESOURCES, ResourceInfo, subresources_of
 from ironpool.api.subresources import Subresource
+from ironpool.apiserver.endpoints.self_reviews import REVIEW_RESOURCES
 from ironpool.apiserver.registry.schemas import (
     Schema,
     all_component_schemas,
@@ -63,7 +64,7 @@ _STATUS_SCHEMA: dict[str, Any] = {
 
 _WRITE_PARAMS = ("dryRun", "fieldManager", "fieldValidation")
 _PATCH_TYPES = ("application/merge-patch+json", "application/apply-patch+yaml",
-                "application/strategic-merge-patch+json")
+                "application/strategic-merge-patch+json", "application/json-patch+json")
 
 
 def _param(name: str, description: str, where: str = "query", type_: str = "string") -> Schema:
@@ -256,11 +257,11 @@ def discovery_core() -> dict[str, Any]:
 
 
 def discovery_groups() -> dict[str, Any]:
-    """``/apis``: every named group."""
+    """``/apis``: every named group (the reviews' too)."""
     groups: dict[str, list[str]] = {}
-    for info in RESOURCES:
-        if info.group and info.version not in groups.setdefault(info.group, []):
-            groups[info.group].append(info.version)
+    for group, version in [*((i.group, i.version) for i in RESOURCES), *REVIEW_RESOURCES]:
+        if group and version not in groups.setdefault(group, []):
+            groups[group].append(version)
     return {
         "kind": "APIGroupList",
         "apiVersion": "v1",
@@ -277,7 +278,9 @@ def discovery_groups() -> dict[str, Any]:
 
 def discovery_group(group: str, version: str) -> dict[str, Any]:
     """``/apis/{group}/{version}``: the group's resources (``/api/v1`` is served by the same data)."""
-    resources = _api_resources(group, version)
+    resources = _api_resources(group, version) + [
+        {"name": plural, "singularName": singular, "namespaced": False, "kind": kind, "verbs": ["create"]}
+        for plural, singular, kind in REVIEW_RESOURCES.get((group, version), ())]
     if not resources:
         raise errors.NotFound(f"the server could not find the requested resource (/apis/{group}/{version})")
     return {

@@ -140,5 +140,16 @@ def list_options(request: Request) -> ListOptions:
         limit=min(limit, MAX_PAGE),  # more than any store holds: the same as all
         continue_token=q.get("continue", ""),
         resource_version=q.get("resourceVersion", ""),
-        send_initial_events=truthy(q.get("sendInitialEvents")),
+        resource_version_match=q.get("resourceVersionMatch", ""),
+        send_initial_events=_optional_bool(q.get("sendInitialEvents"), "sendInitialEvents"),
+        allow_watch_bookmarks=truthy(q.get("allowWatchBookmarks")),
     )
+
+
+def _optional_bool(value: str | None, name: str) -> bool | None:
+    """A boolean query parameter that may be absent (None), as Kubernetes parses it."""
+    if value is None:
+        return None
+    if value.lower() in ("true", "1", "yes", "false", "0", "no"):
+        return truthy(value)
+    raise errors.BadRequest(f"{name}: {value!r} is not a boolean")

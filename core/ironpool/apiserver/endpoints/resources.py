@@ -15,6 +15,7 @@ through without decoding it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -23,7 +24,7 @@ from starlette.responses import Response
 
 from ironpool.api import errors
 from ironpool.apiserver.auth import Authorizer, ObjectCheck, User
-from ironpool.apiserver.endpoints.bodies import APPLY_PATCH, JSON, STRATEGIC_PATCH, media_type
+from ironpool.apiserver.endpoints.bodies import APPLY_PATCH, JSON, JSON_PATCH, STRATEGIC_PATCH, media_type
 from ironpool.apiserver.endpoints.request_parsing import (
     RequestInfo,
     WriteOptions,
@@ -35,7 +36,7 @@ from ironpool.apiserver.endpoints.request_parsing import (
 from ironpool.apiserver.endpoints.responses import json_response
 from ironpool.apiserver.endpoints.tables import include_object, table_version, writer_for
 from ironpool.apiserver.endpoints.watch_stream import WatchStreams
-from ironpool.apiserver.registry.generic import Registry
+from ironpool.apiserver.registry.generic import PatchKind, Registry
 from ironpool.apiserver.registry.subresources import HANDLERS, SubresourceHandler
 from ironpool.store.interface import Store
 
@@ -45,6 +46,7 @@ Handler = Callable[[Request, User, RequestInfo], Awaitable[tuple[str, Response]]
 
 #: the verb of a method on an object or subresource
 _OBJECT_VERBS = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete", "POST": "create"}
+_PATCH_KINDS: dict[str, PatchKind] = {STRATEGIC_PATCH: "strategic", JSON_PATCH: "json"}
 #: what the object itself answers (a POST creates in its collection)
 _ON_OBJECT = frozenset({"get", "update", "patch", "delete"})
 
@@ -58,6 +60,7 @@ class ResourceEndpoints:
         self.store = store
         self.authorize = authorize
         self.watches = watches
+        self.seats = watches.seats  # shared: filtered lists and watches' initial events take turns
         self.read_body = read_body
         self._verbs: dict[str, Handler] = {
             "get": self.get, "update": self.write, "patch": self.write, "delete": self.delete,
@@ -96,14 +99,18 @@ class ResourceEndpoints:
         if cond is not None and cond.selector is not None:
             cond.selector(request.query_params.get("fieldSelector", ""))
         if verb == "watch":
-            return "WATCH", await self.watches.response(request, t)
-        table = table_version(request.headers.get("accept"))
-        if table is not None:
-            include = include_object(request.query_params.get("includeObject"))
-            page = await self.registry.list_page(info, ns, list_options(request))
-            body = writer_for(info).table(page.items, page.metadata, include, table)
-            return "LIST", Response(body, media_type=JSON)
-        return "LIST", Response(await self.registry.list(info, ns, list_options(request)), media_type=JSON)
+            return "WATCH", await self.watches.response(request, t, user.name)
+        options = list_options(request)
+        # A filtered list decodes and matches every object, a chunk per turn: one of the user's seats.
+        seat = self.seats.hold(user.name) if options.label_selector or options.field_selector else None
+        async with seat or contextlib.nullcontext():
+            table = table_version(request.headers.get("accept"))
+            if table is not None:
+                include = include_object(request.query_params.get("includeObject"))
+                page = await self.registry.list_page(info, ns, options)
+                body = writer_for(info).table(page.items, page.metadata, include, table)
+                return "LIST", Response(body, media_type=JSON)
+            return "LIST", Response(await self.registry.list(info, ns, options), media_type=JSON)
 
     async def create(self, request: Request, user: User, t: RequestInfo) -> tuple[str, Response]:
         """``create`` in a collection."""
@@ -136,8 +143,8 @@ class ResourceEndpoints:
         return "GET", Response(raw, media_type=JSON)
 
     async def write(self, request: Request, user: User, t: RequestInfo) -> tuple[str, Response]:
-        """``update`` (PUT) and ``patch`` (PATCH: merge, strategic merge, or server-side apply) of an
-        object or of a subresource."""
+        """``update`` (PUT) and ``patch`` (PATCH: merge, strategic merge, JSON patch, or server-side
+        apply) of an object or of a subresource."""
         info, ns, name, sub = t.info, t.namespace, t.name or "", t.subresource
         method = request.method
         patch = method == "PATCH"
@@ -162,7 +169,7 @@ class ResourceEndpoints:
                                   subresource=subresource, dry_run=dry, check=check, may_create=may_create)
         else:
             obj = await reg.patch(info, ns, name, body, subresource=subresource, dry_run=dry, check=check,
-                                  manager=opts.manager, strategic=ctype == STRATEGIC_PATCH)
+                                  manager=opts.manager, kind=_PATCH_KINDS.get(ctype, "merge"))
         return method, json_response(obj, headers=warnings_header(dropped, opts.field_validation))
 
     async def create_on_object(self, request: Request, user: User, t: RequestInfo) -> tuple[str, Response]:

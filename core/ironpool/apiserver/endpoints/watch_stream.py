@@ -5,10 +5,12 @@ errors."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import orjson
@@ -19,10 +21,12 @@ from ironpool.api import errors
 from ironpool.api.resources import ResourceInfo
 from ironpool.apiserver.endpoints.bodies import JSON
 from ironpool.apiserver.endpoints.metrics import Metrics
-from ironpool.apiserver.endpoints.request_parsing import RequestInfo, list_options, truthy
+from ironpool.apiserver.endpoints.request_parsing import RequestInfo, list_options
 from ironpool.apiserver.endpoints.tables import TableWriter, include_object, table_version, writer_for
 from ironpool.apiserver.registry.generic import Registry
-from ironpool.apiserver.registry.listing import ListOptions, parse_resource_version
+from ironpool.apiserver.registry.listing import ListOptions, wait_for_revision
+from ironpool.apiserver.serving.seats import Seats
+from ironpool.apiserver.serving.watch_slots import HeldStream, WatchSlots
 from ironpool.store.interface import Store
 
 log = logging.getLogger("ironpool.apiserver")
@@ -32,21 +36,29 @@ Event = tuple[str, dict[str, Any] | None, bytes | None, int]
 DEFAULT_WATCH_TIMEOUT = 1800.0
 BOOKMARK_INTERVAL = 30.0
 MAX_TIMEOUT_SECONDS = 2**31 - 1
-FUTURE_REVISION_WAIT = 3.0  # how long a watch from a revision not reached yet waits (Kubernetes: 3 s)
-#: at most this many events that are ready at once go out in one write
+#: at most this many events (and about this many bytes) that are ready at once go out in one write;
+#: the next write waits until the client has taken this one (flow control), so a watcher that reads
+#: slowly holds about one batch in the server
 WRITE_BATCH = 256
+WRITE_BATCH_BYTES = 64 * 1024
 
 
 class WatchStreams:
-    """Answers watch requests over the registry; counts the open streams in ``metrics``."""
+    """Answers watch requests over the registry; counts the open streams in ``metrics``, and each
+    user's in ``slots`` (429 past the user's limit); a watch's initial events hold one of its user's
+    ``seats``."""
 
-    def __init__(self, store: Store, registry: Registry, metrics: Metrics) -> None:
+    def __init__(self, store: Store, registry: Registry, metrics: Metrics,
+                 slots: WatchSlots | None = None, seats: Seats | None = None) -> None:
         self.store = store
         self.registry = registry
         self.metrics = metrics
+        self.slots = slots or WatchSlots()
+        self.seats = seats or Seats()
 
-    async def response(self, request: Request, t: RequestInfo) -> Response:
-        """The streamed answer to a watch request; a 400 for a malformed query before it starts."""
+    async def response(self, request: Request, t: RequestInfo, user: str) -> Response:
+        """The streamed answer to ``user``'s watch request; a 400 for a malformed query and a 429
+        past the user's watch limit, before it starts."""
         options = list_options(request)
         q = request.query_params
         timeout_s = q.get("timeoutSeconds")
@@ -57,40 +69,30 @@ class WatchStreams:
         if not math.isfinite(timeout) or not 0 <= timeout <= MAX_TIMEOUT_SECONDS:
             raise errors.BadRequest(
                 f"timeoutSeconds: must be between 0 and {MAX_TIMEOUT_SECONDS}, got {timeout_s}")
-        start = parse_resource_version(options.resource_version, "resourceVersion")
-        if start and not options.send_initial_events:
-            await self._wait_for_revision(start)
-        bookmarks = truthy(q.get("allowWatchBookmarks"))
+        start = options.validate(watch=True)
+        if start:
+            await wait_for_revision(self.store, start)
+        bookmarks = options.allow_watch_bookmarks
         options.predicate()  # a malformed selector is a 400 before the stream starts
         version = table_version(request.headers.get("accept"))
         table = None
         if version is not None:
             table = WatchTable(writer_for(t.info), include_object(q.get("includeObject")), version)
+        release = self.slots.take(user)
+        seat = functools.partial(self.seats.hold, user, bounded=False)  # for its initial events
         return StreamingResponse(
-            self._watch_stream(t, options, timeout, bookmarks, table),
+            HeldStream(self._watch_stream(t, options, timeout, bookmarks, table, seat), release),
             media_type=JSON,
             headers={"Cache-Control": "no-cache"},
         )
 
-    async def _wait_for_revision(self, revision: int) -> None:
-        """Wait a little for a revision this apiserver has not seen yet (another apiserver may have
-        written it), then answer 504 as Kubernetes does ("Too large resource version")."""
-        deadline = time.monotonic() + FUTURE_REVISION_WAIT
-        while (current := await self.store.current_revision()) < revision:
-            if time.monotonic() >= deadline:
-                raise TooLargeResourceVersion(
-                    f"Too large resource version: {revision}, current: {current}", retry_after_seconds=1,
-                    causes=[errors.Cause("resourceVersion", "Too large resource version",
-                                         "ResourceVersionTooLarge")],
-                )
-            await asyncio.sleep(0.05)
-
     async def _watch_stream(
         self, t: RequestInfo, options: ListOptions, timeout: float, bookmarks: bool,
         table: WatchTable | None = None,
+        seat: Callable[[], AbstractAsyncContextManager[None]] | None = None,
     ) -> AsyncIterator[bytes]:
         info = t.info
-        events = aiter(self.registry.watch(info, t.namespace, options))
+        events = aiter(self.registry.watch(info, t.namespace, options, seat))
         deadline = time.monotonic() + timeout
         last_rev = options.resource_version or "0"
         pending: asyncio.Future[Event] | None = None
@@ -116,7 +118,8 @@ class WatchStreams:
                 # The events the store holds already go out in one write, not one each: a burst
                 # (a group commit of many binds) costs a watcher one send instead of hundreds.
                 lines = [_line(event, table)]
-                while len(lines) < WRITE_BATCH:
+                size = len(lines[0])
+                while len(lines) < WRITE_BATCH and size < WRITE_BATCH_BYTES:
                     pending = asyncio.ensure_future(anext(events))
                     await asyncio.sleep(0)  # one turn: enough for an event the store has already
                     if not pending.done() or pending.exception() is not None:
@@ -124,6 +127,7 @@ class WatchStreams:
                     event = pending.result()
                     pending = None
                     lines.append(_line(event, table))
+                    size += len(lines[-1])
                 last_rev = str(event[3])
                 yield b"".join(lines)
         except errors.ApiError as exc:
@@ -140,13 +144,6 @@ class WatchStreams:
                 pending.cancel()
                 await asyncio.wait({pending})
             await events.aclose()  # type: ignore[attr-defined]
-
-
-class TooLargeResourceVersion(errors.ApiError):
-    """504: a watch from a revision the store has not reached."""
-
-    code = 504
-    reason = "Timeout"
 
 
 class WatchTable:

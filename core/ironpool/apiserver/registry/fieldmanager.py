@@ -1,18 +1,23 @@
-"""Field ownership (``metadata.managedFields``) and server-side apply, in Kubernetes' format.
+"""Field ownership (``metadata.managedFields``, its entries: :mod:`.managed_fields`) and server-side
+apply, in Kubernetes' format.
 
-A field set is a set of leaf paths; each step is written as in ``fieldsV1``: ``f:<field>`` for a
-field or map key, ``k:{"name":"root"}`` for an item of a keyed list, ``v:"x"`` for an item of a
-set, and ``.`` for the item itself. Which lists are keyed or sets comes from the kind's
-:class:`~.schemas.Shape`, so every kind is tracked the same way.
+An object's fields are a set of leaf paths (``fieldsV1`` steps, see :mod:`.managed_fields`); which
+lists are keyed or sets comes from the kind's :class:`~.schemas.Shape`, so every kind is tracked
+the same way.
 
 - An ordinary write (create, update, merge or strategic patch) gives its manager the fields it set
   or changed, takes changed fields from every other manager and drops removed fields everywhere
   (``operation: Update``).
 - An apply (``PATCH`` with ``application/apply-patch+yaml``) merges the applied configuration into
-  the object. Fields the configuration sets to a new value that another manager owns are conflicts:
-  409 naming each manager and field, unless ``force`` moves them to the applier. Fields the applier
-  owned before and no longer applies are removed, unless another manager owns them too. The
-  applier's ``operation: Apply`` entry becomes exactly the configuration's fields.
+  the object (:func:`merge_configuration`). Fields the configuration sets to a new value that another
+  manager owns are conflicts: 409 naming each manager and field, unless ``force`` moves them to the
+  applier. "New" is judged on the object as it will be stored, defaulted and canonical
+  (:func:`apply_ownership`), as Kubernetes compares typed values: ``iops: "1000"`` applied over a
+  stored ``1k`` changes nothing and conflicts with no one. Fields the applier owned before and no
+  longer applies are removed, unless another manager owns them too. The applier's
+  ``operation: Apply`` entry becomes exactly the configuration's fields.
+- What a write sends as ``managedFields`` replaces the stored entries, and the entries are capped
+  (:mod:`.managed_fields`).
 
 Metadata the server owns (name, uid, resourceVersion, ...) and, for the main resource, the status
 are never tracked, as in Kubernetes.
@@ -29,19 +34,27 @@ import orjson
 from ironpool.api import errors
 from ironpool.api.meta import now_rfc3339
 from ironpool.api.resource_info import ResourceInfo
+from ironpool.apiserver.registry.managed_fields import (
+    APPLY,
+    MAX_APPLY_MANAGERS,
+    UPDATE,
+    Entry,
+    FieldSet,
+    Obj,
+    Path,
+    cap_update_managers,
+    entries_of,
+    requested_entries,
+    store_entries,
+    too_many_appliers,
+)
 from ironpool.apiserver.registry.schemas import ANY, Shape, shape_of
-
-Path = tuple[str, ...]
-FieldSet = frozenset[Path]
-Obj = dict[str, Any]
 
 _UNTRACKED_META = frozenset({
     "name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
     "deletionGracePeriodSeconds", "managedFields", "selfLink", "generateName",
 })
 _UNTRACKED_TOP = frozenset({"apiVersion", "kind"})
-APPLY = "Apply"
-UPDATE = "Update"
 
 
 def _item_step(item: Any, shape: Shape) -> str:
@@ -116,85 +129,6 @@ def value_at(obj: Any, path: Path, shape: Shape) -> Any:
     return cur
 
 
-# -- fieldsV1 ------------------------------------------------------------------------------------
-
-def to_fields_v1(fields: FieldSet) -> Obj:
-    """A field set as Kubernetes' ``fieldsV1`` tree."""
-    root: Obj = {}
-    for path in sorted(fields):
-        node = root
-        for step in path:
-            node = node.setdefault(step, {})
-    return root
-
-
-def from_fields_v1(tree: Any) -> FieldSet:
-    """The leaf paths of a ``fieldsV1`` tree."""
-    out: set[Path] = set()
-
-    def walk(node: Any, prefix: Path) -> None:
-        if not isinstance(node, dict) or not node:
-            if prefix:
-                out.add(prefix)
-            return
-        for step, sub in node.items():
-            walk(sub, (*prefix, step))
-
-    walk(tree, ())
-    return frozenset(out)
-
-
-# -- managedFields entries -----------------------------------------------------------------------
-
-class Entry:
-    """One ``managedFields`` entry: a manager's fields for one operation (and subresource)."""
-
-    def __init__(self, manager: str, operation: str, api_version: str, fields: FieldSet,
-                 subresource: str | None = None, time: str | None = None) -> None:
-        self.manager, self.operation, self.api_version = manager, operation, api_version
-        self.fields, self.subresource, self.time = fields, subresource, time
-
-    @property
-    def ident(self) -> tuple[str, str, str | None]:
-        return self.manager, self.operation, self.subresource
-
-    @classmethod
-    def parse(cls, raw: Any) -> Entry | None:
-        if not isinstance(raw, dict) or not raw.get("manager"):
-            return None
-        if raw.get("fieldsType", "FieldsV1") != "FieldsV1":
-            return None
-        return cls(str(raw["manager"]), str(raw.get("operation") or UPDATE),
-                   str(raw.get("apiVersion") or ""),
-                   from_fields_v1(raw.get("fieldsV1") or {}), raw.get("subresource") or None, raw.get("time"))
-
-    def to_json(self) -> Obj:
-        out: Obj = {"manager": self.manager, "operation": self.operation, "apiVersion": self.api_version}
-        if self.time:
-            out["time"] = self.time
-        out["fieldsType"] = "FieldsV1"
-        out["fieldsV1"] = to_fields_v1(self.fields)
-        if self.subresource:
-            out["subresource"] = self.subresource
-        return out
-
-
-def entries_of(obj: Obj) -> list[Entry]:
-    raw = (obj.get("metadata") or {}).get("managedFields") or []
-    return [e for e in (Entry.parse(r) for r in raw) if e is not None]
-
-
-def store_entries(obj: Obj, entries: list[Entry]) -> None:
-    """Set ``obj``'s managedFields to ``entries`` (those that own something)."""
-    kept = [e.to_json() for e in entries if e.fields]
-    meta = dict(obj.get("metadata") or {})  # never the metadata of the stored object it came from
-    if kept:
-        meta["managedFields"] = kept
-    else:
-        meta.pop("managedFields", None)
-    obj["metadata"] = meta
-
-
 def _same_scope(entry: Entry, subresource: str | None) -> bool:
     return (entry.subresource or None) == (subresource or None)
 
@@ -207,16 +141,16 @@ def track_create(info: ResourceInfo, obj: Obj, manager: str, applied: FieldSet |
         entry = Entry(manager, APPLY, info.api_version, applied, None, now_rfc3339())
     store_entries(obj, [entry])
 
-
-def track_update(
-    info: ResourceInfo, old: Obj, new: Obj, manager: str, subresource: str | None = None
-) -> None:
-    """Record an ordinary write of ``new`` over ``old`` in ``new``'s managedFields."""
+def track_update(info: ResourceInfo, old: Obj, new: Obj, manager: str, subresource: str | None = None,
+                 requested: Any = None) -> None:
+    """Record an ordinary write of ``new`` over ``old`` in ``new``'s managedFields (``requested``:
+    the managedFields the write sent, see :func:`requested_entries`; a subresource's are ignored)."""
     shape = shape_of(info)
     before, after = field_set(old, info, subresource), field_set(new, info, subresource)
     changed = {p for p in after if p not in before or value_at(new, p, shape) != value_at(old, p, shape)}
     removed = before - after
-    entries = entries_of(old)
+    sent = requested_entries(requested) if subresource is None else None
+    entries = entries_of(old) if sent is None else sent
     mine: Entry | None = None
     for e in entries:
         if not _same_scope(e, subresource):
@@ -231,8 +165,7 @@ def track_update(
         if changed:
             mine.fields = frozenset(mine.fields | changed)
             mine.time = now_rfc3339()
-    store_entries(new, entries)
-
+    store_entries(new, cap_update_managers([e for e in entries if e.fields]))
 
 # -- server-side apply ---------------------------------------------------------------------------
 
@@ -302,11 +235,32 @@ def _describe(path: Path) -> str:
     return out
 
 
-def apply(info: ResourceInfo, live: Obj, config: Obj, manager: str, force: bool,
-          subresource: str | None = None) -> tuple[Obj, list[Entry]]:
-    """The object after ``manager`` applies ``config`` to ``live``, and its managedFields entries
-    (see :func:`store_entries`); raises a 409 Conflict naming every field another manager owns and
-    ``config`` changes (unless ``force``)."""
+def merge_configuration(info: ResourceInfo, live: Obj, config: Obj, manager: str,
+                        subresource: str | None = None) -> Obj:
+    """The object after ``manager`` applies ``config`` to ``live``: the configuration merged in, and
+    the fields ``manager`` applied before, no longer applies and no one else owns removed. Who owns
+    what afterwards, and the conflicts, are :func:`apply_ownership`'s, on the object as stored."""
+    shape = shape_of(info)
+    applied = field_set(config, info, subresource)
+    merged = _merge(live, _tracked(config, info, subresource), shape)
+    entries = entries_of(live)
+    mine = next((e for e in entries if e.ident == (manager, APPLY, subresource)), None)
+    if mine is not None:
+        others: set[Path] = set()
+        for e in entries:
+            if e is not mine and _same_scope(e, subresource):
+                others |= e.fields
+        for path in sorted(mine.fields - applied - others, key=len, reverse=True):
+            _remove(merged, path, shape)
+    return merged
+
+
+def apply_ownership(info: ResourceInfo, live: Obj, new: Obj, config: Obj, manager: str, force: bool,
+                    subresource: str | None = None) -> list[Entry]:
+    """The managedFields entries after ``manager`` applied ``config`` to ``live``, making ``new`` (as
+    it will be stored: defaulted, canonical); raises a 409 Conflict naming every field another
+    manager owns whose value ``new`` changes (unless ``force``: then the applier takes them), and a
+    422 when a new applier would pass :data:`MAX_APPLY_MANAGERS`."""
     shape = shape_of(info)
     applied = field_set(config, info, subresource)
     entries = entries_of(live)
@@ -315,29 +269,25 @@ def apply(info: ResourceInfo, live: Obj, config: Obj, manager: str, force: bool,
         if e.manager == manager or not _same_scope(e, subresource):
             continue
         for path in sorted(applied & e.fields):
-            if value_at(config, path, shape) != value_at(live, path, shape):
+            if value_at(new, path, shape) != value_at(live, path, shape):
                 conflicts.append((e, path))
     if conflicts and not force:
         raise _conflict_error(info, live, conflicts)
     taken = {path for _, path in conflicts}
-    merged = _merge(live, _tracked(config, info, subresource), shape)
     mine = next((e for e in entries if e.ident == (manager, APPLY, subresource)), None)
-    others: set[Path] = set()
     for e in entries:
-        if e is mine or not _same_scope(e, subresource):
-            continue
-        e.fields = frozenset(e.fields - taken)
-        others |= e.fields
-    if mine is not None:
-        for path in sorted(mine.fields - applied - others, key=len, reverse=True):
-            _remove(merged, path, shape)
-    else:
+        if e is not mine and _same_scope(e, subresource):
+            e.fields = frozenset(e.fields - taken)
+    if mine is None:
+        appliers = {e.ident for e in entries if e.operation == APPLY and e.fields}
+        if applied and len(appliers) >= MAX_APPLY_MANAGERS:
+            raise too_many_appliers(len(appliers) + 1)
         mine = Entry(manager, APPLY, info.api_version, frozenset(), subresource)
         entries.append(mine)
     if mine.fields != applied or mine.time is None:
         mine.time = now_rfc3339()
     mine.fields, mine.api_version = applied, info.api_version
-    return merged, entries
+    return entries
 
 
 def _conflict_error(info: ResourceInfo, live: Obj, conflicts: list[tuple[Entry, Path]]) -> errors.Conflict:

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Literal, Protocol
 
 import orjson
 
@@ -46,13 +47,12 @@ from ironpool.api.validation import validate_create
 from ironpool.apiserver.admission import AdmissionChain, AdmissionPlugin, Attributes, default_chain
 from ironpool.apiserver.auth.interface import ObjectCheck
 from ironpool.apiserver.registry.fieldmanager import (
-    Entry,
-    FieldSet,
+    apply_ownership,
     field_set,
-    store_entries,
+    merge_configuration,
     track_create,
 )
-from ironpool.apiserver.registry.fieldmanager import apply as apply_configuration
+from ironpool.apiserver.registry.json_patch import apply_json_patch, parse_json_patch
 from ironpool.apiserver.registry.keylocks import KeyLocks
 from ironpool.apiserver.registry.listing import (
     ListOptions,
@@ -63,6 +63,7 @@ from ironpool.apiserver.registry.listing import (
     revision_of,
 )
 from ironpool.apiserver.registry.listing import watch as watch_store
+from ironpool.apiserver.registry.managed_fields import FieldSet, store_entries
 from ironpool.apiserver.registry.objectmeta import (
     Prepare,
     already_exists,
@@ -74,7 +75,7 @@ from ironpool.apiserver.registry.objectmeta import (
     prepare_update,
     request_object,
     stamp_new,
-    tracker,
+    tracked,
 )
 from ironpool.apiserver.registry.read_modify_write import (
     GuardRetries,
@@ -86,6 +87,8 @@ from ironpool.apiserver.registry.schemas import shape_of
 from ironpool.apiserver.registry.strategic_patch import apply_strategic_patch
 from ironpool.apiserver.registry.subresources import HANDLERS
 from ironpool.store.interface import Document, GuardConflict, KeyExists, Store
+
+PatchKind = Literal["merge", "strategic", "json"]
 
 
 class CommitObserver(Protocol):
@@ -200,10 +203,11 @@ class Registry:
         return await list_page(self.store, info, namespace, options)
 
     def watch(
-        self, info: ResourceInfo, namespace: str | None, options: ListOptions
+        self, info: ResourceInfo, namespace: str | None, options: ListOptions,
+        initial: Callable[[], AbstractAsyncContextManager[None]] | None = None,
     ) -> AsyncIterator[tuple[str, Document | None, bytes | None, int]]:
         """Changes after the requested revision (see :func:`.listing.watch`)."""
-        return watch_store(self.store, info, namespace, options)
+        return watch_store(self.store, info, namespace, options, initial)
 
     # -- update --------------------------------------------------------------------------------
 
@@ -223,11 +227,10 @@ class Registry:
         status)."""
         new = request_object(info, body, namespace, name)
         expected = parse_resource_version(new["metadata"].get("resourceVersion"))
-        return await self.modify(
-            info, namespace, name, lambda old: new, expected=expected, subresource=subresource,
-            dry_run=dry_run, check=check, ownership=tracker(info, manager, subresource),
-            prepare=_prepare_of(info, subresource),
-        )
+        mutate, ownership = tracked(info, manager, subresource, lambda old: new)
+        return await self.modify(info, namespace, name, mutate, expected=expected, subresource=subresource,
+                                 dry_run=dry_run, check=check, ownership=ownership,
+                                 prepare=_prepare_of(info, subresource))
 
     async def patch(
         self,
@@ -240,26 +243,40 @@ class Registry:
         dry_run: bool = False,
         check: ObjectCheck | None = None,
         manager: str | None = None,
-        strategic: bool = False,
+        kind: PatchKind = "merge",
     ) -> Document:
-        """PATCH with a JSON merge patch (RFC 7386), or with ``strategic`` a strategic merge patch
-        (``subresource`` as for :meth:`update`)."""
-        if not isinstance(patch, dict):
-            raise errors.BadRequest(f"a {'strategic' if strategic else 'merge'} patch must be a JSON object")
-        patch_meta = patch.get("metadata")
-        expected = parse_resource_version(
-            patch_meta.get("resourceVersion") if isinstance(patch_meta, dict) else None
-        )
+        """PATCH with a JSON merge patch (RFC 7386), a strategic merge patch or a JSON patch (RFC
+        6902) (``subresource`` as for :meth:`update`). A patch that sets ``metadata.resourceVersion``
+        makes it a precondition, as in Kubernetes."""
+        if kind == "json":
+            ops = parse_json_patch(patch)
 
-        def patched(old: Document) -> Document:
-            if strategic:
-                return request_object(info, apply_strategic_patch(old, patch, shape_of(info)), namespace,
-                                      name)
-            return request_object(info, apply_merge_patch(orjson.loads(orjson.dumps(old)), patch), namespace,
-                                  name)
+            def patched(old: Document) -> Document:
+                new = request_object(info, apply_json_patch(old, ops), namespace, name)
+                sent = new["metadata"].get("resourceVersion")
+                if sent and parse_resource_version(sent) != revision_of(old):
+                    raise conflict(info, name)
+                return new
 
-        return await self.modify(info, namespace, name, patched, expected=expected, subresource=subresource,
-                                 dry_run=dry_run, check=check, ownership=tracker(info, manager, subresource),
+            expected = None
+        else:
+            if not isinstance(patch, dict):
+                raise errors.BadRequest(f"a {kind} merge patch must be a JSON object")
+            patch_meta = patch.get("metadata")
+            expected = parse_resource_version(
+                patch_meta.get("resourceVersion") if isinstance(patch_meta, dict) else None
+            )
+
+            def patched(old: Document) -> Document:
+                if kind == "strategic":
+                    merged = apply_strategic_patch(old, patch, shape_of(info))
+                else:
+                    merged = apply_merge_patch(orjson.loads(orjson.dumps(old)), patch)
+                return request_object(info, merged, namespace, name)
+
+        mutate, ownership = tracked(info, manager, subresource, patched)
+        return await self.modify(info, namespace, name, mutate, expected=expected, subresource=subresource,
+                                 dry_run=dry_run, check=check, ownership=ownership,
                                  prepare=_prepare_of(info, subresource))
 
     async def apply(
@@ -290,15 +307,13 @@ class Registry:
                                          check=create_check, manager=manager, applied=field_set(config, info))
             except errors.AlreadyExists:
                 pass  # created meanwhile: apply to it
-        owners: dict[int, list[Entry]] = {}
-
         def merged(old: Document) -> Document:
-            obj, entries = apply_configuration(info, old, config, manager, force, subresource)
-            owners[id(old)] = entries
-            return request_object(info, obj, namespace, name)
+            return request_object(info, merge_configuration(info, old, config, manager, subresource),
+                                  namespace, name)
 
         def owned(old: Document, new: Document) -> None:
-            store_entries(new, owners.pop(id(old)))
+            # Judged on the object as it will be stored (defaulted, canonical), as Kubernetes does.
+            store_entries(new, apply_ownership(info, old, new, config, manager, force, subresource))
 
         return await self.modify(info, namespace, name, merged, expected=None, subresource=subresource,
                                  dry_run=dry_run, check=check, ownership=owned,

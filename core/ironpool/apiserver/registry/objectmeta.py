@@ -205,17 +205,30 @@ def delete_preconditions(options: Any) -> tuple[int | None, str | None]:
     return rv, pre.get("uid") or None
 
 
-def tracker(
-    info: ResourceInfo, manager: str | None, subresource: str | None
-) -> Callable[[Document, Document], None] | None:
-    """Records an ordinary write by ``manager`` in the object's managedFields."""
+Mutate = Callable[[Document], Document]
+Ownership = Callable[[Document, Document], None]
+
+
+def tracked(info: ResourceInfo, manager: str | None, subresource: str | None,
+            mutate: Mutate) -> tuple[Mutate, Ownership | None]:
+    """``mutate`` and the step that records an ordinary write by ``manager`` in the object's
+    managedFields, handing on what the write itself sent as managedFields (a client may replace
+    them, :mod:`.managed_fields`); no recording without a manager."""
     if manager is None:
-        return None
+        return mutate, None
+    sent: dict[int, Any] = {}
+
+    def mutated(old: Document) -> Document:
+        new = mutate(old)
+        requested = (new.get("metadata") or {}).get("managedFields")
+        # Most writes send back what they read: nothing to replace, nothing to parse twice.
+        sent[id(old)] = None if requested == old["metadata"].get("managedFields") else requested
+        return new
 
     def track(old: Document, new: Document) -> None:
-        track_update(info, old, new, manager, subresource)
+        track_update(info, old, new, manager, subresource, sent.pop(id(old), None))
 
-    return track
+    return mutated, track
 
 
 def prepare_update(info: ResourceInfo, old: Document, new: Document,

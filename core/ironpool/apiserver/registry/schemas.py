@@ -1,7 +1,9 @@
 """Kubernetes-style OpenAPI schemas of the served kinds, made from their pydantic models, and the
 shape of their objects that merging needs.
 
-The pydantic JSON schema is folded into what Kubernetes publishes: optional fields without
+Field descriptions are the docstrings written under each field of the models (:func:`field_docs`),
+as IronCore's Go doc comments describe its types. The pydantic JSON schema is folded into what
+Kubernetes publishes: optional fields without
 ``anyOf``/``null``, references as ``allOf: [$ref]`` beside the field's description, int-or-string
 quantities, free-form maps as ``x-kubernetes-preserve-unknown-fields``, and every list marked as
 Kubernetes marks it (``x-kubernetes-list-type``): a list of objects with a ``name`` is a map keyed
@@ -18,7 +20,10 @@ validation all walk objects with it, so a new kind needs nothing but its model.
 
 from __future__ import annotations
 
+import ast
 import functools
+import inspect
+import itertools
 import sys
 import typing
 from dataclasses import dataclass, field
@@ -132,7 +137,7 @@ class _Converter:
     @staticmethod
     def _described(out: Schema, s: Schema) -> Schema:
         if s.get("description"):
-            out["description"] = s["description"]
+            out["description"] = _plain(s["description"])
         return out
 
     def _object(self, s: Schema) -> Schema:
@@ -153,11 +158,10 @@ class _Converter:
         converted = self.node(s, name)
         if "$ref" in converted:
             # OpenAPI 3.0 ignores siblings of $ref: Kubernetes wraps it to keep a description.
-            target = self.defs.get(s.get("$ref", "").rsplit("/", 1)[-1]) or {}
-            described = s.get("description") or target.get("description")
+            # The field's own description only: kubectl explain prints the type's as well.
             wrapped: Schema = {"allOf": [converted], "default": {}}
-            if described:
-                wrapped["description"] = described
+            if s.get("description"):
+                wrapped["description"] = _plain(s["description"])
             return wrapped
         return converted
 
@@ -181,6 +185,53 @@ class _Converter:
         else:
             out["x-kubernetes-list-type"] = "atomic"
         return self._described(out, s)
+
+
+@functools.cache
+def _module_field_docs(module: str) -> dict[str, dict[str, str]]:
+    """The field docstrings of every class of ``module`` (its source parsed once), by class name."""
+    try:
+        tree = ast.parse(inspect.getsource(sys.modules[module]))
+    except (OSError, TypeError, SyntaxError, KeyError):  # no source (a frozen build): no descriptions
+        return {}
+    out: dict[str, dict[str, str]] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        docs = out[node.name] = {}
+        for stmt, after in itertools.pairwise(node.body):
+            if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                    and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                    and isinstance(after.value.value, str)):
+                docs[stmt.target.id] = " ".join(inspect.cleandoc(after.value.value).split())
+    return out
+
+
+def field_docs(model: type[BaseModel]) -> dict[str, str]:
+    """The docstrings written under the fields of ``model`` (and of the models it extends), by field
+    name, as Go doc comments are written over them. Read from the source when a schema is first
+    built, not when the models are imported (no cost to clients that never publish a schema)."""
+    docs: dict[str, str] = {}
+    for cls in reversed(model.__mro__):
+        if isinstance(cls, type) and issubclass(cls, BaseModel) and cls is not BaseModel:
+            docs.update(_module_field_docs(cls.__module__).get(cls.__name__, {}))
+    return docs
+
+
+def _describe_fields(schema: Schema | None, model: type[BaseModel]) -> None:
+    """Give each property of ``model``'s pydantic schema the field's docstring as its description."""
+    props = (schema or {}).get("properties") or {}
+    docs = field_docs(model)
+    for name, info in model.model_fields.items():
+        doc = docs.get(name)
+        prop = props.get(info.alias or name)
+        if doc and isinstance(prop, dict):
+            prop["description"] = doc
+
+
+def _plain(text: str) -> str:
+    """A docstring as clients print it (kubectl explain): without reStructuredText's literal marks."""
+    return text.replace("``", "")
 
 
 def _kind_properties(info: ResourceInfo, schema: Schema) -> None:
@@ -217,6 +268,8 @@ def _schemas(infos: tuple[ResourceInfo, ...]) -> dict[str, Schema]:
     classes: dict[str, type[BaseModel]] = {}
     for info in infos:
         classes.update(_models(info.model))
+    for key, cls in classes.items():
+        _describe_fields(defs.get(key), cls)
     conv = _Converter(defs, classes)
     out = {conv.name(f"#/$defs/{key}"): conv.model(key) for key in sorted(defs)}
     for info in infos:

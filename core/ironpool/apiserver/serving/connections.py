@@ -10,6 +10,11 @@ line a byte at a time) cannot starve everyone else, ``/healthz`` included.
 - a cap on connections that have not authenticated a request yet: past it the oldest such
   connection that is not in the middle of a request is closed, so sockets opened and left silent
   cannot crowd out new clients (a verified client certificate counts as authenticated);
+- a cap on each user's connections (a connection belongs to the user its first request
+  authenticated as): a request on one past it is answered 429 and the connection closed after the
+  answer, so one user holding thousands of watches or idle keep-alive connections leaves room for
+  everyone else (health probes, administrators, the pools' heartbeats), as Kubernetes' priority and
+  fairness keeps one flow from taking every seat. It is at most half the connection cap;
 - a deadline for a request's head: from the connection's start (or a request's first byte) the
   headers must be complete within ``header_timeout`` seconds, else the connection is closed
   (Go's ``ReadHeaderTimeout``); idle keep-alive connections close after ``keep_alive_timeout``;
@@ -24,6 +29,7 @@ import resource
 from dataclasses import dataclass, field
 from typing import Any
 
+from ironpool.api import errors
 from ironpool.apiserver.serving.tls import TlsFiles, TlsIdentityProtocol
 
 CONNECTION_EXTENSION = "ironpool.connection"
@@ -38,10 +44,11 @@ class ConnectionLimits:
     header_timeout: float = 10.0
     keep_alive_timeout: int = 60
     max_header_bytes: int = 1024 * 1024
+    max_per_user: int = 2048
 
     def __post_init__(self) -> None:
         for name in ("max_connections", "max_unauthenticated", "header_timeout", "keep_alive_timeout",
-                     "max_header_bytes"):
+                     "max_header_bytes", "max_per_user"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
 
@@ -53,9 +60,11 @@ class ConnectionTable:
     limits: ConnectionLimits
     open: int = 0
     unauthenticated: dict[GuardedProtocol, None] = field(default_factory=dict)
+    by_user: dict[str, int] = field(default_factory=dict)
     refused: int = 0
     evicted: int = 0
     timed_out: int = 0
+    over_user_limit: int = 0
 
 
 def raise_descriptor_limit(wanted: int) -> int:
@@ -78,29 +87,31 @@ def effective_limits(limits: ConnectionLimits) -> ConnectionLimits:
     available = raise_descriptor_limit(limits.max_connections + 256)
     cap = max(64, min(limits.max_connections, available - 256))
     unauthenticated = min(limits.max_unauthenticated, cap)
+    per_user = max(1, min(limits.max_per_user, cap // 2))
     return ConnectionLimits(cap, unauthenticated, limits.header_timeout, limits.keep_alive_timeout,
-                            limits.max_header_bytes)
+                            limits.max_header_bytes, per_user)
 
 
 class ConnectionTicket:
     """What a request's handler holds of its connection: it tells the connection that a request on
-    it authenticated."""
+    it authenticated, and as whom."""
 
     __slots__ = ("_protocol",)
 
     def __init__(self, protocol: GuardedProtocol) -> None:
         self._protocol = protocol
 
-    def authenticated(self) -> None:
-        self._protocol.mark_authenticated()
+    def authenticated(self, user: str) -> None:
+        self._protocol.mark_authenticated(user)
 
 
-def mark_authenticated(scope: Any) -> None:
-    """Record that the request of ``scope`` authenticated (its connection no longer counts against
-    the unauthenticated cap)."""
+def mark_authenticated(scope: Any, user: str) -> None:
+    """Record that the request of ``scope`` authenticated as ``user``: its connection no longer
+    counts against the unauthenticated cap, and counts as one of ``user``'s. Raises TooManyRequests
+    (and the connection closes after the answer) when ``user`` holds more than its share."""
     ticket = (scope.get("extensions") or {}).get(CONNECTION_EXTENSION)
     if ticket is not None:
-        ticket.authenticated()
+        ticket.authenticated(user)
 
 
 class GuardedProtocol(TlsIdentityProtocol):
@@ -109,6 +120,7 @@ class GuardedProtocol(TlsIdentityProtocol):
 
     table: ConnectionTable
     _counted = False
+    _user: str | None = None  # whom the connection is counted for
     _head_bytes = 0
     _head_done = True
     _request_done = True  # the request's body was received whole (its parser said message complete)
@@ -135,11 +147,31 @@ class GuardedProtocol(TlsIdentityProtocol):
             self._counted = False
             self.table.open -= 1
             self.table.unauthenticated.pop(self, None)
+            if self._user is not None:
+                left = self.table.by_user[self._user] - 1
+                if left:
+                    self.table.by_user[self._user] = left
+                else:
+                    del self.table.by_user[self._user]
         self._stop_head_timer()
         super().connection_lost(exc)
 
-    def mark_authenticated(self) -> None:
-        self.table.unauthenticated.pop(self, None)
+    def mark_authenticated(self, user: str) -> None:
+        table = self.table
+        if self._user is None:
+            if not self._counted:
+                return  # closed already (or never counted): nothing to account
+            table.unauthenticated.pop(self, None)
+            self._user = user
+            table.by_user[user] = table.by_user.get(user, 0) + 1
+        limit = table.limits.max_per_user
+        if table.by_user[self._user] > limit:
+            table.over_user_limit += 1
+            if self.cycle is not None:
+                self.cycle.keep_alive = False  # answer this request, then close
+            raise errors.TooManyRequests(
+                f"too many connections open for user {self._user!r} (limit {limit}); reuse connections "
+                "or close some, and try again later", retry_after_seconds=1)
 
     def _evict_one(self) -> None:
         """Close the oldest unauthenticated connection that is not handling a request."""

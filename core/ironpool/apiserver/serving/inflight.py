@@ -2,7 +2,7 @@
 per user as its priority-and-fairness keeps flows apart), so one busy or hostile client cannot take
 every worker: past the limit its requests get 429 with ``Retry-After`` while other users, and
 ``/healthz`` and ``/readyz`` (never counted), are served. Watches are long-running and not counted
-once their stream started, as in Kubernetes.
+once their stream started, as in Kubernetes (they have a limit of their own, :mod:`.watch_slots`).
 
 A memory ceiling sheds load the same way: while the process's resident memory is above it, API
 requests get 429 with ``Retry-After`` (``/healthz``, ``/readyz`` and watches already streaming go on),
@@ -16,32 +16,18 @@ second at most, before it refuses: a spike that has passed does not leave the se
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from ironpool.api import errors
+from ironpool.memory import malloc_trim, resident_bytes
 
 DEFAULT_PER_USER = 400  # Kubernetes' default --max-requests-inflight, here for each user
 CGROUP_SHARE = 0.8  # of the cgroup's memory.max, the ceiling when none is given
 _RSS_CACHE_SECONDS = 0.05  # resident memory is read at most this often (a read costs ~10 µs)
 _TRIM_EVERY_SECONDS = 1.0
-_PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def _malloc_trim() -> None:
-    """Give the C heap's free pages back to the system (glibc only; elsewhere nothing)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-def resident_bytes() -> int:
-    """This process's resident set size, from ``/proc/self/statm``."""
-    with open("/proc/self/statm", "rb") as f:
-        return int(f.read().split()[1]) * _PAGE
 
 
 def cgroup_memory_max(root: Path = Path("/sys/fs/cgroup")) -> int | None:
@@ -85,7 +71,7 @@ class MemoryCeiling:
         if now - self._trimmed_at >= _TRIM_EVERY_SECONDS:
             self._trimmed_at = now
             gc.collect()
-            _malloc_trim()
+            malloc_trim()
             self._read_at = -1.0
         if self.resident() > self.limit:
             self.rejected += 1
