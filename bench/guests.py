@@ -43,6 +43,8 @@ import grpc
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2_grpc as mgrpc
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.helpers
+
 LABEL = "ironpool.dev/bench"
 STOP = threading.Event()  # set by SIGTERM: the waiting threads give up, so cleanup runs at once
 SSH = ["ssh", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
@@ -253,24 +255,9 @@ def main() -> None:
 
 def _cleanup(label: str) -> None:
     """Remove any domain this run left behind (only ours: matched by the bench label)."""
-    import libvirt
+    from tests.helpers.runtimes import labelled_domains, remove_domains
 
-    conn = libvirt.open("qemu:///system")
-    try:
-        for dom in conn.listAllDomains(0):
-            if not dom.name().startswith("ironpool-"):
-                continue
-            try:
-                meta = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT,
-                                    "https://ironpool.dev/iri/machine/v1", 0)
-            except libvirt.libvirtError:
-                continue
-            if label in meta:
-                if dom.isActive():
-                    dom.destroy()
-                dom.undefine()
-    finally:
-        conn.close()
+    remove_domains(labelled_domains(LABEL, label))
 
 
 if __name__ == "__main__":

@@ -29,6 +29,8 @@ import grpc
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2_grpc as mgrpc
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.helpers
+
 REPO = Path(__file__).resolve().parents[1]
 CLASSES = """\
 - apiVersion: compute.ironcore.dev/v1alpha1
@@ -182,25 +184,9 @@ def main() -> None:
 
 def _cleanup(label: str) -> None:
     """Remove any domain this run left behind (only ours: matched by the bench label)."""
-    import libvirt
+    from tests.helpers.runtimes import labelled_domains, remove_domains
 
-    conn = libvirt.open("qemu:///system")
-    try:
-        for dom in conn.listAllDomains(0):
-            if not dom.name().startswith("ironpool-"):
-                continue
-            try:
-                meta = dom.metadata(
-                    libvirt.VIR_DOMAIN_METADATA_ELEMENT, "https://ironpool.dev/iri/machine/v1", 0
-                )
-            except libvirt.libvirtError:
-                continue
-            if f"&quot;ironpool.dev/bench&quot;: &quot;{label}&quot;" in meta or f'"{label}"' in meta:
-                if dom.isActive():
-                    dom.destroy()
-                dom.undefine()
-    finally:
-        conn.close()
+    remove_domains(labelled_domains("ironpool.dev/bench", label))
 
 
 if __name__ == "__main__":

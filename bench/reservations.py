@@ -199,22 +199,8 @@ async def run_reserved(wl: ModuleType, workload: dict[str, Any], args: argparse.
 
         requests = workload["requests"]
         bound: dict[str, tuple[float, str]] = {}
-        done = asyncio.Event()
         rv = (await client.list_raw(m, None, limit=1)).resource_version
-
-        async def watch() -> None:
-            async for ev in client.watch_raw(m, None, rv):
-                if ev.type == "BOOKMARK":
-                    continue
-                ref = (ev.object.get("spec") or {}).get("machinePoolRef")
-                name = ev.object["metadata"]["name"]
-                if ref and name not in bound:
-                    bound[name] = (time.perf_counter(), ref["name"])
-                    if len(bound) == len(requests):
-                        done.set()
-                        return
-
-        watcher = asyncio.create_task(watch())
+        watcher, done = sched.watch_bindings(client, m, rv, len(requests), bound)
 
         async def make_machine(req: dict[str, Any]) -> None:
             doc = sched.machine_doc(req)

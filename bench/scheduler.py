@@ -25,6 +25,7 @@ other load on a shared machine disturbs far less than the rates, and the schedul
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import gc
 import importlib.util
@@ -207,9 +208,29 @@ def _start_apiserver(tmp: Path, profile: str | None = None,
     raise SystemExit("apiserver did not become ready in 30 s")
 
 
+def watch_bindings(client: Any, resource: Any, rv: str, total: int,
+                   bound: dict[str, tuple[float, str]]) -> tuple[asyncio.Task[None], asyncio.Event]:
+    """Watch Machines from ``rv`` on and record when each got its pool in ``bound`` (name -> (time,
+    pool)); the event is set once ``total`` have one."""
+    done = asyncio.Event()
+
+    async def watch() -> None:
+        async for ev in client.watch_raw(resource, None, rv):
+            if ev.type == "BOOKMARK":
+                continue
+            ref = (ev.object.get("spec") or {}).get("machinePoolRef")
+            name = ev.object["metadata"]["name"]
+            if ref and name not in bound:
+                bound[name] = (time.perf_counter(), ref["name"])
+                if len(bound) == total:
+                    done.set()
+                    return
+
+    return asyncio.create_task(watch()), done
+
+
 async def run_api(wl: ModuleType, workload: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """Pools and classes over HTTP, then a scheduler process, then the Machines; time until all bound."""
-    import asyncio
     import subprocess
     import tempfile
 
@@ -261,22 +282,8 @@ async def run_api(wl: ModuleType, workload: dict[str, Any], args: argparse.Names
         requests = workload["requests"]
         created: dict[str, float] = {}
         bound: dict[str, tuple[float, str]] = {}
-        done = asyncio.Event()
         rv = (await client.list_raw(m, None, limit=1)).resource_version
-
-        async def watch() -> None:
-            async for ev in client.watch_raw(m, None, rv):
-                if ev.type == "BOOKMARK":
-                    continue
-                ref = (ev.object.get("spec") or {}).get("machinePoolRef")
-                name = ev.object["metadata"]["name"]
-                if ref and name not in bound:
-                    bound[name] = (time.perf_counter(), ref["name"])
-                    if len(bound) == len(requests):
-                        done.set()
-                        return
-
-        watcher = asyncio.create_task(watch())
+        watcher, done = watch_bindings(client, m, rv, len(requests), bound)
 
         async def make_machine(req: dict[str, Any]) -> None:
             created[req["id"]] = time.perf_counter()
@@ -365,8 +372,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "inprocess":
         result = run_inprocess(wl, workload, args)
     else:
-        import asyncio
-
         result = asyncio.run(run_api(wl, workload, args))
     print(json.dumps(result, sort_keys=True))
     return 0

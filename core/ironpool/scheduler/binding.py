@@ -16,7 +16,6 @@ object goes back to the queue:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -31,6 +30,7 @@ from ironpool.scheduler.framework.profile import Decision
 from ironpool.scheduler.model import Kind, pool_ref_of, request_from_json
 from ironpool.scheduler.queue import QueuedItem, SchedulingQueue
 from ironpool.scheduler.reporting import Reporter
+from ironpool.scheduler.tasks import TaskSet
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class Binder:
         self.on_done = on_done
         self.in_flight = 0
         self._slots = asyncio.Semaphore(concurrency)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskSet()
         #: objects whose bind lost a resourceVersion race -> the stale resourceVersion; the newer
         #: version arriving through the watch sends them straight back to active
         self._stale: dict[tuple[Kind, str], str] = {}
@@ -76,16 +76,10 @@ class Binder:
         self.spawn(self._bind(item, decision))
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(coro)
 
     async def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self._tasks.stop()
 
     # ---- what the watch tells the binder ---------------------------------------------------------
     def forget(self, kind: Kind, key: str) -> None:

@@ -20,8 +20,6 @@ Machines use of each.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import heapq
 import logging
 import time
@@ -40,6 +38,7 @@ from ironpool.scheduler.cache import Hold
 from ironpool.scheduler.core import SchedulerCore
 from ironpool.scheduler.gang import GangPlan
 from ironpool.scheduler.reservations import ReservationInfo
+from ironpool.scheduler.tasks import TaskSet
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +79,7 @@ class ReservationController:
         self._retry_at: dict[str, float] = {}
         self._consumed_at: dict[str, float] = {}
         self._writing: set[str] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskSet()
         self.planned = 0
         self.rejected = 0
         self.conflicts = 0
@@ -188,16 +187,10 @@ class ReservationController:
                 self._writing.discard(key)
                 self.wake()
 
-        task = asyncio.ensure_future(run())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(run())
 
     async def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self._tasks.stop()
 
     # ---- writes ----------------------------------------------------------------------------------
     async def _patch(self, info: ReservationInfo, status: dict[str, Any]) -> None:

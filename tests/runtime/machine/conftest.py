@@ -4,14 +4,12 @@ and a session finalizer that removes every domain a test labelled with this sess
 from __future__ import annotations
 
 import secrets
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from machine_runtime_helpers import RuntimeProc, remove_test_domains
+from machine_runtime_helpers import RuntimeProc, remove_test_domains, running_runtime
 
-from tests.helpers.qemu_dirs import qemu_tmpdir
 from tests.helpers.runtimes import build_tiny_image, libvirt_ok, require_libvirt
 
 SESSION = secrets.token_hex(6)
@@ -40,12 +38,5 @@ def tiny_images() -> Path:
 @pytest.fixture(scope="module")
 def runtime(tiny_images: Path, test_session: str) -> Iterator[RuntimeProc]:
     """A started ``ironpool libvirt-runtime`` with its own state dir and socket (short path)."""
-    workdir = qemu_tmpdir("imr-")
-    proc = RuntimeProc(workdir=workdir, images=tiny_images)
-    proc.start()
-    try:
+    with running_runtime("imr-", test_session, images=tiny_images) as proc:
         yield proc
-    finally:
-        proc.stop()
-        remove_test_domains(test_session)
-        shutil.rmtree(workdir, ignore_errors=True)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2_grpc as mgrpc
 
+from tests.helpers.qemu_dirs import qemu_tmpdir
 from tests.helpers.runtimes import LIBVIRT_URI, RuntimeProcess, labelled_domains, remove_domains
 from tests.helpers.wait import wait_for
 
@@ -134,6 +138,21 @@ def remove_test_domains(session: str) -> list[str]:
     names = session_domains(session)
     remove_domains(names)
     return names
+
+
+@contextlib.contextmanager
+def running_runtime(prefix: str, test_session: str, **options: Any) -> Iterator[RuntimeProc]:
+    """A started ``ironpool libvirt-runtime`` (``options`` as :class:`RuntimeProc` takes them) in a new
+    folder QEMU's user can reach; afterwards stopped, this session's domains and the folder removed."""
+    workdir = qemu_tmpdir(prefix)
+    proc = RuntimeProc(workdir=workdir, **options)
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+        remove_test_domains(test_session)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def domain_names() -> set[str]:

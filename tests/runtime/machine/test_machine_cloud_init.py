@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -18,10 +17,9 @@ import libvirt
 import pytest
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.runtime.machine.seed import SEED_TARGET
-from machine_runtime_helpers import CLASSES_YAML, RuntimeProc, machine_request, remove_test_domains
+from machine_runtime_helpers import CLASSES_YAML, RuntimeProc, machine_request, running_runtime
 
 from tests.helpers import ssh
-from tests.helpers.qemu_dirs import qemu_tmpdir
 from tests.helpers.runtimes import LIBVIRT_URI, build_tiny_image, require_libvirt
 from tests.helpers.wait import wait_for
 
@@ -50,15 +48,8 @@ def images(test_session: str) -> Path:
 
 @pytest.fixture(scope="module")
 def runtime(images: Path, test_session: str) -> Iterator[RuntimeProc]:
-    workdir = qemu_tmpdir("ici-")
-    proc = RuntimeProc(workdir=workdir, images=images, classes=CLASSES_YAML)
-    proc.start()
-    try:
+    with running_runtime("ici-", test_session, images=images, classes=CLASSES_YAML) as proc:
         yield proc
-    finally:
-        proc.stop()
-        remove_test_domains(test_session)
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def domain_xml(machine_id: str) -> ET.Element:

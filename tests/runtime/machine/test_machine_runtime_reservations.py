@@ -10,7 +10,6 @@ holding and using room is bookkeeping, no guest needs to boot.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +18,8 @@ import grpc
 import pytest
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.iri.reservations import RESERVATION_KEY_ANNOTATION, decode_quantity, encode_quantity
-from machine_runtime_helpers import RuntimeProc, machine_request, remove_test_domains
+from machine_runtime_helpers import RuntimeProc, machine_request, running_runtime
 
-from tests.helpers.qemu_dirs import qemu_tmpdir
 from tests.iri.iri_independent import IndependentClient
 
 pytestmark = pytest.mark.libvirt
@@ -31,16 +29,9 @@ ACCEPTED, REJECTED = 1, 2
 
 @pytest.fixture(scope="module")
 def small_runtime(tiny_images: Path, test_session: str) -> Iterator[RuntimeProc]:
-    workdir = qemu_tmpdir("imrsv-")
-    proc = RuntimeProc(workdir=workdir, images=tiny_images,
-                       extra_args=["--capacity-cpu", "4", "--capacity-memory", "1Gi"])
-    proc.start()
-    try:
+    with running_runtime("imrsv-", test_session, images=tiny_images,
+                         extra_args=["--capacity-cpu", "4", "--capacity-memory", "1Gi"]) as proc:
         yield proc
-    finally:
-        proc.stop()
-        remove_test_domains(test_session)
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 class Draft:
