@@ -14,6 +14,7 @@ import yaml
 from ironpool.api.resources import resolve
 from up_harness import UpInstance, machine_domain, wait_for
 
+from tests.helpers.guests import GUEST_SECONDS
 from tests.helpers.net import free_port
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
@@ -71,7 +72,7 @@ def test_kill9_restart_keeps_machines_and_collects_orphans(make_up: Callable[...
     manifest = up.workdir / "machines.yaml"
     manifest.write_text(yaml.safe_dump_all([machine_manifest(n) for n in names]))
     up.cli("apply", "-f", str(manifest))
-    before = wait_for(lambda: running_ids(client, names), 90, "both machines Running")
+    before = wait_for(lambda: running_ids(client, names), GUEST_SECONDS, "both machines Running")
     domains = {machine_domain(mid)[1] for mid in before.values()}
     assert set(up.domains()) == domains
 

@@ -14,6 +14,7 @@ import libvirt
 import pytest
 from up_harness import UpInstance, machine_domain, wait_for
 
+from tests.helpers.guests import GUEST_SECONDS
 from tests.helpers.qemu_dirs import let_qemu_through
 from tests.helpers.runtimes import LIBVIRT_URI
 
@@ -63,7 +64,7 @@ def test_a_host_joins_ironpool_up_and_runs_what_is_scheduled_there(
                 m = c.get_raw(machines, "joined-vm", "default")
                 return m if (m.get("status") or {}).get("state") == "Running" else None
 
-            machine = wait_for(running, 90, "joined-vm running")
+            machine = wait_for(running, GUEST_SECONDS, "joined-vm running")
             assert machine["spec"]["machinePoolRef"]["name"] == pool
             _, domain = machine_domain(machine["status"]["machineID"])
             assert str(data_dir / "machine-runtime") in conn.lookupByName(domain).XMLDesc(0)

@@ -15,6 +15,7 @@ from ironpool.api.resources import resolve
 from ironpool.poollet.capacity import HostResources, fits, local_host_resources
 from up_harness import UpInstance, machine_domain, wait_for
 
+from tests.helpers.guests import GUEST_SECONDS
 from tests.helpers.runtimes import LIBVIRT_URI, REPO
 from tests.helpers.ssh import SSH_OPTIONS
 
@@ -63,7 +64,7 @@ def test_example_machine_runs_powers_off_and_on_and_is_deleted(make_up: Callable
     assert web["spec"]["machinePoolRef"]["name"] == up.pool
     iri_id, domain = machine_domain(web["status"]["machineID"])
     assert up.domains().get(domain) == libvirt.VIR_DOMAIN_RUNNING
-    wait_for(lambda: "ironpool-tiny-image: init started" in up.console_log(iri_id), 60,
+    wait_for(lambda: "ironpool-tiny-image: init started" in up.console_log(iri_id), GUEST_SECONDS,
              "the guest's init line on the serial console")
 
     # The data volume: Available, claimed by the machine, attached; one storage volume in the pool.

@@ -22,6 +22,7 @@ from ironpool.api.resources import resolve
 from up_harness import UpInstance, machine_domain, wait_for
 
 from tests.helpers import ssh
+from tests.helpers.guests import GUEST_SECONDS
 from tests.helpers.runtimes import LIBVIRT_URI
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
@@ -96,9 +97,9 @@ def test_two_machines_on_one_network_answer_ssh_at_their_addresses(up: UpInstanc
     for name in ("a", "b"):
         iri_id, address, endpoint = reachable(up, name)
         assert address.startswith("10.10.0.") and endpoint.startswith("127.0.0.1:")
-        wait_for(lambda: f"eth0 address {address}/24" in up.console_log(iri_id), 60,  # noqa: B023
+        wait_for(lambda: f"eth0 address {address}/24" in up.console_log(iri_id), GUEST_SECONDS,  # noqa: B023
                  f"{name}'s address on its console")
-        out = ssh.wait_run(endpoint, key, "uname -n; ip -4 addr show eth0", 60, f"SSH into {name}")
+        out = ssh.wait_run(endpoint, key, "uname -n; ip -4 addr show eth0", GUEST_SECONDS, f"SSH into {name}")
         assert "ironpool-tiny" in out and f"inet {address}/24" in out
         nic = client.get_raw(NICS, f"{name}-primary", NS)
         assert nic["spec"]["providerID"] == f"user://{endpoint}"
@@ -131,14 +132,15 @@ def test_nic_hot_plugged_into_a_running_machine_and_unplugged(up: UpInstance, ke
     client = up.client()
     client.create_raw(MACHINES, machine("c", [nic_template("primary")]), NS)
     iri_id, _address, endpoint = reachable(up, "c")
-    ssh.wait_run(endpoint, key, "true", 60, "SSH into c")
+    ssh.wait_run(endpoint, key, "true", GUEST_SECONDS, "SSH into c")
 
     client.patch_raw(MACHINES, "c", {"spec": {"networkInterfaces": [
         nic_template("primary"), nic_template("second")]}}, NS)
     second = wait_for(lambda: (n := nic_status(up, "c").get("second")) and n.get("state") == "Attached"
                       and n.get("ips") and n, 60, "the second NIC attached with an address")
     address = second["ips"][0]
-    wait_for(lambda: f"eth1 address {address}/24" in up.console_log(iri_id), 60, "eth1 in the guest")
+    wait_for(lambda: f"eth1 address {address}/24" in up.console_log(iri_id),
+             GUEST_SECONDS, "eth1 in the guest")
     assert f"inet {address}/24" in ssh.run(endpoint, key, "ip -4 addr show eth1").stdout
 
     client.patch_raw(MACHINES, "c", {"spec": {"networkInterfaces": [nic_template("primary")]}}, NS)
@@ -147,7 +149,7 @@ def test_nic_hot_plugged_into_a_running_machine_and_unplugged(up: UpInstance, ke
                           '{"execute": "qom-list", "arguments": {"path": "/machine/peripheral"}}'],
                          capture_output=True, text=True, check=True, timeout=30).stdout
     assert len([p for p in json.loads(out)["return"] if p["name"].startswith("ipnic-")]) == 1
-    wait_for(lambda: "eth1" not in ssh.run(endpoint, key, "ls /sys/class/net").stdout, 30,
+    wait_for(lambda: "eth1" not in ssh.run(endpoint, key, "ls /sys/class/net").stdout, GUEST_SECONDS,
              "eth1 gone from the guest")
     client.delete_raw(MACHINES, "c", NS)  # room for the next test on a small host
     wait_for(lambda: gone(up, MACHINES, "c"), 60, "machine c to go")

@@ -13,6 +13,7 @@ from pulumi_stack import stack_for
 
 from tests.e2e.up_harness import UpInstance
 from tests.helpers import ssh
+from tests.helpers.guests import GUEST_SECONDS
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 
@@ -54,7 +55,7 @@ def test_machine_outputs_its_address_and_ssh_endpoint(up_instance: UpInstance, t
     out = result.outputs
     assert out["nics"] == {"primary": "Attached"} and out["ips"] == ["10.10.0.2"]
     assert out["ssh_host"] == "127.0.0.1" and isinstance(out["ssh_port"], int)
-    said = ssh.wait_run(f"{out['ssh_host']}:{out['ssh_port']}", key, "ip -4 addr show eth0", 60,
+    said = ssh.wait_run(f"{out['ssh_host']}:{out['ssh_port']}", key, "ip -4 addr show eth0", GUEST_SECONDS,
                         "SSH through the Machine's outputs")
     assert "inet 10.10.0.2/24" in said
     assert stack.destroy().error is None

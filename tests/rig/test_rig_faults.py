@@ -33,6 +33,7 @@ from ironpool.client.wire import ServerUnreachable, resource_for_model
 from ironpool.rig.rig import Rig, Scheduler
 
 from tests.e2e.up_harness import machine_domain
+from tests.helpers.guests import GUEST_SECONDS
 from tests.helpers.runtimes import LIBVIRT_URI
 from tests.helpers.wait import wait_for
 from tests.rig.harness import admin_http
@@ -65,7 +66,7 @@ def test_a_machine_lands_as_a_running_domain_on_a_joined_host(rig: Rig) -> None:
             m = c.get(f"{machines()}/vm-1").json()
             return m if (m.get("status") or {}).get("state") == "Running" else None
 
-        machine = wait_for(running, 90, "vm-1 running")
+        machine = wait_for(running, GUEST_SECONDS, "vm-1 running")
         pool = machine["spec"]["machinePoolRef"]["name"]
         assert pool in rig.hosts
         _, name = machine_domain(machine["status"]["machineID"])

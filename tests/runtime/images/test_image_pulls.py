@@ -255,14 +255,20 @@ def test_a_create_waits_a_bounded_time_then_hears_the_image_is_still_pulled(
     ref = f"{repo(registry)}/disk:1"
     push(ref, ImageFiles.from_path(qcow2(work / "d.qcow2")))
     r = resolver(work / "cache")
-    gate = threading.Event()
+    gate, fetching = threading.Event(), threading.Event()
     real_fetch = BlobClient.fetch
 
     def held(*args: Any, **kw: Any) -> None:
+        fetching.set()
         gate.wait(60)
         real_fetch(*args, **kw)
 
     monkeypatch.setattr(BlobClient, "fetch", held)
+    # The first ask starts the pull and hears it is under way (on a busy host perhaps still reading
+    # the manifest); once the blobs are being fetched, an ask hears how far it got.
+    with pytest.raises(errors.ImagePulling, match=rf"image {ref} is being pulled \("):
+        r.resolve(ref, wait=0.2)
+    assert fetching.wait(60)
     with pytest.raises(errors.ImagePulling, match=rf"image {ref} is being pulled \(0 of \d+ MiB\)"):
         r.resolve(ref, wait=0.2)
     gate.set()

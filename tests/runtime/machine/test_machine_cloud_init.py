@@ -20,6 +20,7 @@ from ironpool.runtime.machine.seed import SEED_TARGET
 from machine_runtime_helpers import CLASSES_YAML, RuntimeProc, machine_request, running_runtime
 
 from tests.helpers import ssh
+from tests.helpers.guests import GUEST_SECONDS
 from tests.helpers.runtimes import LIBVIRT_URI, build_tiny_image, require_libvirt
 from tests.helpers.wait import wait_for
 
@@ -90,7 +91,8 @@ def test_tiny_guest_gets_ignition_through_fw_cfg_and_user_data_as_a_seed_disk(
     assert seed_file.name == "seed.iso"
     assert stat.S_IMODE(os.stat(seed_file).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(seed_file.parent).st_mode) == 0o711
-    wait_for(lambda: "disks:" in console(runtime, ign_id) and "disks:" in console(runtime, cfg_id), 90,
+    wait_for(lambda: "disks:" in console(runtime, ign_id) and "disks:" in console(runtime, cfg_id),
+             GUEST_SECONDS,
              "both tiny guests listing their disks")
     # The seed is one more virtio disk (the guest lists them as they appear: wait for the last).
     wait_for(lambda: len(disks(runtime, cfg_id)) == len(disks(runtime, ign_id)) + 1, 30,

@@ -19,6 +19,7 @@ from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.runtime.qemu_access import QemuUser, qemu_user
 from machine_runtime_helpers import RuntimeProc, domain_names, machine_request
 
+from tests.helpers.guests import GUEST_SECONDS
 from tests.helpers.runtimes import LIBVIRT_URI, start_ironpool
 from tests.helpers.wait import wait_for
 
@@ -54,7 +55,8 @@ def test_the_guest_boots_with_what_the_runtime_hands_an_unprivileged_qemu(
     mid = runtime.stub.CreateMachine(req).machine.metadata.id
     try:
         console = runtime.console_log(mid)
-        wait_for(lambda: console.exists() and "ignition 34 bytes" in console.read_text(errors="replace"), 90,
+        wait_for(lambda: console.exists() and "ignition 34 bytes" in console.read_text(errors="replace"),
+                 GUEST_SECONDS,
                  "the guest to print the Ignition data it read through fw_cfg")
         uid = int(Path(f"/proc/{qemu_pid(f'ironpool-{mid}')}/status").read_text()
                   .split("\nUid:", 1)[1].split()[1])

@@ -24,6 +24,7 @@ from ironpool.runtime.machine.nics import libvirt_network_name, qemu_ids
 from machine_runtime_helpers import RuntimeProc, machine_request, session_domains
 
 from tests.helpers import ssh
+from tests.helpers.guests import GUEST_SECONDS
 from tests.helpers.net import free_subnets
 from tests.helpers.runtimes import LIBVIRT_URI
 from tests.helpers.wait import wait_for
@@ -120,11 +121,12 @@ def test_guest_gets_its_address_in_every_mode_and_ssh_goes_through_the_forward(
     mid = stub.CreateMachine(req).machine.metadata.id
 
     # -- user mode: exactly the allocated address, SSH through the reported endpoint ---------
-    wait_for(lambda: "eth0 address 198.18.3.5/24" in console(runtime, mid), 90, "eth0's address")
+    wait_for(lambda: "eth0 address 198.18.3.5/24" in console(runtime, mid), GUEST_SECONDS, "eth0's address")
     handle = handles(runtime, mid)["eth0"]
     assert handle.startswith("user://127.0.0.1:"), handle
     endpoint = handle.removeprefix("user://")
-    out = ssh.wait_run(endpoint, key, "uname -a; ip -4 addr show eth0", 60, "SSH through the forward")
+    out = ssh.wait_run(endpoint, key, "uname -a; ip -4 addr show eth0",
+                       GUEST_SECONDS, "SSH through the forward")
     assert "ironpool-tiny" in out and "inet 198.18.3.5/24" in out
     # the pause that plugs the NIC before the guest runs is no news of the machine's
     reasons = [e.spec.reason for e in stub.ListEvents(mpb.ListEventsRequest()).events
@@ -136,13 +138,13 @@ def test_guest_gets_its_address_in_every_mode_and_ssh_goes_through_the_forward(
     stub.AttachNetworkInterface(mpb.AttachNetworkInterfaceRequest(
         machine_id=mid, network_interface=nic("eth1", network_ids["isolated"], eth1, "isolated")))
     assert net_name in libvirt_networks()
-    wait_for(lambda: f"eth1 address {eth1}" in console(runtime, mid), 60, "eth1's address")
+    wait_for(lambda: f"eth1 address {eth1}" in console(runtime, mid), GUEST_SECONDS, "eth1's address")
     assert handles(runtime, mid)["eth1"].startswith(f"isolated://{net_name}/52:54:00:")
 
     # -- bridge mode: the runtime's DHCP server on an existing bridge -----------------------
     stub.AttachNetworkInterface(mpb.AttachNetworkInterfaceRequest(
         machine_id=mid, network_interface=nic("eth2", "test://bridged", eth2, "bridge", bridge)))
-    wait_for(lambda: f"eth2 address {eth2}" in console(runtime, mid), 60, "eth2's address")
+    wait_for(lambda: f"eth2 address {eth2}" in console(runtime, mid), GUEST_SECONDS, "eth2's address")
     dhcp_dir = runtime.state_dir / "dhcp" / bridge
     assert (dhcp_dir / "pid").exists()
 
@@ -156,22 +158,25 @@ def test_guest_gets_its_address_in_every_mode_and_ssh_goes_through_the_forward(
         assert "<interface" not in conn.lookupByName(f"ironpool-{mid}").XMLDesc(0)
     finally:
         conn.close()
-    wait_for(lambda: guest_nics(console(runtime, mid)) == ["eth0"], 60, "the guest to show only eth0")
+    wait_for(lambda: guest_nics(console(runtime, mid)) == ["eth0"],
+             GUEST_SECONDS, "the guest to show only eth0")
 
     # -- the same NIC (same MAC) plugged in again, as a replaced NIC is: the guest serves it again --
     stub.AttachNetworkInterface(mpb.AttachNetworkInterfaceRequest(
         machine_id=mid, network_interface=nic("eth1", network_ids["isolated"], eth1, "isolated")))
-    wait_for(lambda: console(runtime, mid).count(f"eth1 address {eth1}") == 2, 60,
+    wait_for(lambda: console(runtime, mid).count(f"eth1 address {eth1}") == 2, GUEST_SECONDS,
              "eth1's address on the console again")
     stub.DetachNetworkInterface(mpb.DetachNetworkInterfaceRequest(machine_id=mid, name="eth1"))
     assert net_name not in libvirt_networks()
-    wait_for(lambda: guest_nics(console(runtime, mid)) == ["eth0"], 60, "the guest to show only eth0 again")
+    wait_for(lambda: guest_nics(console(runtime, mid)) == ["eth0"],
+             GUEST_SECONDS, "the guest to show only eth0 again")
 
     # -- a second user-mode NIC, hot-plugged and unplugged through the QEMU monitor --------------
     stub.AttachNetworkInterface(mpb.AttachNetworkInterfaceRequest(
         machine_id=mid, network_interface=nic("eth3", "test://other", "198.18.9.20/24")))
     # (the guest names it after the interfaces it has now, eth1)
-    wait_for(lambda: "address 198.18.9.20/24" in console(runtime, mid), 60, "the new NIC's address")
+    wait_for(lambda: "address 198.18.9.20/24" in console(runtime, mid),
+             GUEST_SECONDS, "the new NIC's address")
     assert qemu_ids("eth3")[1] in qemu_devices(mid)
     second = handles(runtime, mid)["eth3"]
     assert second.startswith("user://127.0.0.1:") and second != handle
@@ -182,7 +187,7 @@ def test_guest_gets_its_address_in_every_mode_and_ssh_goes_through_the_forward(
     runtime.kill9()
     runtime.start()
     assert handles(runtime, mid) == {"eth0": handle}
-    out = ssh.wait_run(endpoint, key, "cat /proc/uptime", 30, "SSH after the runtime restarted")
+    out = ssh.wait_run(endpoint, key, "cat /proc/uptime", GUEST_SECONDS, "SSH after the runtime restarted")
     assert out.strip()
 
     runtime.stub.DeleteMachine(mpb.DeleteMachineRequest(machine_id=mid))
