@@ -40,8 +40,7 @@ def scheduled(apiserver: Any) -> Iterator[Client]:
             task = asyncio.create_task(runner.run(halt))
             await runner.ready.wait()
             ready.set()
-            while not stop.is_set():
-                await asyncio.sleep(0.05)
+            await asyncio.to_thread(stop.wait)
             halt.set()
             await task
             await aclient.aclose()

@@ -215,5 +215,9 @@ async def schedulers_race_for_the_last_capacity(vias: list[httpx.AsyncClient], r
         for n in names:  # release for the next round
             r_ = await c.delete(f"{reservations(ns)}/{n}")
             assert r_.status_code == 200, r_.text
-        while sum((await used_per_pool(c, ns)).values()):
+        released = time.monotonic() + 30
+        while used := await used_per_pool(c, ns):
+            if not sum(used.values()):
+                break
+            assert time.monotonic() < released, f"round {r}: the pools hold {used} 30 s after the deletes"
             await asyncio.sleep(0.05)
