@@ -80,9 +80,33 @@ class Requirement:
 
 @dataclass(frozen=True)
 class LabelSelector:
-    """A conjunction of label requirements; the empty selector matches everything."""
+    """A conjunction of label requirements; the empty selector matches everything.
+
+    A list or watch matches every object it looks at against every requirement, so the requirements
+    are sorted once by kind: equalities become one dict whose items must be a subset of the labels,
+    existence tests two key sets, and ``in`` one loop of set lookups; all but the last run in C."""
 
     requirements: tuple[Requirement, ...] = ()
+    _equal: dict[str, str] = field(init=False, repr=False, compare=False)
+    _present: frozenset[str] = field(init=False, repr=False, compare=False)
+    _absent: frozenset[str] = field(init=False, repr=False, compare=False)
+    _member: tuple[tuple[str, frozenset[str]], ...] = field(init=False, repr=False, compare=False)
+    _other: tuple[Requirement, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        equal: dict[str, str] = {}
+        other: list[Requirement] = []
+        for r in self.requirements:
+            if r.op == "=" and equal.setdefault(r.key, r.values[0]) != r.values[0]:
+                other.append(r)  # two values for one key: matches nothing, as the requirement says
+            elif r.op not in ("=", "exists", "!", "in"):
+                other.append(r)
+        set_ = object.__setattr__
+        set_(self, "_equal", equal)
+        set_(self, "_present", frozenset(r.key for r in self.requirements if r.op == "exists"))
+        set_(self, "_absent", frozenset(r.key for r in self.requirements if r.op == "!"))
+        set_(self, "_member", tuple((r.key, r.value_set) for r in self.requirements if r.op == "in"))
+        set_(self, "_other", tuple(other))
 
     @property
     def empty(self) -> bool:
@@ -90,7 +114,16 @@ class LabelSelector:
 
     def matches(self, labels: Mapping[str, str] | None) -> bool:
         lbls = labels or {}
-        return all(r.matches(lbls) for r in self.requirements)
+        if self._equal and not self._equal.items() <= lbls.items():
+            return False
+        if self._present and not self._present <= lbls.keys():
+            return False
+        if self._absent and not self._absent.isdisjoint(lbls):
+            return False
+        for key, values in self._member:
+            if lbls.get(key) not in values:
+                return False
+        return all(r.matches(lbls) for r in self._other)
 
     def format(self) -> str:
         return ",".join(str(r) for r in self.requirements)
