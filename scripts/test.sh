@@ -13,9 +13,10 @@ echo "==> mypy (core/)"
 echo "==> pytest"
 # Two workers, each module whole on one of them (its module fixtures, such as one `ironpool up`, serve
 # all its tests), and the modules that start many guests at once (marker `guests`) one after another
-# on one worker (tests/helpers/worker_groups.py makes the groups). PYTEST_WORKERS=0 runs everything in this
-# process. Tests that assert response times (marker `latency`) run afterwards on their own, with
-# nothing else loading the cores; pytest's exit 5 there only means the arguments selected none.
+# on one worker (tests/helpers/worker_groups.py makes the groups). PYTEST_WORKERS=0 runs everything
+# in this process. Tests that probe response times under an attack (marker `latency`) run afterwards
+# on their own, with nothing else loading the cores; pytest's exit 5 there only means the arguments
+# selected none.
 set +e
 "$VENV/bin/pytest" -ra --durations=15 -n "${PYTEST_WORKERS:-2}" --dist loadgroup -m "not latency" "$@"
 rc=$?

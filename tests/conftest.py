@@ -20,7 +20,7 @@ from tests.helpers.runtimes import stop_process
 from tests.helpers.wait import wait_until
 
 # Re-exported: test packages import these from here.
-pytest_plugins = ["tests.helpers.worker_groups"]
+pytest_plugins = ["tests.helpers.worker_groups", "tests.helpers.host_turns"]
 
 __all__ = ["ApiServer", "free_port", "start_apiserver", "stop_apiserver", "wait_until"]
 

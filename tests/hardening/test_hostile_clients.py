@@ -246,9 +246,9 @@ sys.stdin.read()  # hold them until told
 
 @pytest.mark.latency
 def test_two_thousand_half_open_sockets_without_token(server: Server, unchanged: None) -> None:
-    """While 2,000 sockets hang with half a request line and no token, ``/healthz`` answers within
-    100 ms (p99) and the server's descriptors stay under its unauthenticated cap. The burst that
-    opens them is only required to leave no probe unanswered: it queues ahead of the probes at the
+    """While 2,000 sockets hang with half a request line and no token, ``/healthz`` answers without
+    starving and the server's descriptors stay under its unauthenticated cap. The burst that opens
+    them is only required to leave no probe unanswered: it queues ahead of the probes at the
     listening socket (on a busy 2-core machine some probes then take 100-300 ms)."""
     peak = 0
 
