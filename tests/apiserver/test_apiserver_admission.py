@@ -228,6 +228,12 @@ def test_restart_rebuilds_the_index(apiserver: ApiServer, tmp_path: Path) -> Non
 
 def test_volumes_are_checked_by_storage_including_growth(apiserver: ApiServer) -> None:
     with client(apiserver) as c:
+        # Volumes of the class may grow (its resize policy; a Static class refuses any growth first).
+        made = c.post(f"{STORAGE}/volumeclasses", json={
+            "apiVersion": "storage.ironcore.dev/v1alpha1", "kind": "VolumeClass",
+            "metadata": {"name": "fast"}, "capabilities": {"tps": "100Mi", "iops": "1000"},
+            "resizePolicy": "ExpandOnly"})
+        assert made.status_code == 201, made.text
         make_pool(c, "volumepools", "disk-1", {"storage": "10Gi", "class/volume.fast": "3"})
         assert c.post(VOLUMES, json=volume("v1", "6Gi", pool="disk-1")).status_code == 201
         r = c.post(VOLUMES, json=volume("v2", "6Gi", pool="disk-1"))

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         tolerates_taints,
     )
     from ironpool.api.quantity import Quantity, ResourceList, parse_quantity
+    from ironpool.api.resourcequota import ResourceQuota
     from ironpool.api.resources import RESOURCES, ResourceInfo, by_kind, by_path, resolve
     from ironpool.api.selectors import (
         FieldSelector,
@@ -61,7 +62,8 @@ _MODULES = {
     "MachineStatus": "compute", "Namespace": "core", "ObjectMeta": "meta", "ObjectReference": "meta",
     "OwnerReference": "meta", "parse_field_selector": "selectors", "parse_label_selector": "selectors",
     "parse_quantity": "quantity", "Quantity": "quantity", "Reservation": "compute", "resolve": "resources",
-    "ResourceInfo": "resources", "ResourceList": "quantity", "RESOURCES": "resources", "Secret": "core",
+    "ResourceInfo": "resources", "ResourceList": "quantity", "ResourceQuota": "resourcequota",
+    "RESOURCES": "resources", "Secret": "core",
     "SecretKeySelector": "meta", "selector_from_set": "selectors", "spec_of": "validation",
     "Taint": "meta", "tolerates_taints": "meta", "Toleration": "meta", "validate_create": "validation",
     "validate_status_update": "validation", "validate_update": "validation",
@@ -90,6 +92,7 @@ __all__ = [
     "Reservation",
     "ResourceInfo",
     "ResourceList",
+    "ResourceQuota",
     "Secret",
     "SecretKeySelector",
     "Taint",

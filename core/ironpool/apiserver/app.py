@@ -35,6 +35,7 @@ from ironpool.apiserver.auth.interface import Authorizer
 from ironpool.apiserver.controllers.bootstrap import Bootstrap
 from ironpool.apiserver.controllers.namespace import NamespaceController
 from ironpool.apiserver.controllers.networking import NetworkingController
+from ironpool.apiserver.controllers.resourcequota import ResourceQuotaController
 from ironpool.apiserver.endpoints.access_review import SSAR_PATH, self_subject_access_review
 from ironpool.apiserver.endpoints.bodies import LargeBodies, read_body
 from ironpool.apiserver.endpoints.metrics import Metrics
@@ -84,6 +85,7 @@ class ApiServer:
         self.registry = Registry(store)
         self.namespaces = NamespaceController(self.registry)
         self.networking = NetworkingController(self.registry)
+        self.quotas = ResourceQuotaController(self.registry)
         own = authorize if isinstance(authorize, Authorization) else None
         self.bootstrap = Bootstrap(self.registry, own)  # starts the authorizer's indexes too
         self._started = False
@@ -163,6 +165,7 @@ class ApiServer:
             self._started = True
             await self.namespaces.resume()
             await self.networking.resume()
+            await self.quotas.resume()
 
 
 def build_app(

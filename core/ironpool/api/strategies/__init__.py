@@ -44,6 +44,7 @@ from ironpool.api.strategies.rbac import (
     RoleStrategy,
 )
 from ironpool.api.strategies.reservation import ReservationStrategy
+from ironpool.api.strategies.resourcequota import ResourceQuotaStrategy
 from ironpool.api.strategies.secret import SecretStrategy
 from ironpool.api.strategies.volume import VolumeStrategy
 from ironpool.api.strategy import Strategy
@@ -56,6 +57,7 @@ STRATEGIES: tuple[Strategy[Any], ...] = (
     VolumeClassStrategy(),
     VolumePoolStrategy(),
     VolumeStrategy(),
+    ResourceQuotaStrategy(),
     NetworkStrategy(),
     NetworkInterfaceStrategy(),
     PrefixStrategy(),

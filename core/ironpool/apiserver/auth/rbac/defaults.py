@@ -5,7 +5,9 @@ policy has them, for ironpool's resources:
 - ``admin``: what ``edit`` may, plus Roles and RoleBindings of the namespace (bind it per namespace);
 - ``edit``: create, change and delete the workload kinds (Machines, Reservations, Volumes, NICs,
   Networks, Prefixes, Secrets), evict Machines, read them and Events, Leases and the Namespace;
-- ``view``: read the workload kinds except Secrets;
+- ``view``: read the workload kinds except Secrets, and the namespace's ResourceQuotas (as
+  Kubernetes' ``view`` reads ``resourcequotas``: ``admin`` and ``edit``, which include it, read them
+  too, and only ``cluster-admin`` changes them, so a namespace's users cannot lift their own limits);
 - ``system:discovery``: ``/version``, ``/api``, ``/apis`` and ``/openapi`` (bound to
   ``system:authenticated``).
 
@@ -21,6 +23,7 @@ from ironpool.api.rbac import RBAC_GROUP, RBAC_VERSION
 
 AUTOUPDATE = "rbac.authorization.kubernetes.io/autoupdate"
 COMPUTE, STORAGE, NETWORKING = "compute.ironcore.dev", "storage.ironcore.dev", "networking.ironcore.dev"
+QUOTA = "core.ironcore.dev"
 _READ = ["get", "list", "watch"]
 _WRITE = ["create", "update", "patch", "delete", "deletecollection"]
 _WORKLOADS: list[tuple[str, list[str]]] = [
@@ -38,6 +41,7 @@ def _view() -> list[dict[str, Any]]:
     rules = [_rule(_READ, g, [*res, *(f"{r}/status" for r in res)]) for g, res in _WORKLOADS]
     rules.append(_rule(_READ, "", ["events", "namespaces"]))
     rules.append(_rule(_READ, "coordination.k8s.io", ["leases"]))
+    rules.append(_rule(_READ, QUOTA, ["resourcequotas", "resourcequotas/status"]))
     return rules
 
 

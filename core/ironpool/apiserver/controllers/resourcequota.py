@@ -1,0 +1,195 @@
+"""The resource quota controller: ``status.hard`` and ``status.used`` of every ResourceQuota, as
+IronCore's resourcequota controller keeps them.
+
+For each quota, ``status.hard`` is its ``spec.hard`` and ``status.used`` what the namespace's
+objects it counts use of each limited resource (:mod:`ironpool.api.quota`: a Machine its
+MachineClass's cpu and memory as its class has them now, a Volume its requested storage; objects
+being deleted count until they are gone), recomputed from the store. It is a report: admission
+decides on its own exact state (:mod:`ironpool.apiserver.admission.resource_quota`), and the two
+agree but for a Machine whose class was deleted or made again after it was admitted (admission
+keeps the charge it admitted; the report counts the class as it is).
+
+It runs inside every apiserver. It lists the quotas at start-up, then follows the store: watches of
+ResourceQuotas, Machines, Volumes and MachineClasses (so it sees the writes of every apiserver
+over the store, not only its own) queue the namespaces whose usage may have changed; a namespace
+is recomputed at most once per :data:`DELAY`, however many of its objects changed. Reconciling is
+level-based, so several apiservers computing the same status write it once (the others find it
+current, or lose the resourceVersion race and look again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from ironpool.api import errors
+from ironpool.api.quota import (
+    MACHINE,
+    VOLUME,
+    Amounts,
+    format_of,
+    in_scope,
+    requirements_of,
+    show,
+)
+from ironpool.api.resource_info import ResourceInfo
+from ironpool.api.resources import resolve
+from ironpool.apiserver.admission.capacity_index import CapacityIndex
+from ironpool.apiserver.admission.resource_quota import count_namespace
+from ironpool.apiserver.registry.generic import Registry
+from ironpool.store.interface import Document, RevisionCompacted, StoreError
+
+log = logging.getLogger("ironpool.apiserver.resourcequota")
+
+QUOTAS, MACHINE_CLASSES = resolve("resourcequota"), resolve("machineclass")
+_COUNTED = {MACHINE: resolve("machine"), VOLUME: resolve("volume")}
+DELAY = 0.05  # seconds a namespace waits for more changes before its quotas are recomputed
+_RETRY_FIRST, _RETRY_MAX = 0.5, 30.0
+_WATCH_RETRY = 1.0
+
+Counted = list[tuple[str, str | None, Amounts]]
+"""(kind, class, usage) of each object of a namespace"""
+
+
+def quota_status(quota: Document, counted: Counted) -> Document:
+    """The status of ``quota`` over a namespace's ``counted`` objects."""
+    hard = dict((quota.get("spec") or {}).get("hard") or {})
+    requirements = requirements_of(quota)
+    used: Amounts = dict.fromkeys(hard, 0)
+    for kind, cls, amounts in counted:
+        if in_scope(kind, cls, requirements):
+            for r, v in amounts.items():
+                if r in used:
+                    used[r] += v
+    return {"hard": hard, "used": {r: show(v, format_of(r, hard)) for r, v in used.items()}}
+
+
+class ResourceQuotaController:
+    """Keeps every ResourceQuota's status (see the module docstring)."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self.store = registry.store
+        self.index = CapacityIndex.for_store(registry.store)  # the MachineClasses' capabilities
+        self._quotas: dict[str, dict[str, int]] = {}  # namespace -> quota -> generation last seen
+        self._waiting: set[str] = set()  # namespaces due within DELAY
+        self._queue: dict[str, None] = {}  # an ordered set: a namespace is queued at most once
+        self._failures: dict[str, int] = {}
+        self._worker: asyncio.Task[None] | None = None
+        self._followers: list[asyncio.Task[None]] = []
+
+    # -- triggers ------------------------------------------------------------------------------
+
+    async def resume(self) -> None:
+        """List the quotas, queue their namespaces, and follow the store from there."""
+        if self._followers:
+            return
+        await self.index.ready()
+        revision = await self._relist()
+        loop = asyncio.get_running_loop()
+        self._followers = [
+            loop.create_task(self._follow(info, revision), name=f"ironpool-quota-{info.plural}")
+            for info in (QUOTAS, *_COUNTED.values(), MACHINE_CLASSES)]
+
+    async def _relist(self) -> int:
+        page = await self.store.list(QUOTAS.prefix(None))
+        self._quotas = {}
+        for doc in page.items:
+            m = doc["metadata"]
+            self._quotas.setdefault(m["namespace"], {})[m["name"]] = int(m.get("generation") or 0)
+        for namespace in self._quotas:
+            self.soon(namespace)
+        return page.revision
+
+    async def _follow(self, info: ResourceInfo, revision: int) -> None:
+        while True:
+            try:
+                async for event in self.store.watch(info.prefix(None), revision):
+                    revision = event.revision
+                    self._changed(info, event.key, None if event.type == "DELETED" else event.object)
+                return  # the store closed
+            except RevisionCompacted:
+                # Fell behind the store's history: what changed meanwhile is unknown, so look again.
+                revision = await self._relist() if info is QUOTAS else await self.store.current_revision()
+                for namespace in self._quotas:
+                    self.soon(namespace)
+            except StoreError as exc:
+                log.warning("quota controller: watch of %s failed (%s); resuming in %ss", info.plural, exc,
+                            _WATCH_RETRY)
+                await asyncio.sleep(_WATCH_RETRY)
+
+    def _changed(self, info: ResourceInfo, key: str, doc: Document | None) -> None:
+        if info is MACHINE_CLASSES:
+            for namespace in self._quotas:  # what its Machines count changed
+                self.soon(namespace)
+            return
+        namespace = info.namespace_of_key(key) or ""
+        if info is QUOTAS:
+            name = key.rsplit("/", 1)[-1]
+            seen = self._quotas.setdefault(namespace, {})
+            if doc is None:
+                seen.pop(name, None)
+                if not seen:
+                    del self._quotas[namespace]
+                return
+            generation = int(doc["metadata"].get("generation") or 0)
+            if seen.get(name) == generation:
+                return  # its status was written (by this controller, most likely): nothing to count
+            seen[name] = generation
+        elif namespace not in self._quotas:
+            return
+        self.soon(namespace)
+
+    def soon(self, namespace: str) -> None:
+        """Recompute ``namespace``'s quotas after :data:`DELAY` (once, however often asked)."""
+        if namespace in self._waiting:
+            return
+        self._waiting.add(namespace)
+        asyncio.get_running_loop().call_later(DELAY, self._due, namespace)
+
+    def _due(self, namespace: str) -> None:
+        self._waiting.discard(namespace)
+        self._queue[namespace] = None
+        if self._worker is None or self._worker.done():
+            loop = asyncio.get_running_loop()
+            self._worker = loop.create_task(self._work(), name="ironpool-quota-controller")
+
+    # -- work ----------------------------------------------------------------------------------
+
+    async def _work(self) -> None:
+        while self._queue:
+            namespace = next(iter(self._queue))
+            del self._queue[namespace]
+            try:
+                await self.reconcile(namespace)
+                self._failures.pop(namespace, None)
+            except StoreError:
+                return  # the store is closed: the process is stopping
+            except Exception as exc:
+                failures = self._failures[namespace] = self._failures.get(namespace, 0) + 1
+                delay = min(_RETRY_FIRST * 2 ** (failures - 1), _RETRY_MAX)
+                log.info("quotas of namespace %s: %s; trying again in %.1fs", namespace, exc, delay)
+                asyncio.get_running_loop().call_later(delay, self._due, namespace)
+
+    async def reconcile(self, namespace: str) -> None:
+        """Write the status of every quota of ``namespace`` that is not current."""
+        quotas = (await self.store.list(QUOTAS.prefix(namespace))).items
+        if not quotas:
+            return
+        counted = await self._counted(namespace)
+        for quota in quotas:
+            status = quota_status(quota, counted)
+            if quota.get("status") == status:
+                continue
+            with contextlib.suppress(errors.NotFound):  # deleted meanwhile
+                # A Conflict (someone wrote it since it was listed) is retried with a fresh look.
+                await self.registry.update(QUOTAS, namespace, quota["metadata"]["name"],
+                                           {**quota, "status": status}, subresource="status")
+
+    async def _counted(self, namespace: str) -> Counted:
+        listed, _ = await count_namespace(self.store, self.index, namespace)
+        return [(kind, charge.cls, charge.amounts) for kind, _, charge in listed]
+
+
+__all__ = ["DELAY", "ResourceQuotaController", "quota_status"]
