@@ -230,3 +230,41 @@ def test_explain_prints_descriptions_once(cluster: Cluster) -> None:
     for kind in ("machines", "volumes", "machinepools", "networkinterfaces", "volumeclasses"):
         explained = kubectl(cluster, "explain", kind).stdout
         assert "<no description>" not in explained, (kind, explained)
+
+
+def test_quota_applied_shown_and_enforced_with_kubectl(cluster: Cluster) -> None:
+    """``kubectl get quota`` finds IronCore's ResourceQuota by Kubernetes' short name; a Machine past
+    it is refused in the words kubectl users know; ``view`` reads it and cannot change it."""
+    ns = "quota-kubectl"
+    kubectl(cluster, "create", "namespace", ns)
+    quota = {"apiVersion": "core.ironcore.dev/v1alpha1", "kind": "ResourceQuota",
+             "metadata": {"name": "compute", "namespace": ns},
+             "spec": {"hard": {"requests.cpu": "2", "count/machines.compute.ironcore.dev": "5"}}}
+    applied = kubectl(cluster, "apply", "-f", "-", stdin=json.dumps(quota))
+    assert "resourcequota.core.ironcore.dev/compute created" in applied.stdout, applied.stdout
+
+    def machine(name: str) -> str:
+        return json.dumps({"apiVersion": "compute.ironcore.dev/v1alpha1", "kind": "Machine",
+                           "metadata": {"name": name, "namespace": ns},
+                           "spec": {"machineClassRef": {"name": "small"}}})  # 2 cpu (up's classes)
+
+    kubectl(cluster, "apply", "-f", "-", stdin=machine("m0"))
+    refused = kubectl(cluster, "apply", "-f", "-", stdin=machine("m1"), check=False)
+    assert refused.returncode != 0
+    assert ('machines.compute.ironcore.dev "m1" is forbidden: exceeded quota: compute, requested: '
+            "requests.cpu=2, used: requests.cpu=2, limited: requests.cpu=2") in refused.stderr, refused.stderr
+
+    shown = "count/machines.compute.ironcore.dev: 1/5, requests.cpu: 2/2"
+    wait_until(lambda: shown in kubectl(cluster, "get", "quota", "-n", ns).stdout, 10,
+               message="kubectl get quota to show the use")
+    lines = kubectl(cluster, "get", "quota", "-n", ns).stdout.splitlines()
+    assert lines[0].split() == ["NAME", "REQUEST", "AGE"] and lines[1].startswith("compute "), lines
+    used = kubectl(cluster, "get", "quota", "compute", "-n", ns, "-o", "jsonpath={.status.used}").stdout
+    assert json.loads(used) == {"requests.cpu": "2", "count/machines.compute.ironcore.dev": "1"}
+
+    kubectl(cluster, "create", "rolebinding", "dave-view", "-n", ns, "--clusterrole=view", "--user=dave")
+    assert kubectl(cluster, "auth", "can-i", "list", "resourcequotas", "-n", ns, user="dave").stdout.strip() \
+        == "yes"
+    assert kubectl(cluster, "auth", "can-i", "patch", "resourcequotas", "-n", ns, user="dave",
+                   check=False).stdout.strip() == "no"
+    assert "compute" in kubectl(cluster, "get", "quota", "-n", ns, "-o", "name", user="dave").stdout

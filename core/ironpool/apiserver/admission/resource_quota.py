@@ -146,8 +146,9 @@ class ResourceQuotaAdmission(AdmissionPlugin):
     async def ready(self) -> None:
         await self.index.ready()
 
-    async def _current(self, key: str) -> GuardValue:
-        value = self._values.get(key)
+    async def _current(self, key: str, fresh: bool = False) -> GuardValue:
+        """The state as this apiserver last saw it, else (or when ``fresh``) as the store holds it."""
+        value = None if fresh else self._values.get(key)
         if value is None:
             (value,) = await self.store.read_guards([key])
             self._values[key] = value
@@ -250,7 +251,12 @@ class ResourceQuotaAdmission(AdmissionPlugin):
                 # The state is written: writes to it queue here rather than race through the store.
                 await locks.enter_async_context(self._locks.setdefault(key, asyncio.Lock()))
                 value = await self._current(key)
-            guard = await self._decide(attrs, change, value)
+            try:
+                guard = await self._decide(attrs, change, value)
+            except errors.Forbidden:
+                # Refuse on what the store holds, not on what this apiserver saw last: another one
+                # may have freed room or raised a limit since.
+                guard = await self._decide(attrs, change, await self._current(key, fresh=True))
             if guard is None:
                 yield
                 return
