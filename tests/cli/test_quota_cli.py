@@ -16,6 +16,7 @@ from tests.cli.conftest import Run
 from tests.conftest import ApiServer
 from tests.helpers.wait import wait_for
 
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "quotas" / "team-a.yaml"
 # IronCore's sample (config/samples/core_v1alpha1_resourcequota.yaml), in the default namespace.
 SAMPLE = """\
 apiVersion: core.ironcore.dev/v1alpha1
@@ -94,3 +95,14 @@ def test_apply_get_and_yaml_of_quotas_and_a_refusal(ironpool: Run, apiserver: Ap
     assert shown["spec"]["hard"] == hard
     used = {"requests.cpu": "2", "requests.memory": "2Gi", "requests.storage": "0"}
     assert shown["status"] == {"hard": hard, "used": used}
+
+
+def test_the_example_quotas_apply(ironpool: Run) -> None:
+    applied = ironpool("apply", "-f", str(EXAMPLE))
+    assert applied.returncode == 0, applied.stderr
+    assert applied.stdout.splitlines() == [
+        "namespace/team-a created", "resourcequota.core.ironcore.dev/compute created",
+        "resourcequota.core.ironcore.dev/large-machines created"]
+    names = ironpool("get", "quota", "-n", "team-a", "-o", "name")
+    assert names.stdout.split() == ["resourcequota.core.ironcore.dev/compute",
+                                    "resourcequota.core.ironcore.dev/large-machines"], names.stderr

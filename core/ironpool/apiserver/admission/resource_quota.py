@@ -18,7 +18,8 @@ raises GuardConflict, and the registry decides again on the new state. A Resourc
 change and removal write the same key, so a write is always judged by the limits as they are.
 
 In a namespace without quotas the key does not exist, and a write only checks that it still does
-not (a compare, no write, no lock: such writes never wait on each other). The first write of a
+not (a compare, no read, no write, no lock: such writes never wait on each other; a namespace this
+apiserver has not written to yet is taken to have none, and the compare corrects that). The first write of a
 Machine or Volume after a quota was made counts the namespace's objects once (a list read after
 the key's revision; every write since then had to carry the key, so nothing is missed or counted
 twice) and stores their charges.
@@ -246,7 +247,9 @@ class ResourceQuotaAdmission(AdmissionPlugin):
             return
         key = quota_key(change.namespace)
         async with contextlib.AsyncExitStack() as locks:
-            value = await self._current(key)
+            # A namespace this apiserver has not seen yet is taken to have no quota: the write then
+            # only checks that (a compare, not a read first), and learns the state if it is wrong.
+            value = self._values.get(key) or GuardValue(key, None, 0)
             if value.revision != 0 or change.quota is not None:
                 # The state is written: writes to it queue here rather than race through the store.
                 await locks.enter_async_context(self._locks.setdefault(key, asyncio.Lock()))
@@ -272,7 +275,11 @@ class ResourceQuotaAdmission(AdmissionPlugin):
                 if not guard.check_only:
                     self._values.pop(key, None)  # the outcome may be unknown: read it next time
                 raise
-            if guarded.revision is not None and not guard.check_only:
-                self._values[key] = GuardValue(key, guard.value, guarded.revision)
+            if guarded.revision is not None:
+                # Committed: the state is what the write left (absent, revision 0, if the write only
+                # checked that or removed it).
+                absent = guard.value is None
+                self._values[key] = GuardValue(key, guard.value, 0 if absent else guarded.revision)
+
 
 __all__ = ["ResourceQuotaAdmission", "count_namespace"]
