@@ -175,7 +175,8 @@ class ResourceQuotaAdmission(AdmissionPlugin):
         if state.charges is None:
             state.charges = await self._count(change.namespace, value.revision)
         assert change.charged is not None
-        before = state.charges.get(change.charged)
+        # A create replaces whatever the key may still name so (its object does not exist).
+        before = None if attrs.operation == "CREATE" else state.charges.get(change.charged)
         if change.doc is None:
             state.charges.pop(change.charged, None)  # removal: only frees
             return Guard(key, value.revision, state.encode())

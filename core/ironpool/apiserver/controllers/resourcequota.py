@@ -107,7 +107,10 @@ class ResourceQuotaController:
             try:
                 async for event in self.store.watch(info.prefix(None), revision):
                     revision = event.revision
-                    self._changed(info, event.key, None if event.type == "DELETED" else event.object)
+                    # Only a quota's own document matters (its generation); another kind's key says
+                    # enough, and a large document is decoded only when asked for.
+                    doc = event.object if info is QUOTAS and event.type != "DELETED" else None
+                    self._changed(info, event.key, doc)
                 return  # the store closed
             except RevisionCompacted:
                 # Fell behind the store's history: what changed meanwhile is unknown, so look again.
