@@ -68,14 +68,15 @@ async def used_everywhere(vias: list[httpx.AsyncClient], ns: str, name: str, use
     await eventually(shown, timeout=15, message=f"status.used {used} through both apiservers")
 
 
-async def charged(plane: ControlPlane, ns: str) -> set[str]:
-    """The objects the namespace's quota key charges."""
+async def tallied(plane: ControlPlane, ns: str) -> dict[str, int]:
+    """The namespace's quota key's tally of Machines (class -> count)."""
     store = EtcdStore(plane.store_url.removeprefix("etcd://"), compaction_interval=0)
     try:
         (value,) = await store.read_guards([f"quota/{ns}"])
     finally:
         await store.close()
-    return set((value.value or {}).get("charges") or {})
+    machines = ((value.value or {}).get("tally") or {}).get("machines") or {}
+    return {cls: int(entry["count"]) for cls, entry in machines.items()}
 
 
 async def test_creates_racing_through_two_apiservers_admit_exactly_the_limit(
@@ -90,7 +91,7 @@ async def test_creates_racing_through_two_apiservers_admit_exactly_the_limit(
         assert codes.count(201) == 4
         names = {m["metadata"]["name"] for m in (await b.get(machines(ns))).json()["items"]}
         assert len(names) == 4
-        assert await charged(two_apiservers, ns) == {f"machines/{n}" for n in names}
+        assert await tallied(two_apiservers, ns) == {one: 4}  # the key counts what exists
         await used_everywhere(vias, ns, "cpu", {CPU: "4"})
         # Deleting through one frees the room for a create through the other, and only that room.
         gone = sorted(names)[0]

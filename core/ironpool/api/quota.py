@@ -48,11 +48,9 @@ COUNT_NAMES = frozenset(n for n in RESOURCE_NAMES if n.startswith("count/"))
 #: Byte amounts, shown with binary suffixes when nothing else says how.
 _BYTES = frozenset({REQUESTS_MEMORY, REQUESTS_STORAGE})
 
-SCOPE_MACHINE_CLASS, SCOPE_VOLUME_CLASS, SCOPE_BUCKET_CLASS = "MachineClass", "VolumeClass", "BucketClass"
-SCOPES = (SCOPE_MACHINE_CLASS, SCOPE_VOLUME_CLASS, SCOPE_BUCKET_CLASS)
-_SCOPE_OF = {MACHINE: SCOPE_MACHINE_CLASS, VOLUME: SCOPE_VOLUME_CLASS}
+#: The scope a kind's class is matched by (IronCore's ``ResourceScope``; ``BucketClass``: nothing here).
+_SCOPE_OF = {MACHINE: "MachineClass", VOLUME: "VolumeClass"}
 IN, NOT_IN, EXISTS, DOES_NOT_EXIST = "In", "NotIn", "Exists", "DoesNotExist"
-OPERATORS = (IN, NOT_IN, EXISTS, DOES_NOT_EXIST)
 
 _NANO = 10**9
 
@@ -117,15 +115,15 @@ def storage_of(doc: Mapping[str, Any] | None) -> int:
     return max(amount or 0, 0)
 
 
-def usage(kind: str, doc: Mapping[str, Any], capabilities: Mapping[str, int] | None) -> Amounts:
-    """What one Machine or Volume counts against a quota (IronCore's evaluators' ``Usage``): a
-    Machine its class's ``capabilities`` (in nano-units; None: the class is not known, so only the
-    count), a Volume its requested storage."""
+def usage(kind: str, count: int, storage: int, capabilities: Mapping[str, int] | None) -> Amounts:
+    """What ``count`` Machines or Volumes of one class use (IronCore's evaluators' ``Usage``,
+    summed): Machines their class's ``capabilities`` each (in nano-units; None: the class does not
+    exist, so only their count), Volumes the ``storage`` they request together."""
     if kind == MACHINE:
         caps = capabilities or {}
-        return {COUNT_MACHINES: _NANO, REQUESTS_CPU: caps.get("cpu", 0),
-                REQUESTS_MEMORY: caps.get("memory", 0)}
-    return {COUNT_VOLUMES: _NANO, REQUESTS_STORAGE: storage_of(doc)}
+        return {COUNT_MACHINES: count * _NANO, REQUESTS_CPU: count * caps.get("cpu", 0),
+                REQUESTS_MEMORY: count * caps.get("memory", 0)}
+    return {COUNT_VOLUMES: count * _NANO, REQUESTS_STORAGE: storage}
 
 
 Requirement = Mapping[str, Any]
@@ -159,11 +157,6 @@ def in_scope(kind: str, cls: str | None, requirements: Sequence[Requirement]) ->
     """Whether a quota with these scope requirements counts an object of ``kind`` with class ``cls``
     (no requirement: it counts every Machine and Volume)."""
     return all(_requirement_matches(kind, cls, req) for req in requirements)
-
-
-def limits(kind: str, hard: Mapping[str, Any]) -> bool:
-    """Whether a quota with these ``hard`` limits limits anything objects of ``kind`` count."""
-    return any(name in hard for name in COUNTED[kind])
 
 
 def summary(used: Mapping[str, Any] | None, hard: Mapping[str, Any] | None) -> str:

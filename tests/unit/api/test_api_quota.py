@@ -16,8 +16,8 @@ from ironpool.api.quota import (
     VOLUME,
     format_of,
     in_scope,
-    limits,
     show,
+    storage_of,
     summary,
     usage,
 )
@@ -27,14 +27,14 @@ GI = 2**30 * 10**9  # 1Gi in nano-units
 ONE = 10**9
 
 
-def test_a_machine_counts_its_class_and_a_volume_its_storage() -> None:
-    machine = {"spec": {"machineClassRef": {"name": "small"}}}
-    assert usage(MACHINE, machine, {"cpu": 2 * ONE, "memory": 4 * GI, "nvidia.com/gpu": ONE}) == {
-        COUNT_MACHINES: ONE, REQUESTS_CPU: 2 * ONE, REQUESTS_MEMORY: 4 * GI}
-    assert usage(MACHINE, machine, None) == {COUNT_MACHINES: ONE, REQUESTS_CPU: 0, REQUESTS_MEMORY: 0}
-    assert usage(VOLUME, {"spec": {"resources": {"storage": "3Gi"}}}, None) == {
-        COUNT_VOLUMES: ONE, REQUESTS_STORAGE: 3 * GI}
-    assert usage(VOLUME, {"spec": {}}, None) == {COUNT_VOLUMES: ONE, REQUESTS_STORAGE: 0}
+def test_machines_count_their_class_and_volumes_their_storage() -> None:
+    caps = {"cpu": 2 * ONE, "memory": 4 * GI, "nvidia.com/gpu": ONE}
+    assert usage(MACHINE, 3, 0, caps) == {COUNT_MACHINES: 3 * ONE, REQUESTS_CPU: 6 * ONE,
+                                          REQUESTS_MEMORY: 12 * GI}
+    assert usage(MACHINE, 1, 0, None) == {COUNT_MACHINES: ONE, REQUESTS_CPU: 0, REQUESTS_MEMORY: 0}
+    assert usage(VOLUME, 2, 5 * GI, None) == {COUNT_VOLUMES: 2 * ONE, REQUESTS_STORAGE: 5 * GI}
+    assert storage_of({"spec": {"resources": {"storage": "3Gi"}}}) == 3 * GI
+    assert storage_of({"spec": {"resources": {"storage": "lots"}}}) == storage_of({"spec": {}}) == 0
 
 
 def req(scope: str, op: str, *values: str) -> dict[str, Any]:
@@ -61,9 +61,7 @@ def test_scopes_match_as_ironcores_evaluators(kind: str, cls: str | None, requir
     assert in_scope(kind, cls, requirements) is counted
 
 
-def test_which_limits_a_kind_counts_and_how_amounts_are_shown() -> None:
-    assert limits(MACHINE, {REQUESTS_CPU: "1"}) and not limits(MACHINE, {REQUESTS_STORAGE: "1Gi"})
-    assert limits(VOLUME, {COUNT_VOLUMES: "1"}) and not limits(VOLUME, {"requests.iops": "1"})
+def test_how_amounts_are_shown() -> None:
     assert show(3 * GI, format_of(REQUESTS_MEMORY)) == "3Gi"  # bytes: binary, unless the limit says
     assert show(3 * GI, format_of(REQUESTS_MEMORY, {REQUESTS_MEMORY: "5000000000"})) == "3221225472"
     assert show(1500 * 10**6, format_of(REQUESTS_CPU)) == "1500m"

@@ -1,43 +1,40 @@
 """A namespace's quota state, as its guard key ``quota/<namespace>`` holds it: the namespace's
-ResourceQuotas (their limits and scopes) and what each of its Machines and Volumes is charged.
+ResourceQuotas (their limits and scopes) and a tally of its Machines and Volumes by class.
 
 The key exists exactly while the namespace has a ResourceQuota: a quota's create, change and
-removal write it, and the removal of the last one removes it. ``charges`` is absent until the first
+removal write it, and the removal of the last one removes it. ``tally`` is absent until the first
 write of a Machine or Volume after the key was made counts the namespace's objects once (see
-:mod:`.resource_quota`); from then on every write that changes a charge carries the key.
+:mod:`.resource_quota`); from then on every write that changes the tally carries the key.
 
-Each charge names its object as ``<plural>/<name>`` (``machines/web``) with the object's class
-(scopes match on it) and its amounts in nano-units, as decimal strings (64Gi in nano-units does not
-fit JSON's 64-bit integers).
+The tally is what the quotas need and nothing per object, so the key stays small however many
+objects the namespace holds: per MachineClass the number of Machines (what they use of cpu and
+memory is that number times the class's capabilities, as IronCore counts them), per VolumeClass
+(``""``: none) the number of Volumes and the storage they request. A write changes it by what its
+object adds or frees (a Volume's storage from the object as it was and as it will be stored).
+Numbers are decimal strings in the key (storage in nano-units overflows JSON's 64-bit integers).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ironpool.api.quota import MACHINE, VOLUME, Amounts, amounts_of, in_scope, requirements_of
+from ironpool.api.quota import MACHINE, VOLUME, Amounts, amounts_of, in_scope, requirements_of, usage
 
 Obj = dict[str, Any]
-_KIND_OF_PLURAL = {"machines": MACHINE, "volumes": VOLUME}
+_PLURAL = {MACHINE: "machines", VOLUME: "volumes"}
+_KIND = {plural: kind for kind, plural in _PLURAL.items()}
+
+Group = tuple[str, str | None]
+"""(kind, class) of a tally entry: ``("Machine", "small")``, ``("Volume", None)``"""
+Capabilities = Mapping[str, Amounts | None]
+"""MachineClass name -> its capabilities in nano-units (None: the class does not exist)"""
 
 
 def quota_key(namespace: str) -> str:
     """The guard key of a namespace's quota state."""
     return f"quota/{namespace}"
-
-
-def charge_key(plural: str, name: str) -> str:
-    return f"{plural}/{name}"
-
-
-@dataclass(frozen=True, slots=True)
-class Charge:
-    """What one object counts: its class (None: a Volume without class) and its amounts."""
-
-    cls: str | None
-    amounts: Amounts
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,14 +59,40 @@ class Quota:
     def counts(self, kind: str, cls: str | None) -> bool:
         return in_scope(kind, cls, self.scopes)
 
+    def limits(self) -> Amounts:
+        """The limits in nano-units."""
+        return amounts_of(self.hard)
 
-@dataclass(slots=True)
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """How many objects of one kind and class there are, and (Volumes) the storage they request."""
+
+    count: int = 0
+    storage: int = 0
+
+    def __add__(self, other: Entry) -> Entry:
+        return Entry(self.count + other.count, self.storage + other.storage)
+
+
+def entry_of(kind: str, storage: int) -> Entry:
+    """What one object adds to its group's entry."""
+    return Entry(1, storage if kind == VOLUME else 0)
+
+
+def amounts(group: Group, entry: Entry, caps: Capabilities) -> Amounts:
+    """What a group's objects use, by quota resource name (:func:`ironpool.api.quota.usage`)."""
+    kind, cls = group
+    return usage(kind, entry.count, entry.storage, caps.get(cls or "") if kind == MACHINE else None)
+
+
+@dataclass(frozen=True, slots=True)
 class QuotaState:
-    """A namespace's quotas and charges (see the module docstring)."""
+    """A namespace's quotas and tally (see the module docstring); changed by making a new one."""
 
-    quotas: dict[str, Quota] = field(default_factory=dict)
-    #: ``<plural>/<name>`` -> charge; None until the namespace's objects were counted
-    charges: dict[str, Charge] | None = None
+    quotas: Mapping[str, Quota] = field(default_factory=dict)
+    #: (kind, class) -> entry; None until the namespace's objects were counted
+    tally: Mapping[Group, Entry] | None = None
 
     @classmethod
     def decode(cls, value: Mapping[str, Any] | None) -> QuotaState:
@@ -77,41 +100,51 @@ class QuotaState:
         quotas = {str(name): Quota({str(k): str(v) for k, v in (q.get("hard") or {}).items()},
                                    tuple(q.get("scopes") or ()))
                   for name, q in (raw.get("quotas") or {}).items()}
-        charges = raw.get("charges")
-        if charges is None:
+        stored = raw.get("tally")
+        if stored is None:
             return cls(quotas, None)
-        return cls(quotas, {str(k): _charge(c) for k, c in charges.items()})
+        tally: dict[Group, Entry] = {}
+        for plural, groups in stored.items():
+            for name, e in (groups or {}).items():
+                entry = Entry(int(e.get("count", 0)), int(e.get("storage", 0)))
+                tally[(_KIND[plural], str(name) or None)] = entry
+        return cls(quotas, tally)
 
     def encode(self) -> Obj:
         out: Obj = {"quotas": {name: q.encode() for name, q in sorted(self.quotas.items())}}
-        if self.charges is not None:
-            out["charges"] = {k: {"class": c.cls, "amounts": {r: str(v) for r, v in c.amounts.items()}}
-                              for k, c in self.charges.items()}
+        if self.tally is not None:
+            groups: dict[str, Obj] = {}
+            for (kind, cls), e in sorted(self.tally.items(), key=lambda i: (i[0][0], i[0][1] or "")):
+                stored: Obj = {"count": str(e.count)}
+                if kind == VOLUME:
+                    stored["storage"] = str(e.storage)
+                groups.setdefault(_PLURAL[kind], {})[cls or ""] = stored
+            out["tally"] = groups
         return out
 
-    def charged(self) -> Iterable[tuple[str, Charge]]:
-        """(kind, charge) of every charged object."""
-        for key, charge in (self.charges or {}).items():
-            kind = _KIND_OF_PLURAL.get(key.partition("/")[0])
-            if kind is not None:
-                yield kind, charge
+    def machine_classes(self) -> list[str]:
+        """The MachineClasses the tally counts Machines of."""
+        return sorted({cls for (kind, cls), e in (self.tally or {}).items() if kind == MACHINE and cls})
 
-    def used(self, quota: Quota) -> Amounts:
+    def used(self, quota: Quota, caps: Capabilities) -> Amounts:
         """What the objects ``quota`` counts use of each resource it limits."""
         used: Amounts = dict.fromkeys(quota.hard, 0)
-        for kind, charge in self.charged():
-            if quota.counts(kind, charge.cls):
-                for r, v in charge.amounts.items():
+        for group, e in (self.tally or {}).items():
+            if e.count and quota.counts(*group):
+                for r, v in amounts(group, e, caps).items():
                     if r in used:
                         used[r] += v
         return used
 
+    def with_quotas(self, quotas: Mapping[str, Quota]) -> QuotaState:
+        return QuotaState(dict(quotas), self.tally)
 
-def _charge(raw: Mapping[str, Any]) -> Charge:
-    cls = raw.get("class")
-    return Charge(str(cls) if cls else None, {str(r): int(v) for r, v in (raw.get("amounts") or {}).items()})
-
-
-def limits_of(quota: Quota) -> Amounts:
-    """A quota's limits in nano-units."""
-    return amounts_of(quota.hard)
+    def with_change(self, group: Group, change: Entry) -> QuotaState:
+        """This state with ``change`` added to ``group``'s entry (negative numbers take away)."""
+        tally = dict(self.tally or {})
+        after = tally.get(group, Entry()) + change
+        if after.count <= 0 and after.storage <= 0:
+            tally.pop(group, None)
+        else:
+            tally[group] = Entry(max(after.count, 0), max(after.storage, 0))
+        return QuotaState(self.quotas, tally)

@@ -7,31 +7,33 @@ create its count and its class's cpu and memory, a Volume create its count and s
 resize the storage it grows by. For every quota of the namespace that counts the object (its scope
 selector) and limits a resource whose use grows, the new use must stay within the limit; use that
 does not grow is never refused, also when a lowered limit is below it already. Deleting frees what
-the object was charged once it is removed (an object being deleted still counts).
+the object used once it is removed (an object being deleted still counts).
 
 How it holds with several writers: the namespace's quota state is one guard key
-(:mod:`.quota_state`: the quotas' limits, and the charge of each object), committed in the same
-transaction as the object write or not at all. A write that changes a charge reads the state,
-decides and carries the new state as a guard compared on the revision read: two apiservers
-admitting the last unit of a quota at once cannot both commit; the loser's guard moved, its write
-raises GuardConflict, and the registry decides again on the new state. A ResourceQuota's create,
-change and removal write the same key, so a write is always judged by the limits as they are.
+(:mod:`.quota_state`: the quotas' limits, and a tally of the namespace's objects by class),
+committed in the same transaction as the object write or not at all. A write that changes the tally
+decides on the state and carries the new state as a guard compared on the revision it decided on:
+two apiservers admitting the last unit of a quota at once cannot both commit; the loser's guard
+moved, its write raises GuardConflict, and the registry decides again on the new state (a refusal
+is made on the state the store holds, never on this apiserver's older view). A ResourceQuota's
+create, change and removal write the same key, so a write is always judged by the limits as they
+are. Within one apiserver, writes of one namespace with quotas queue on a lock instead of racing.
 
 In a namespace without quotas the key does not exist, and a write only checks that it still does
 not (a compare, no read, no write, no lock: such writes never wait on each other; a namespace this
-apiserver has not written to yet is taken to have none, and the compare corrects that). The first write of a
-Machine or Volume after a quota was made counts the namespace's objects once (a list read after
-the key's revision; every write since then had to carry the key, so nothing is missed or counted
-twice) and stores their charges.
+apiserver has not written to yet is taken to have none, and the compare corrects that). The first
+write of a Machine or Volume after a quota was made counts the namespace's objects once (lists read
+after the key's revision: every write since then had to carry the key, so nothing is missed or
+counted twice).
 
 Decisions:
 
-* A Machine is charged its class's ``cpu`` and ``memory`` when it is admitted; the charge stays
-  what it was if the class is later deleted or made again. A Machine whose MachineClass does not
-  exist cannot be admitted while a quota that counts it limits ``requests.cpu`` or
-  ``requests.memory`` (its requests are unknown); without such a quota it is charged its count.
-* Writes to subresources (status, binding, eviction) change no charge.
-* A dry run is judged the same way and charges nothing.
+* Machines use their class's ``cpu`` and ``memory`` as the class is (IronCore's evaluator): the
+  tally counts Machines per class. A Machine whose MachineClass does not exist cannot be created
+  while a quota that counts it limits ``requests.cpu`` or ``requests.memory`` (what it requests is
+  unknown); Machines of a class deleted later count none until it is made again.
+* Writes to subresources (status, binding, eviction) change nothing here.
+* A dry run is judged the same way and changes nothing.
 """
 
 from __future__ import annotations
@@ -53,17 +55,18 @@ from ironpool.api.quota import (
     format_of,
     show,
     storage_of,
-    usage,
 )
 from ironpool.api.resources import resolve
 from ironpool.apiserver.admission.capacity_index import CapacityIndex
 from ironpool.apiserver.admission.plugin import AdmissionPlugin, Attributes, Guarded
 from ironpool.apiserver.admission.quota_state import (
-    Charge,
+    Capabilities,
+    Entry,
+    Group,
     Quota,
     QuotaState,
-    charge_key,
-    limits_of,
+    amounts,
+    entry_of,
     quota_key,
 )
 from ironpool.store.interface import Document, Guard, GuardConflict, GuardValue, Store
@@ -71,23 +74,25 @@ from ironpool.store.interface import Document, Guard, GuardConflict, GuardValue,
 QUOTA = "ResourceQuota"
 _COUNTED = {MACHINE: resolve("machine"), VOLUME: resolve("volume")}
 
+Tally = dict[Group, Entry]
+
 
 @dataclass(frozen=True, slots=True)
 class _Change:
     """What one write does to its namespace's quota state."""
 
     namespace: str
-    #: a ResourceQuota's new entry (``quota``: it is one), or None when it goes
-    entry: Quota | None = None
+    #: a ResourceQuota's name and new entry (None when it goes)
     quota: str | None = None
-    #: a Machine's or Volume's charge key and its object as stored next (None: it goes)
-    charged: str | None = None
-    kind: str = ""
-    doc: Document | None = None
+    entry: Quota | None = None
+    #: a Machine's or Volume's changes of the tally (what it adds; negative: what it frees)
+    tally: tuple[tuple[Group, Entry], ...] = ()
+    #: the object, on a create (its class must be known to quotas that limit its requests)
+    created: Document | None = None
 
 
-def _change(attrs: Attributes) -> _Change | None:
-    """What the write changes, or None when it changes no quota state."""
+async def _change(attrs: Attributes, store: Store) -> _Change | None:
+    """What the write changes, or None when it changes nothing here."""
     namespace, kind = attrs.namespace, attrs.info.kind
     if namespace is None or attrs.subresource is not None:
         return None
@@ -95,40 +100,48 @@ def _change(attrs: Attributes) -> _Change | None:
         entry = Quota.of(attrs.new) if attrs.new is not None else None
         if attrs.operation == "UPDATE" and attrs.old is not None and entry == Quota.of(attrs.old):
             return None  # the status, or metadata: the limits stay
-        return _Change(namespace, entry=entry, quota=attrs.name)
-    me = charge_key(attrs.info.plural, attrs.name)
-    if attrs.operation == "UPDATE":
-        old, new = attrs.old, attrs.new
-        same_size = kind == MACHINE or storage_of(old) == storage_of(new)
-        if same_size and class_of(kind, old) == class_of(kind, new):
-            return None
-    return _Change(namespace, charged=me, kind=kind, doc=attrs.new)
+        return _Change(namespace, quota=attrs.name, entry=entry)
+    old, new = attrs.old, attrs.new
+    if attrs.operation == "CREATE":
+        old = None
+    elif old is None:  # a removal whose caller had no copy at hand: it is still stored
+        old = await store.get(attrs.info.key(namespace, attrs.name))
+    before = ((kind, class_of(kind, old)), entry_of(kind, storage_of(old))) if old is not None else None
+    after = ((kind, class_of(kind, new)), entry_of(kind, storage_of(new))) if new is not None else None
+    if before == after:
+        return None
+    changes: tuple[tuple[Group, Entry], ...]
+    if before is not None and after is not None and before[0] == after[0]:
+        changes = ((after[0], Entry(0, after[1].storage - before[1].storage)),)  # a resize
+    else:
+        changes = tuple(c for c in (
+            (before[0], Entry(-before[1].count, -before[1].storage)) if before is not None else None,
+            after) if c is not None)
+    return _Change(namespace, tally=changes, created=new if attrs.operation == "CREATE" else None)
 
 
-async def count_namespace(store: Store, index: CapacityIndex,
-                          namespace: str) -> tuple[list[tuple[str, str, Charge]], int]:
-    """(kind, name, charge) of every Machine and Volume of ``namespace`` as the store holds them now
-    (Machines with their class's capabilities as they are now), and the oldest revision listed at."""
-    counted: list[tuple[str, str, Charge]] = []
-    classes: dict[str, Amounts | None] = {}
+async def count_namespace(store: Store, namespace: str) -> tuple[Tally, int]:
+    """The tally of the Machines and Volumes of ``namespace`` as the store holds them now, and the
+    oldest revision listed at."""
+    tally: Tally = {}
     oldest: int | None = None
     for kind, info in _COUNTED.items():
         page = await store.list(info.prefix(namespace))
         oldest = page.revision if oldest is None else min(oldest, page.revision)
         for doc in page.items:
-            cls = class_of(kind, doc)
-            caps = None
-            if kind == MACHINE and cls is not None:
-                if cls not in classes:
-                    classes[cls] = await index.class_demand(cls)
-                caps = classes[cls]
-            counted.append((kind, doc["metadata"]["name"], Charge(cls, usage(kind, doc, caps))))
-    return counted, oldest or 0
+            group = (kind, class_of(kind, doc))
+            tally[group] = tally.get(group, Entry()) + entry_of(kind, storage_of(doc))
+    return tally, oldest or 0
 
 
-def _pretty(amounts: Amounts, hard: dict[str, str]) -> str:
+async def capabilities(index: CapacityIndex, classes: list[str]) -> Capabilities:
+    """The capabilities of these MachineClasses (None for one that does not exist)."""
+    return {cls: await index.class_demand(cls) for cls in classes}
+
+
+def _pretty(values: Amounts, hard: dict[str, str]) -> str:
     """``requests.cpu=2,requests.memory=1Gi``: Kubernetes' ``prettyPrint``, sorted by name."""
-    return ",".join(f"{r}={show(v, format_of(r, hard))}" for r, v in sorted(amounts.items()))
+    return ",".join(f"{r}={show(v, format_of(r, hard))}" for r, v in sorted(values.items()))
 
 
 class ResourceQuotaAdmission(AdmissionPlugin):
@@ -158,91 +171,76 @@ class ResourceQuotaAdmission(AdmissionPlugin):
     # -- the decision --------------------------------------------------------------------------
 
     async def _decide(self, attrs: Attributes, change: _Change, value: GuardValue) -> Guard | None:
-        """The guard the write carries: the new state, or a check that there still is none."""
+        """The guard the write carries (the new state, or a check that there still is none); None
+        when it changes nothing."""
         key = value.key
+        state = QuotaState.decode(value.value)
         if change.quota is not None:
-            state = QuotaState.decode(value.value)
+            quotas = dict(state.quotas)
             if change.entry is None:
-                if change.quota not in state.quotas:
+                if quotas.pop(change.quota, None) is None:
                     return None
-                del state.quotas[change.quota]
             else:
-                state.quotas[change.quota] = change.entry
-            return Guard(key, value.revision, state.encode() if state.quotas else None)
+                quotas[change.quota] = change.entry
+            return Guard(key, value.revision, state.with_quotas(quotas).encode() if quotas else None)
         if value.revision == 0:
             return Guard(key, 0, check_only=True)  # no quota here: none may appear meanwhile
-        state = QuotaState.decode(value.value)
-        if state.charges is None:
-            state.charges = await self._count(change.namespace, value.revision)
-        assert change.charged is not None
-        # A create replaces whatever the key may still name so (its object does not exist).
-        before = None if attrs.operation == "CREATE" else state.charges.get(change.charged)
-        if change.doc is None:
-            state.charges.pop(change.charged, None)  # removal: only frees
-            return Guard(key, value.revision, state.encode())
-        after = await self._charge(attrs, state, change.kind, change.doc)
-        self._check(attrs, state, change.kind, before, after)
-        state.charges[change.charged] = after
-        return Guard(key, value.revision, state.encode())
+        if state.tally is None:
+            tally, at = await count_namespace(self.store, change.namespace)
+            if at < value.revision:  # pragma: no cover - a store's reads are linearizable
+                raise GuardConflict(await self.store.read_guards([key]))
+            state = QuotaState(state.quotas, tally)
+        self._check(attrs, state, change, await capabilities(self.index, self._classes(state, change)))
+        after = state
+        for group, entry in change.tally:
+            after = after.with_change(group, entry)
+        return Guard(key, value.revision, after.encode())
 
-    async def _charge(self, attrs: Attributes, state: QuotaState, kind: str, doc: Document) -> Charge:
-        """What ``doc`` is charged (refused when a quota needs its class's requests and the class is
-        not there)."""
-        cls = class_of(kind, doc)
-        if kind == VOLUME:
-            return Charge(cls, usage(VOLUME, doc, None))
-        caps = await self.index.class_demand(cls or "")
-        if caps is None:
-            for name, quota in sorted(state.quotas.items()):
+    @staticmethod
+    def _classes(state: QuotaState, change: _Change) -> list[str]:
+        """The MachineClasses whose capabilities the decision needs."""
+        mine = [cls for (kind, cls), _ in change.tally if kind == MACHINE and cls]
+        return sorted({*state.machine_classes(), *mine})
+
+    def _check(self, attrs: Attributes, state: QuotaState, change: _Change, caps: Capabilities) -> None:
+        """Refuse if, for a quota counting the object, a limited resource's use grows past its limit."""
+        created = change.created if attrs.info.kind == MACHINE else None
+        cls = class_of(MACHINE, created) if created is not None else None
+        for name, quota in sorted(state.quotas.items()):
+            if created is not None and quota.counts(MACHINE, cls) and caps.get(cls or "") is None:
                 wanted = [r for r in (REQUESTS_CPU, REQUESTS_MEMORY) if r in quota.hard]
-                if wanted and quota.counts(kind, cls):
+                if wanted:
                     raise self._forbidden(
                         attrs, f'machineclass "{cls}" does not exist, so its {" and ".join(wanted)} are '
-                        f'unknown to quota: {name}')
-        return Charge(cls, usage(MACHINE, doc, caps))
-
-    def _check(self, attrs: Attributes, state: QuotaState, kind: str, before: Charge | None,
-               after: Charge) -> None:
-        """Refuse if, for a quota counting the object, a limited resource's use grows past its limit."""
-        for name, quota in sorted(state.quotas.items()):
-            counted_after = quota.counts(kind, after.cls)
-            counted_before = before is not None and quota.counts(kind, before.cls)
-            if not counted_after:
-                continue  # its use there can only shrink
-            hard = limits_of(quota)
-            used = state.used(quota)
-            had = before.amounts if before is not None and counted_before else {}
-            grown: Amounts = {}
-            for r in hard:
-                delta = after.amounts.get(r, 0) - had.get(r, 0)
-                if delta > 0:
-                    grown[r] = delta
+                        f"unknown to quota: {name}")
+            delta: Amounts = {}
+            for group, entry in change.tally:
+                if quota.counts(*group):
+                    for r, v in amounts(group, entry, caps).items():
+                        delta[r] = delta.get(r, 0) + v
+            grown = {r: delta[r] for r in quota.hard if delta.get(r, 0) > 0}
+            if not grown:
+                continue
+            hard, used = quota.limits(), state.used(quota, caps)
             exceeded = sorted(r for r, d in grown.items() if used.get(r, 0) + d > hard[r])
             if exceeded:
+                shown = dict(quota.hard)
                 raise self._forbidden(
                     attrs, f"exceeded quota: {name}, "
-                    f"requested: {_pretty({r: grown[r] for r in exceeded}, dict(quota.hard))}, "
-                    f"used: {_pretty({r: used.get(r, 0) for r in exceeded}, dict(quota.hard))}, "
-                    f"limited: {_pretty({r: hard[r] for r in exceeded}, dict(quota.hard))}")
+                    f"requested: {_pretty({r: grown[r] for r in exceeded}, shown)}, "
+                    f"used: {_pretty({r: used.get(r, 0) for r in exceeded}, shown)}, "
+                    f"limited: {_pretty({r: hard[r] for r in exceeded}, shown)}")
 
     def _forbidden(self, attrs: Attributes, why: str) -> errors.Forbidden:
         info = attrs.info
         return errors.Forbidden(f'{info.group_resource} "{attrs.name}" is forbidden: {why}',
                                 kind=info.plural, name=attrs.name, group=info.group)
 
-    async def _count(self, namespace: str, revision: int) -> dict[str, Charge]:
-        """The charges of the namespace's objects, listed after ``revision`` (the state's: nothing
-        charged since then was missed, see the module docstring)."""
-        listed, at = await count_namespace(self.store, self.index, namespace)
-        if at < revision:  # pragma: no cover - a store's reads are linearizable
-            raise GuardConflict(await self.store.read_guards([quota_key(namespace)]))
-        return {charge_key(_COUNTED[kind].plural, name): charge for kind, name, charge in listed}
-
     # -- the guard -----------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
     async def guard(self, attrs: Attributes, guarded: Guarded) -> AsyncIterator[None]:
-        change = _change(attrs)
+        change = await _change(attrs, self.store)
         if change is None:
             yield
             return
@@ -279,8 +277,8 @@ class ResourceQuotaAdmission(AdmissionPlugin):
             if guarded.revision is not None:
                 # Committed: the state is what the write left (absent, revision 0, if the write only
                 # checked that or removed it).
-                absent = guard.value is None
-                self._values[key] = GuardValue(key, guard.value, 0 if absent else guarded.revision)
+                revision = 0 if guard.value is None else guarded.revision
+                self._values[key] = GuardValue(key, guard.value, revision)
 
 
-__all__ = ["ResourceQuotaAdmission", "count_namespace"]
+__all__ = ["ResourceQuotaAdmission", "capabilities", "count_namespace"]

@@ -5,9 +5,8 @@ For each quota, ``status.hard`` is its ``spec.hard`` and ``status.used`` what th
 objects it counts use of each limited resource (:mod:`ironpool.api.quota`: a Machine its
 MachineClass's cpu and memory as its class has them now, a Volume its requested storage; objects
 being deleted count until they are gone), recomputed from the store. It is a report: admission
-decides on its own exact state (:mod:`ironpool.apiserver.admission.resource_quota`), and the two
-agree but for a Machine whose class was deleted or made again after it was admitted (admission
-keeps the charge it admitted; the report counts the class as it is).
+decides on its own exact state (:mod:`ironpool.apiserver.admission.resource_quota`), which counts
+the same way, so the two agree once the report caught up with the writes.
 
 It runs inside every apiserver. It lists the quotas at start-up, then follows the store: watches of
 ResourceQuotas, Machines, Volumes and MachineClasses (so it sees the writes of every apiserver
@@ -24,19 +23,12 @@ import contextlib
 import logging
 
 from ironpool.api import errors
-from ironpool.api.quota import (
-    MACHINE,
-    VOLUME,
-    Amounts,
-    format_of,
-    in_scope,
-    requirements_of,
-    show,
-)
+from ironpool.api.quota import MACHINE, VOLUME, format_of, show
 from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.resources import resolve
 from ironpool.apiserver.admission.capacity_index import CapacityIndex
-from ironpool.apiserver.admission.resource_quota import count_namespace
+from ironpool.apiserver.admission.quota_state import Capabilities, Entry, Group, Quota, QuotaState
+from ironpool.apiserver.admission.resource_quota import capabilities, count_namespace
 from ironpool.apiserver.registry.generic import Registry
 from ironpool.store.interface import Document, RevisionCompacted, StoreError
 
@@ -48,20 +40,11 @@ DELAY = 0.05  # seconds a namespace waits for more changes before its quotas are
 _RETRY_FIRST, _RETRY_MAX = 0.5, 30.0
 _WATCH_RETRY = 1.0
 
-Counted = list[tuple[str, str | None, Amounts]]
-"""(kind, class, usage) of each object of a namespace"""
 
-
-def quota_status(quota: Document, counted: Counted) -> Document:
-    """The status of ``quota`` over a namespace's ``counted`` objects."""
+def quota_status(quota: Document, tally: dict[Group, Entry], caps: Capabilities) -> Document:
+    """The status of ``quota`` over a namespace's ``tally``."""
     hard = dict((quota.get("spec") or {}).get("hard") or {})
-    requirements = requirements_of(quota)
-    used: Amounts = dict.fromkeys(hard, 0)
-    for kind, cls, amounts in counted:
-        if in_scope(kind, cls, requirements):
-            for r, v in amounts.items():
-                if r in used:
-                    used[r] += v
+    used = QuotaState(tally=tally).used(Quota.of(quota), caps)
     return {"hard": hard, "used": {r: show(v, format_of(r, hard)) for r, v in used.items()}}
 
 
@@ -180,19 +163,17 @@ class ResourceQuotaController:
         quotas = (await self.store.list(QUOTAS.prefix(namespace))).items
         if not quotas:
             return
-        counted = await self._counted(namespace)
+        tally, _ = await count_namespace(self.store, namespace)
+        classes = sorted({cls for (kind, cls) in tally if kind == MACHINE and cls})
+        caps = await capabilities(self.index, classes)
         for quota in quotas:
-            status = quota_status(quota, counted)
+            status = quota_status(quota, tally, caps)
             if quota.get("status") == status:
                 continue
             with contextlib.suppress(errors.NotFound):  # deleted meanwhile
                 # A Conflict (someone wrote it since it was listed) is retried with a fresh look.
                 await self.registry.update(QUOTAS, namespace, quota["metadata"]["name"],
                                            {**quota, "status": status}, subresource="status")
-
-    async def _counted(self, namespace: str) -> Counted:
-        listed, _ = await count_namespace(self.store, self.index, namespace)
-        return [(kind, charge.cls, charge.amounts) for kind, _, charge in listed]
 
 
 __all__ = ["DELAY", "ResourceQuotaController", "quota_status"]
