@@ -190,10 +190,12 @@ def test_lists_tables_and_subresources_answer_in_the_group_asked(admin: httpx.Cl
     assert ok(admin.get(f"{IRONCORE}/namespaces/default/machines/a"))["status"]["state"] == "Pending"
 
 
-def watch(admin: httpx.Client, path: str, count: int, **params: str) -> list[dict[str, Any]]:
+def watch(admin: httpx.Client, path: str, count: int, headers: dict[str, str] | None = None,
+          **params: str) -> list[dict[str, Any]]:
     """The first ``count`` events of a watch of ``path`` (the server ends it after 10 s at the latest)."""
     events: list[dict[str, Any]] = []
-    with admin.stream("GET", path, params={"watch": "true", "timeoutSeconds": "10", **params}) as r:
+    query = {"watch": "true", "timeoutSeconds": "10", **params}
+    with admin.stream("GET", path, params=query, headers=headers) as r:
         assert r.status_code == 200
         for line in r.iter_lines():
             events.append(json.loads(line))
@@ -213,6 +215,11 @@ def test_watches_through_either_group_see_writes_through_the_other(admin: httpx.
         assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
             ("ADDED", "w"), ("MODIFIED", "w"), ("DELETED", "w")]
         assert {e["object"]["apiVersion"] for e in events} == {api_version}
+    # kubectl's watch: Tables of one row, the object in the group asked.
+    tables = watch(admin, f"{OPENKCM}/namespaces/default/machines", 3, resourceVersion=start,
+                   includeObject="Object", headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+    assert [e["object"]["kind"] for e in tables] == ["Table"] * 3
+    assert [e["object"]["rows"][0]["object"]["apiVersion"] for e in tables] == [KCM] * 3
     # A streaming list through the alias: the current objects, then the bookmark that ends them.
     ok(admin.post(f"{IRONCORE}/machineclasses", json=machine_class("streamed", IC)),
        201)
@@ -224,7 +231,7 @@ def test_watches_through_either_group_see_writes_through_the_other(admin: httpx.
     assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
 
 
-def test_bodies_name_the_group_of_the_path_in_any_case(admin: httpx.Client) -> None:
+def test_bodies_name_the_group_of_the_path_in_any_case(server: ApiServer, admin: httpx.Client) -> None:
     wrong = admin.post(f"{OPENKCM}/machineclasses", json=machine_class("w1", IC))
     assert wrong.status_code == 400, wrong.text
     assert wrong.json()["message"] == ("the body is compute.ironcore.dev/v1alpha1/MachineClass but the path "
@@ -237,6 +244,21 @@ def test_bodies_name_the_group_of_the_path_in_any_case(admin: httpx.Client) -> N
     assert made["apiVersion"] == IC
     upper = admin.get("/apis/compute.OpenKCM.dev/v1alpha1/machineclasses/w2")
     assert upper.status_code == 404 and upper.json()["reason"] == "NotFound"
+    # Bodies that are no object, or name no apiVersion, or a JSON patch: refused or stored, never a 500.
+    not_a_string = admin.post(f"{OPENKCM}/machineclasses", json={**machine_class("w3"), "apiVersion": 5})
+    assert not_a_string.status_code == 400 and "the path is for " + KCM in not_a_string.json()["message"]
+    assert admin.post(f"{OPENKCM}/machineclasses", json=[machine_class("w3")]).status_code == 400
+    bare = {k: v for k, v in machine_class("w3").items() if k not in ("apiVersion", "kind")}
+    assert ok(admin.post(f"{OPENKCM}/machineclasses", json=bare), 201)["apiVersion"] == KCM
+    ops = [{"op": "add", "path": "/metadata/labels", "value": {"patched": "json"}}]
+    patched = ok(admin.patch(f"{OPENKCM}/machineclasses/w3", json=ops,
+                             headers={"Content-Type": "application/json-patch+json"}))
+    assert patched["apiVersion"] == KCM and patched["metadata"]["labels"] == {"patched": "json"}
+    strategic = ok(admin.patch(f"{OPENKCM}/machineclasses/w3", json={"metadata": {"labels": {"s": "1"}}},
+                               headers={"Content-Type": "application/strategic-merge-patch+json"}))
+    assert strategic["apiVersion"] == KCM and strategic["metadata"]["labels"] == {"patched": "json", "s": "1"}
+    assert stored_keys(server, "%/machineclasses/_/w3") == [
+        ("/registry/compute.ironcore.dev/machineclasses/_/w3", IC)]
     no_kinds = admin.get("/apis/core.openkcm.dev/v1alpha1")  # a group without a served kind
     assert no_kinds.status_code == 404 and no_kinds.json()["reason"] == "NotFound"
 

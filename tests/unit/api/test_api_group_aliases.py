@@ -1,18 +1,24 @@
-"""The OpenKCM groups as aliases of IronCore's in the resource table: names, paths, store keys, lookups
-with the group's case folded, and a request path resolved without a scan of the table."""
+"""The OpenKCM groups as aliases of IronCore's in the resource table: names, paths, store keys, and
+lookups with the group's case folded."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
-from ironpool.api import errors, resources
+from ironpool.api import errors
 from ironpool.api.fieldpath import dns1123_subdomain
 from ironpool.api.group_aliases import GROUP_ALIASES, aliases_of, fold_group_case
-from ironpool.api.resources import ALIASES, RESOURCES, SERVED, by_kind, by_path, resolve, strategy_for
-from ironpool.api.resources import subresources_of as subresources
-from ironpool.apiserver.endpoints.request_parsing import parse_path
+from ironpool.api.resources import (
+    ALIASES,
+    RESOURCES,
+    SERVED,
+    by_kind,
+    by_path,
+    resolve,
+    strategy_for,
+    subresources_of,
+)
 
 OPENKCM = {"compute.openkcm.dev": "compute.ironcore.dev", "storage.openkcm.dev": "storage.ironcore.dev",
            "networking.openkcm.dev": "networking.ironcore.dev", "ipam.openkcm.dev": "ipam.ironcore.dev",
@@ -50,7 +56,7 @@ def test_an_alias_has_its_own_paths_and_apiversion_and_the_canonical_store_keys(
     assert (alias.group_resource, alias.qualified_kind) == ("machines.compute.openkcm.dev",
                                                              "Machine.compute.openkcm.dev")
     assert strategy_for(alias) is strategy_for(home)
-    assert list(subresources(alias)) == list(subresources(home)) == ["status", "binding", "eviction"]
+    assert list(subresources_of(alias)) == list(subresources_of(home)) == ["status", "binding", "eviction"]
 
 
 @pytest.mark.parametrize(("api_version", "folded"), [
@@ -86,21 +92,3 @@ def test_by_kind_folds_the_case_of_the_group() -> None:
 ])
 def test_a_plain_name_is_the_own_group_and_an_alias_is_named_with_its_group(name: str, group: str) -> None:
     assert resolve(name).group == group
-
-
-def test_resolving_a_request_path_does_not_scan_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Serving an alias must not slow the IronCore groups: a path is one lookup for either group."""
-
-    class NoScan(tuple[Any, ...]):
-        def __iter__(self) -> Any:
-            raise AssertionError("the resource table was scanned to resolve a request")
-
-    for table in ("RESOURCES", "ALIASES", "SERVED"):
-        monkeypatch.setattr(resources, table, NoScan(getattr(resources, table)))
-    own = parse_path("/apis/compute.ironcore.dev/v1alpha1/namespaces/default/machines/web/status")
-    assert own.served is own.info and not own.aliased and own.group == "compute.ironcore.dev"
-    alias = parse_path("/apis/compute.openkcm.dev/v1alpha1/namespaces/default/machines/web/status")
-    assert alias.aliased and alias.info is own.info and alias.group == "compute.openkcm.dev"
-    assert alias.subresource is own.subresource and alias.resource == "machines/status"
-    with pytest.raises(errors.NotFound):  # paths are matched exactly, as in Kubernetes
-        parse_path("/apis/compute.OpenKCM.dev/v1alpha1/machines")
