@@ -125,7 +125,9 @@ class ResourceEndpoints:
             if table is not None:
                 include = include_object(request.query_params.get("includeObject"))
                 page = await self.registry.list_page(info, ns, options)
-                items = [served_raw(t, i) for i in page.items] if include == "Object" else page.items
+                items = page.items
+                if t.aliased and include == "Object":  # the rows embed the objects themselves
+                    items = [served_raw(t, i) for i in items]
                 body = writer_for(info).table(items, page.metadata, include, table)
                 return "LIST", Response(body, media_type=JSON)
             if t.aliased:
