@@ -54,7 +54,7 @@ async def test_authorizer_hook_can_forbid(store: SQLiteStore) -> None:
     calls: list[tuple[str, str, str, str | None, str | None]] = []
 
     def read_only_for_non_admins(
-        user: User, verb: str, resource: str, ns: str | None, name: str | None
+        user: User, verb: str, resource: str, ns: str | None, name: str | None, group: str | None = None
     ) -> None:
         calls.append((user.name, verb, resource, ns, name))
         if not user.is_admin and verb not in ("get", "list", "watch"):

@@ -46,9 +46,9 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
     asked: list[tuple[str, str]] = []
 
     def authorize(user: User, verb: str, resource: str, namespace: str | None,
-                  name: str | None) -> Conditions | None:
+                  name: str | None, group: str | None = None) -> Conditions | None:
         asked.append((verb, resource))
-        return ours(user, verb, resource, namespace, name)
+        return ours(user, verb, resource, namespace, name, group)
 
     app = build_app(store, Authenticator(parse_token_file(TOKENS)), authorize)
     await app.state.apiserver.bootstrap.ensure()

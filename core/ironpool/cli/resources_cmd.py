@@ -40,10 +40,18 @@ _WORDS = {"created": "created", "updated": "configured", "unchanged": "unchanged
 
 # -- apply --------------------------------------------------------------------------------------------
 
+def manifest_body(target: Target, m: Manifest) -> Obj:
+    """What is sent of a manifest: no status, and its apiVersion as the API serves it (a group spelt
+    with capitals, ``compute.OpenKCM.dev/v1alpha1``, in lower case, as every Kubernetes API names it)."""
+    body = {k: v for k, v in m.obj.items() if k != "status"}
+    body["apiVersion"] = target.info.api_version
+    return body
+
+
 def apply_one(client: Client, target: Target, m: Manifest, dry_run: bool) -> str:
     """Create or update one object; returns ``created``, ``configured`` or ``unchanged``."""
     declarer = Declarer(client, target.info, target.namespace, FIELD_MANAGER, dry_run=dry_run)
-    body = {k: v for k, v in m.obj.items() if k != "status"}
+    body = manifest_body(target, m)
     current = declarer.get(target.name)
     try:
         outcome = declarer.present(body, current)
@@ -58,7 +66,7 @@ def apply_one(client: Client, target: Target, m: Manifest, dry_run: bool) -> str
 def server_side_apply(client: Client, target: Target, m: Manifest, field_manager: str, force: bool,
                       dry_run: bool) -> str:
     """Apply one manifest on the server as ``field_manager``; ``serverside-applied`` as kubectl says."""
-    body = {k: v for k, v in m.obj.items() if k != "status"}
+    body = manifest_body(target, m)
     client.apply_raw(target.info, target.name, body, field_manager, target.namespace, force=force,
                      dry_run=dry_run)
     return "serverside-applied"

@@ -6,7 +6,10 @@
    of a role or binding also passes the escalation check (:mod:`.rbac.escalation`).
 
 A refusal is a 403 in Kubernetes' wording (``machines.compute.ironcore.dev is forbidden: User "x"
-cannot list resource "machines" in API group "compute.ironcore.dev" in the namespace "b"``).
+cannot list resource "machines" in API group "compute.ironcore.dev" in the namespace "b"``), naming
+the group the request used: a resource served under an alias group (:mod:`ironpool.api.group_aliases`)
+is authorized per group, as Kubernetes authorizes a resource it serves in several groups. Pool
+identities are authorized in IronCore's groups only.
 """
 
 from __future__ import annotations
@@ -82,17 +85,23 @@ class Authorization:
             self.rbac.committed(info, key, doc)
 
     def __call__(self, user: User, verb: str, resource: str, namespace: str | None,
-                 name: str | None) -> Conditions | None:
+                 name: str | None, group: str | None = None) -> Conditions | None:
         if ADMIN_GROUP in user.groups:
             return None
+        base, _, sub = resource.partition("/")
+        home = _GROUP_OF.get(base, "")
+        group = home if group is None else group
         subject = pool_subject(user)
         if subject is not None:
+            if group != home:  # a poollet speaks IronCore's groups: its rules name no alias
+                raise forbidden(user, verb, resource, namespace, name, group=group)
             return authorize_pool(subject, user, verb, resource, namespace, name, self.graph)
         if self.rbac is None:
             return None
-        base, _, sub = resource.partition("/")
-        if not self.rbac.allows(user, verb, _GROUP_OF.get(base, ""), base, sub, namespace, name):
-            raise forbidden(user, verb, resource, namespace, name)
+        # Rules are matched per group, as Kubernetes matches them: a rule on compute.ironcore.dev
+        # does not reach machines through compute.openkcm.dev (the default roles name both).
+        if not self.rbac.allows(user, verb, group, base, sub, namespace, name):
+            raise forbidden(user, verb, resource, namespace, name, group=group)
         if verb in _GRANTING and base in GRANTING_KINDS and not sub:
             index = self.rbac
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from ironpool.apiserver.auth.authentication import User
 from ironpool.store.interface import Document, Store
@@ -29,11 +30,17 @@ class Conditions:
     objects: ObjectCheck | None = None
 
 
-Authorizer = Callable[[User, str, str, str | None, str | None], Conditions | None]
-"""``authorize(user, verb, resource, namespace, name)``: return to allow, raise Forbidden to deny.
+class Authorizer(Protocol):
+    """``authorize(user, verb, resource, namespace, name, group=...)``: return to allow, raise
+    Forbidden to deny.
 
-``verb`` is a Kubernetes verb (get, list, watch, create, update, patch, delete) and ``resource``
-the plural, with ``/<subresource>`` for a subresource (``machines/status``, ``machines/binding``).
-Returning :class:`Conditions` allows the request only if they hold; ``None`` allows it outright (the
-common, free case).
-"""
+    ``verb`` is a Kubernetes verb (get, list, watch, create, update, patch, delete) and ``resource``
+    the plural, with ``/<subresource>`` for a subresource (``machines/status``, ``machines/binding``).
+    ``group`` is the API group the request named: the resource's own, or an alias group serving it
+    (:mod:`ironpool.api.group_aliases`); None stands for the resource's own group. Returning
+    :class:`Conditions` allows the request only if they hold; ``None`` allows it outright (the
+    common, free case).
+    """
+
+    def __call__(self, user: User, verb: str, resource: str, namespace: str | None, name: str | None,
+                 group: str | None = None) -> Conditions | None: ...

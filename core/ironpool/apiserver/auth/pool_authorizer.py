@@ -111,14 +111,17 @@ def pool_subject(user: User) -> PoolSubject | None:
 
 
 def forbidden(
-    user: User, verb: str, resource: str, namespace: str | None, name: str | None, reason: str = ""
+    user: User, verb: str, resource: str, namespace: str | None, name: str | None, reason: str = "",
+    group: str | None = None,
 ) -> errors.Forbidden:
     """Kubernetes' wording: ``machines.compute.ironcore.dev "x" is forbidden: User "u" cannot update
-    resource "machines" in API group "compute.ironcore.dev" in the namespace "default"``."""
+    resource "machines" in API group "compute.ironcore.dev" in the namespace "default"`` (``group``:
+    the group the request named, when not the resource's own)."""
     base = resource.partition("/")[0]
-    info = _BY_PLURAL.get(base)
-    group = info.group if info is not None else ""
-    group_resource = info.group_resource if info is not None else base
+    if group is None:
+        info = _BY_PLURAL.get(base)
+        group = info.group if info is not None else ""
+    group_resource = f"{base}.{group}" if group else base
     what = f'{group_resource} "{name}"' if name else group_resource
     scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
     message = (

@@ -88,6 +88,11 @@ class NonResourceEndpoints:
     def discovery(self, build: Callable[..., Any]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             refused = await self._authenticated(request)
-            return refused or json_response(build(**request.path_params))
+            if refused is not None:
+                return refused
+            try:
+                return json_response(build(**request.path_params))
+            except errors.ApiError as exc:  # a group-version not served: 404 as a Status, not a 500
+                return error_response(exc)
 
         return endpoint

@@ -4,7 +4,9 @@
 Schemas come from :mod:`ironpool.apiserver.registry.schemas` (the pydantic models,
 Kubernetes-style); operations carry ``x-kubernetes-group-version-kind`` and list the query
 parameters the server honours, so kubectl sends ``fieldValidation=Strict`` and lets the server
-refuse unknown fields.
+refuse unknown fields. Every served group is described and discovered, the alias groups
+(:mod:`ironpool.api.group_aliases`) after the groups they serve; an alias lists no short names, which
+stay with the kind's own group (kubectl resolves ``ma`` there without a warning).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 import orjson
 
 from ironpool.api import errors
-from ironpool.api.resources import RESOURCES, ResourceInfo, subresources_of
+from ironpool.api.resources import SERVED, ResourceInfo, subresources_of
 from ironpool.api.subresources import Subresource
 from ironpool.apiserver.endpoints.self_reviews import REVIEW_RESOURCES
 from ironpool.apiserver.registry.schemas import (
@@ -188,7 +190,7 @@ def _document(infos: list[ResourceInfo], schemas: dict[str, Schema]) -> dict[str
 
 
 def _group_versions() -> list[tuple[str, str]]:
-    return list(dict.fromkeys((i.group, i.version) for i in RESOURCES))
+    return list(dict.fromkeys((i.group, i.version) for i in SERVED))
 
 
 def _gv_path(group: str, version: str) -> str:
@@ -201,7 +203,7 @@ def openapi_v3_group_version(path: str) -> bytes | None:
     ``apis/compute.ironcore.dev/v1alpha1``), or None if there is no such group-version."""
     for group, version in _group_versions():
         if _gv_path(group, version) == path:
-            infos = [i for i in RESOURCES if (i.group, i.version) == (group, version)]
+            infos = [i for i in SERVED if (i.group, i.version) == (group, version)]
             return orjson.dumps(_document(infos, component_schemas(group, version)))
     return None
 
@@ -220,12 +222,12 @@ def openapi_v3_discovery() -> bytes:
 
 def openapi_document() -> dict[str, Any]:
     """One OpenAPI 3.0 document of every served path, verb and schema (``/openapi.json``)."""
-    return _document(list(RESOURCES), all_component_schemas())
+    return _document(list(SERVED), all_component_schemas())
 
 
 def _api_resources(group: str, version: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for info in RESOURCES:
+    for info in SERVED:
         if info.group != group or info.version != version:
             continue
         out.append(
@@ -234,7 +236,7 @@ def _api_resources(group: str, version: str) -> list[dict[str, Any]]:
                 "singularName": info.singular,
                 "namespaced": info.namespaced,
                 "kind": info.kind,
-                "shortNames": list(info.short_names),
+                "shortNames": list(info.short_names) if info.alias_of is None else [],
                 "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
             }
         )
@@ -259,7 +261,7 @@ def discovery_core() -> dict[str, Any]:
 def discovery_groups() -> dict[str, Any]:
     """``/apis``: every named group (the reviews' too)."""
     groups: dict[str, list[str]] = {}
-    for group, version in [*((i.group, i.version) for i in RESOURCES), *REVIEW_RESOURCES]:
+    for group, version in [*((i.group, i.version) for i in SERVED), *REVIEW_RESOURCES]:
         if group and version not in groups.setdefault(group, []):
             groups[group].append(version)
     return {

@@ -26,12 +26,27 @@ MAX_PAGE = 2**31
 @dataclass(frozen=True)
 class RequestInfo:
     """What a request path names: a resource, and optionally a namespace, an object, a subresource
-    (Kubernetes' ``RequestInfo``; the subresource as its kind declares it)."""
+    (Kubernetes' ``RequestInfo``; the subresource as its kind declares it).
+
+    ``info`` is the resource as stored, what the registry works with; ``served`` the resource as the
+    path names it: ``info`` itself, or its alias when the path names an alias group
+    (:mod:`.aliased` puts bodies and answers in the right group)."""
 
     info: ResourceInfo
     namespace: str | None
     name: str | None
     subresource: Subresource | None
+    served: ResourceInfo
+
+    @property
+    def group(self) -> str:
+        """The API group the request named (what RBAC rules are matched against)."""
+        return self.served.group
+
+    @property
+    def aliased(self) -> bool:
+        """The path names the resource through an alias group."""
+        return self.served is not self.info
 
     @property
     def resource(self) -> str:
@@ -52,7 +67,8 @@ def parse_path(path: str) -> RequestInfo:
     namespace: str | None = None
     if rest[0] == "namespaces" and len(rest) >= 3 and not (len(rest) == 3 and rest[2] in _OF_NAMESPACES):
         namespace, rest = rest[1], rest[2:]  # not a Namespace's own subresource: a resource in it
-    info = by_path(group, version, rest[0])
+    served = by_path(group, version, rest[0])
+    info = served.canonical
     if namespace is not None and not info.namespaced:
         raise errors.NotFound(f"{info.plural} are cluster-scoped; there is no {path}")
     if len(rest) > 3:
@@ -63,7 +79,7 @@ def parse_path(path: str) -> RequestInfo:
         subresource = subresources_of(info).get(rest[2])
         if subresource is None:
             raise errors.NotFound(f"{info.plural} have no {rest[2]} subresource")
-    return RequestInfo(info, namespace, name, subresource)
+    return RequestInfo(info, namespace, name, subresource, served)
 
 
 # Paths repeat (clients poll the same objects); resolving one costs a few microseconds.

@@ -7,10 +7,12 @@ DELETE ``delete``; on a subresource the same, POST being ``create``. An object a
 (:mod:`ironpool.api.subresources`), served by its handler
 (:mod:`ironpool.apiserver.registry.subresources`). Anything else is a 405 before authorization.
 
-Each handler authorizes the request (``<plural>[/<subresource>]``; a condition the authorizer returns
-goes into the registry's write, see :data:`~ironpool.apiserver.auth.ObjectCheck`), reads the body
-and the options, and calls the registry. The hot paths (get, list, create) pass the store's JSON
-through without decoding it.
+Each handler authorizes the request (``<plural>[/<subresource>]`` in the group the path names; a
+condition the authorizer returns goes into the registry's write, see
+:data:`~ironpool.apiserver.auth.ObjectCheck`), reads the body and the options, and calls the registry.
+The hot paths (get, list, create) pass the store's JSON through without decoding it. A request through
+an alias group (:mod:`.aliased`) has its body stored, and its answer and errors reported, in the right
+group.
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ from starlette.responses import Response
 
 from ironpool.api import errors
 from ironpool.apiserver.auth import Authorizer, ObjectCheck, User
+from ironpool.apiserver.endpoints.aliased import (
+    served_doc,
+    served_error,
+    served_list,
+    served_raw,
+    stored_body,
+)
 from ironpool.apiserver.endpoints.bodies import APPLY_PATCH, JSON, JSON_PATCH, STRATEGIC_PATCH, media_type
 from ironpool.apiserver.endpoints.request_parsing import (
     RequestInfo,
@@ -69,6 +78,14 @@ class ResourceEndpoints:
 
     async def serve(self, request: Request, user: User, t: RequestInfo) -> tuple[str, Response]:
         """The answer to one resource request, and its verb for the metrics."""
+        if not t.aliased:
+            return await self._serve(request, user, t)
+        try:
+            return await self._serve(request, user, t)
+        except errors.ApiError as exc:
+            raise served_error(t, exc) from None
+
+    async def _serve(self, request: Request, user: User, t: RequestInfo) -> tuple[str, Response]:
         method = request.method
         if t.name is None:
             if method == "GET":
@@ -95,7 +112,7 @@ class ResourceEndpoints:
         """``list`` or ``watch``, as JSON or as a kubectl Table."""
         info, ns = t.info, t.namespace
         verb = "watch" if truthy(request.query_params.get("watch")) else "list"
-        cond = self.authorize(user, verb, info.plural, ns, None)
+        cond = self.authorize(user, verb, info.plural, ns, None, group=t.group)
         if cond is not None and cond.selector is not None:
             cond.selector(request.query_params.get("fieldSelector", ""))
         if verb == "watch":
@@ -108,34 +125,43 @@ class ResourceEndpoints:
             if table is not None:
                 include = include_object(request.query_params.get("includeObject"))
                 page = await self.registry.list_page(info, ns, options)
-                body = writer_for(info).table(page.items, page.metadata, include, table)
+                items = page.items
+                if t.aliased and include == "Object":  # the rows embed the objects themselves
+                    items = [served_raw(t, i) for i in items]
+                body = writer_for(info).table(items, page.metadata, include, table)
                 return "LIST", Response(body, media_type=JSON)
+            if t.aliased:
+                page = await self.registry.list_page(info, ns, options)
+                return "LIST", Response(served_list(t, page), media_type=JSON)
             return "LIST", Response(await self.registry.list(info, ns, options), media_type=JSON)
 
     async def create(self, request: Request, user: User, t: RequestInfo) -> tuple[str, Response]:
         """``create`` in a collection."""
         info, ns = t.info, t.namespace
-        cond = self.authorize(user, "create", info.plural, ns, None)
+        cond = self.authorize(user, "create", info.plural, ns, None, group=t.group)
         if info.namespaced and ns is None:
             raise errors.MethodNotAllowed(f"create {info.plural} under /namespaces/{{namespace}}/")
         body = await self.read_body(request)
+        stored_body(t, body)
         opts = WriteOptions.of(request)
         dropped = opts.unknown_fields(info, body)
         created = await self.registry.create(info, ns, body, dry_run=dry_run(request),
                                              check=cond.objects if cond else None, manager=opts.manager)
-        return "POST", json_response(created, 201, warnings_header(dropped, opts.field_validation))
+        headers = warnings_header(dropped, opts.field_validation)
+        return "POST", json_response(served_doc(t, created), 201, headers)
 
     # -- objects and their subresources --------------------------------------------------------
 
     async def get(self, request: Request, user: User, t: RequestInfo) -> tuple[str, Response]:
         """``get`` of an object (as JSON or a Table) or of a subresource."""
         info, ns, name, sub = t.info, t.namespace, t.name or "", t.subresource
-        cond = self.authorize(user, "get", t.resource, ns, name)
+        cond = self.authorize(user, "get", t.resource, ns, name, group=t.group)
         if cond is not None and cond.objects is not None:  # an index unsure of a get asks the store
             await cond.objects(None, None, self.store)
         if sub is not None:
-            return "GET", Response(await _handler(t).get(self.registry, info, ns, name), media_type=JSON)
-        raw = await self.registry.get_raw(info, ns, name)
+            raw = await _handler(t).get(self.registry, info, ns, name)
+            return "GET", Response(served_raw(t, raw), media_type=JSON)
+        raw = served_raw(t, await self.registry.get_raw(info, ns, name))
         table = table_version(request.headers.get("accept"))
         if table is not None:
             include = include_object(request.query_params.get("includeObject"))
@@ -148,9 +174,10 @@ class ResourceEndpoints:
         info, ns, name, sub = t.info, t.namespace, t.name or "", t.subresource
         method = request.method
         patch = method == "PATCH"
-        cond = self.authorize(user, "patch" if patch else "update", t.resource, ns, name)
+        cond = self.authorize(user, "patch" if patch else "update", t.resource, ns, name, group=t.group)
         ctype = media_type(request)
         body = await self.read_body(request, patch=patch)
+        stored_body(t, body)
         opts = WriteOptions.of(request, apply=patch and ctype == APPLY_PATCH)
         dropped = opts.unknown_fields(info, body)
         check = cond.objects if cond else None
@@ -162,7 +189,7 @@ class ResourceEndpoints:
         elif ctype == APPLY_PATCH:
             def may_create() -> ObjectCheck | None:
                 # Applying to a missing object creates it: that takes the right to create.
-                created = self.authorize(user, "create", info.plural, ns, None)
+                created = self.authorize(user, "create", info.plural, ns, None, group=t.group)
                 return created.objects if created else None
 
             obj = await reg.apply(info, ns, name, body, manager=opts.manager, force=opts.force,
@@ -170,13 +197,14 @@ class ResourceEndpoints:
         else:
             obj = await reg.patch(info, ns, name, body, subresource=subresource, dry_run=dry, check=check,
                                   manager=opts.manager, kind=_PATCH_KINDS.get(ctype, "merge"))
-        return method, json_response(obj, headers=warnings_header(dropped, opts.field_validation))
+        headers = warnings_header(dropped, opts.field_validation)
+        return method, json_response(served_doc(t, obj), headers=headers)
 
     async def create_on_object(self, request: Request, user: User, t: RequestInfo) -> tuple[str, Response]:
         """``create`` of a subresource (POST a Binding, an Eviction): its handler acts on the object."""
         info, ns, name = t.info, t.namespace, t.name or ""
-        cond = self.authorize(user, "create", t.resource, ns, name)
-        body = await self.read_body(request, optional=True)
+        cond = self.authorize(user, "create", t.resource, ns, name, group=t.group)
+        body = await self.read_body(request, optional=True)  # a Binding or Eviction: no object to convert
         status = await _handler(t).create(self.registry, info, ns, name, body, dry_run=dry_run(request),
                                           check=cond.objects if cond else None)
         return "POST", json_response(status, 201)
@@ -184,11 +212,11 @@ class ResourceEndpoints:
     async def delete(self, request: Request, user: User, t: RequestInfo) -> tuple[str, Response]:
         """``delete`` of an object."""
         info, ns, name = t.info, t.namespace, t.name or ""
-        cond = self.authorize(user, "delete", info.plural, ns, name)
+        cond = self.authorize(user, "delete", info.plural, ns, name, group=t.group)
         options = await self.read_body(request, optional=True)
         obj = await self.registry.delete(info, ns, name, options, dry_run=dry_run(request),
                                          check=cond.objects if cond else None)
-        return "DELETE", json_response(obj)
+        return "DELETE", json_response(served_doc(t, obj))
 
 
 def _handler(t: RequestInfo) -> SubresourceHandler:

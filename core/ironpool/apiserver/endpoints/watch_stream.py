@@ -1,6 +1,6 @@
 """Watch requests: the query checked before the stream starts (timeout, resourceVersion, selectors),
 then the store's events streamed as Kubernetes watch events, with bookmarks, Tables and in-band
-errors."""
+errors; through an alias group, every object in the group the request named (:mod:`.aliased`)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from starlette.responses import Response, StreamingResponse
 
 from ironpool.api import errors
 from ironpool.api.resources import ResourceInfo
+from ironpool.apiserver.endpoints.aliased import served_error, served_raw
 from ironpool.apiserver.endpoints.bodies import JSON
 from ironpool.apiserver.endpoints.metrics import Metrics
 from ironpool.apiserver.endpoints.request_parsing import RequestInfo, list_options
@@ -92,6 +93,7 @@ class WatchStreams:
         seat: Callable[[], AbstractAsyncContextManager[None]] | None = None,
     ) -> AsyncIterator[bytes]:
         info = t.info
+        served = functools.partial(served_raw, t) if t.aliased else None
         events = aiter(self.registry.watch(info, t.namespace, options, seat))
         deadline = time.monotonic() + timeout
         last_rev = options.resource_version or "0"
@@ -107,7 +109,7 @@ class WatchStreams:
                 done, _ = await asyncio.wait({pending}, timeout=min(remaining, BOOKMARK_INTERVAL))
                 if not done:
                     if bookmarks and remaining > BOOKMARK_INTERVAL:
-                        yield _bookmark(info, last_rev)
+                        yield _bookmark(t.served, last_rev)
                     continue
                 try:
                     event = pending.result()
@@ -117,7 +119,7 @@ class WatchStreams:
                     pending = None
                 # The events the store holds already go out in one write, not one each: a burst
                 # (a group commit of many binds) costs a watcher one send instead of hundreds.
-                lines = [_line(event, table)]
+                lines = [_line(event, table, served)]
                 size = len(lines[0])
                 while len(lines) < WRITE_BATCH and size < WRITE_BATCH_BYTES:
                     pending = asyncio.ensure_future(anext(events))
@@ -126,12 +128,12 @@ class WatchStreams:
                         break  # not there yet (or the end, or a failure): the loop above waits
                     event = pending.result()
                     pending = None
-                    lines.append(_line(event, table))
+                    lines.append(_line(event, table, served))
                     size += len(lines[-1])
                 last_rev = str(event[3])
                 yield b"".join(lines)
         except errors.ApiError as exc:
-            yield orjson.dumps({"type": "ERROR", "object": exc.to_status()}) + b"\n"
+            yield orjson.dumps({"type": "ERROR", "object": served_error(t, exc).to_status()}) + b"\n"
         except Exception as exc:  # headers are sent: report in-band, as Kubernetes does
             log.exception("watch of %s failed", info.plural)
             status = errors.InternalError(f"watch failed: {type(exc).__name__}: {exc}").to_status()
@@ -160,10 +162,13 @@ class WatchTable:
         return body
 
 
-def _line(event: Event, table: WatchTable | None) -> bytes:
-    """One watch event as the line the client reads."""
+def _line(event: Event, table: WatchTable | None, served: Callable[[bytes], bytes] | None = None) -> bytes:
+    """One watch event as the line the client reads (``served``: the object put in the request's
+    group, for a watch through an alias group)."""
     type_, obj, raw, rev = event
     body = raw if raw is not None else orjson.dumps(obj)
+    if served is not None:
+        body = served(body)
     if table is not None and type_ != "BOOKMARK":
         body = table.event(body, str(rev))
     return b'{"type":"' + type_.encode() + b'","object":' + body + b"}\n"

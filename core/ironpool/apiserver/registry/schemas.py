@@ -11,7 +11,10 @@ by it (conditions by ``type``, owner references by ``uid``), ``metadata.finalize
 everything else atomic. Schemas are named as Kubernetes names them, by reversed group
 (``dev.ironcore.compute.v1alpha1.Machine``; the shared metadata types under
 ``io.k8s.apimachinery.pkg.apis.meta.v1``). A kind's top-level schema carries
-``x-kubernetes-group-version-kind``.
+``x-kubernetes-group-version-kind``: a kind served under an alias group too
+(:mod:`ironpool.api.group_aliases`) is one schema, named after its own group, listing the
+group-versions of the document it is in (both in the document of every group, one in a
+group-version's own).
 
 :func:`shape_of` reads the same schemas back into a :class:`Shape` tree: which lists are keyed maps,
 sets or atomic, which fields an object has. Server-side apply, strategic merge patch and field
@@ -33,7 +36,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from ironpool.api.resource_info import ResourceInfo
-from ironpool.api.resources import RESOURCES
+from ironpool.api.resources import RESOURCES, SERVED
 
 Schema = dict[str, Any]
 META_PREFIX = "io.k8s.apimachinery.pkg.apis.meta.v1"
@@ -235,35 +238,38 @@ def _plain(text: str) -> str:
 
 
 def _kind_properties(info: ResourceInfo, schema: Schema) -> None:
+    """The kind's apiVersion, kind and group-version-kind, added to those of the groups before it."""
+    gvks = schema.setdefault("x-kubernetes-group-version-kind", [])
+    gvks.append({"group": info.group, "version": info.version, "kind": info.kind})
+    api_versions = " or ".join(f"{g['group']}/{g['version']}" if g["group"] else g["version"] for g in gvks)
     props = schema.setdefault("properties", {})
     props["apiVersion"] = {
         "type": "string",
         "description": "APIVersion defines the versioned schema of this representation of an object "
-                       f"({info.api_version}).",
+                       f"({api_versions}).",
     }
     props["kind"] = {"type": "string", "description": f"Kind is the type of this object ({info.kind})."}
-    schema["x-kubernetes-group-version-kind"] = [
-        {"group": info.group, "version": info.version, "kind": info.kind}
-    ]
 
 
 @functools.cache
 def component_schemas(group: str, version: str) -> dict[str, Schema]:
-    """The schemas of the kinds served in ``group/version`` and of everything they reference."""
-    infos = [i for i in RESOURCES if i.group == group and i.version == version]
+    """The schemas of the kinds served in ``group/version`` (an alias group too) and of everything
+    they reference."""
+    infos = [i for i in SERVED if i.group == group and i.version == version]
     return _schemas(tuple(infos))
 
 
 @functools.cache
 def all_component_schemas() -> dict[str, Schema]:
     """The schemas of every served kind."""
-    return _schemas(RESOURCES)
+    return _schemas(SERVED)
 
 
 def _schemas(infos: tuple[ResourceInfo, ...]) -> dict[str, Schema]:
     if not infos:
         return {}
-    _, top = models_json_schema([(i.model, "validation") for i in infos], by_alias=True)
+    models = dict.fromkeys(i.model for i in infos)  # an aliased kind is one model in two groups
+    _, top = models_json_schema([(m, "validation") for m in models], by_alias=True)
     defs: dict[str, Schema] = top.get("$defs", {})
     classes: dict[str, type[BaseModel]] = {}
     for info in infos:

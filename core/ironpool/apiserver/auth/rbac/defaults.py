@@ -11,6 +11,11 @@ policy has them, for ironpool's resources:
 - ``system:discovery``: ``/version``, ``/api``, ``/apis`` and ``/openapi`` (bound to
   ``system:authenticated``).
 
+Every rule on an IronCore group names its alias groups too (``compute.ironcore.dev`` and
+``compute.openkcm.dev``, :mod:`ironpool.api.group_aliases`): RBAC matches rules per group, so a role
+that grants machines in one group only does not reach them through the other; the default roles grant
+the same in both, so their users see one API under either name.
+
 They carry ``rbac.authorization.kubernetes.io/autoupdate: "true"``: the apiserver puts back one that
 is missing, and the rules of one whose annotation is still ``true``, at each start.
 """
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ironpool.api.group_aliases import aliases_of
 from ironpool.api.rbac import RBAC_GROUP, RBAC_VERSION
 
 AUTOUPDATE = "rbac.authorization.kubernetes.io/autoupdate"
@@ -34,7 +40,7 @@ _WORKLOADS: list[tuple[str, list[str]]] = [
 
 
 def _rule(verbs: list[str], group: str, resources: list[str]) -> dict[str, Any]:
-    return {"verbs": verbs, "apiGroups": [group], "resources": resources}
+    return {"verbs": verbs, "apiGroups": [group, *aliases_of(group)], "resources": resources}
 
 
 def _view() -> list[dict[str, Any]]:
