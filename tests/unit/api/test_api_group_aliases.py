@@ -75,8 +75,9 @@ def test_by_kind_folds_the_case_of_the_group() -> None:
     unknown = re.escape('no kind "Machine" is registered for version "compute.openkcm.dev/V1alpha1"')
     with pytest.raises(errors.BadRequest, match=unknown):
         by_kind("compute.openkcm.dev/V1alpha1", "Machine")  # a version is not a group: not folded
+    assert by_kind("core.OpenKCM.dev/v1alpha1", "ResourceQuota").canonical is resolve("resourcequotas")
     with pytest.raises(errors.BadRequest, match=re.escape("compute.openkcm.dev/v1alpha1/Machine,")):
-        by_kind("core.OpenKCM.dev/v1alpha1", "ResourceQuota")  # the error lists the aliases as known
+        by_kind("core.OpenKCM.dev/v1alpha1", "Bucket")  # the error lists the aliases as known
 
 
 @pytest.mark.parametrize(("name", "group"), [
