@@ -40,7 +40,10 @@ def examples_torn_down(up: UpInstance, ansible: Ansible) -> Iterator[None]:
         ansible.playbook(EXAMPLES / "teardown.yml")
 
 
-# Two Debian guests boot and are configured (and the image may be built first): minutes on shared cores.
+# Two Debian guests boot and are configured (each Ansible task runs Python in an emulated guest:
+# 3-20 s apiece), so this test goes with the other guests modules, one after another: beside them
+# it took 1,300 s of a quiet 2-core run instead of about 400.
+@pytest.mark.guests
 @pytest.mark.timeout(1800)
 def test_example_playbooks_check_converge_idempotence_inventory_teardown(up: UpInstance, ansible: Ansible,
                                                                          examples_torn_down: None) -> None:

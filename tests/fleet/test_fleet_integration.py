@@ -50,10 +50,12 @@ class Fleet:
         hb = PoolHeartbeat(self.client, "MachinePool", pool, f"test-{pool}", interval=0.3, duration=GRACE)
         self.beats[pool] = (stop, asyncio.create_task(hb.run(stop)))
 
-    async def silence(self, pool: str) -> None:
-        stop, task = self.beats.pop(pool)
-        stop.set()
-        await task
+    async def silence(self, *pools: str) -> None:
+        """The pools' heartbeats stop together (each after the renewal it is making)."""
+        stopped = [self.beats.pop(pool) for pool in pools]
+        for stop, _ in stopped:
+            stop.set()
+        await asyncio.gather(*(task for _, task in stopped))
 
     async def machine(self, name: str) -> dict[str, Any]:
         return await self.client.get_raw(M, name, "default")
@@ -303,11 +305,17 @@ async def test_eviction_subresource_edges_over_http(fleet: Fleet, apiserver: Any
 
 async def test_every_pool_silent_is_a_full_disruption_nothing_is_evicted(fleet: Fleet) -> None:
     """All pools unreachable at once: Ready=Unknown on each, but no taint and no eviction (most likely
-    the control plane's own network); once one pool beats again, the other is tainted."""
+    the control plane's own network); once one pool beats again, the other is tainted.
+
+    Two heartbeats never stop in the same instant: a monitor pass may find p1 past its grace while
+    p2 is not yet, and taint p1. Once both are down that taint is taken back, as Kubernetes does on
+    entering full disruption; the Machine tolerates the taint for longer than that takes, as pods
+    tolerate ``unreachable`` for 300 s by default."""
     c = fleet.client
-    await c.create_raw(M, _machine("stay", "p1"), "default")
-    await fleet.silence("p1")
-    await fleet.silence("p2")
+    await c.create_raw(M, _machine("stay", "p1", [{"key": UNREACHABLE_TAINT_KEY, "operator": "Exists",
+                                                    "effect": "NoExecute", "tolerationSeconds": 60}]),
+                       "default")
+    await fleet.silence("p1", "p2")
 
     async def both_unknown() -> bool:
         return all([_ready(await c.get_raw(MP, p)) == "Unknown" for p in ("p1", "p2")])
@@ -327,6 +335,29 @@ async def test_every_pool_silent_is_a_full_disruption_nothing_is_evicted(fleet: 
 
     await eventually(p1_tainted, 15, "p1 tainted once p2 is back")
     fleet.beat("p1")
+
+
+async def test_the_taint_of_the_first_pool_down_is_taken_back_when_every_pool_is_down(fleet: Fleet) -> None:
+    c = fleet.client
+    await c.create_raw(M, _machine("stay", "p1", [{"key": UNREACHABLE_TAINT_KEY, "operator": "Exists",
+                                                    "effect": "NoExecute", "tolerationSeconds": 60}]),
+                       "default")
+    unreachable = f"{UNREACHABLE_TAINT_KEY}:NoExecute"
+
+    async def p1_tainted() -> bool:
+        return unreachable in _taints(await c.get_raw(MP, "p1"))
+
+    async def p1_untainted() -> bool:
+        return not await p1_tainted()
+
+    await fleet.silence("p1")
+    await eventually(p1_tainted, 15, "p1 tainted while p2 beats")
+    await fleet.silence("p2")
+    await eventually(p1_untainted, 15, "p1's taint taken back once p2 is down too")
+    assert not _taints(await c.get_raw(MP, "p2"))
+    assert _pool_of(await fleet.machine("stay")) == "p1"
+    events = (await c.list_raw(EV, "default")).items
+    assert any(e["reason"] == "FullDisruption" and e["involvedObject"]["name"] == "p1" for e in events)
 
 
 async def test_controller_managers_elect_one_leader_and_a_standby_takes_over(apiserver: Any) -> None:

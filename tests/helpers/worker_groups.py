@@ -1,8 +1,9 @@
 """The pytest plugin that groups tests for ``--dist loadgroup`` (scripts/test.sh).
 
 Each module runs whole on one worker, so its module fixtures (one ``ironpool up``, one rig) serve
-all its tests; the modules marked ``guests``, which start many guests at once, run one after
-another on one worker, so that two of them never share the two cores (see tests/helpers/guests.py).
+all its tests; the tests marked ``guests`` (mostly whole modules), which start many guests or big
+ones at once, run one after another on one worker, so that two of them never share the two cores
+(see tests/helpers/guests.py). A module with a single such test is set up on both workers.
 """
 
 from __future__ import annotations

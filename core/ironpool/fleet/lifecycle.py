@@ -171,11 +171,21 @@ class PoolLifecycleController:
             log.warning("%s %s: no Lease renewal for %.0fs: Ready=Unknown", kind, name, self.options.grace)
             await self._event(pool, "Warning", UNKNOWN_REASON, unknown_message(self.options.grace))
             report.unknown.append(name)
+        if disrupted:
+            # Every pool of the kind is down: most likely our own network. As Kubernetes' node
+            # lifecycle does on entering full disruption, stop evicting and take back the taints of
+            # the pools that went down first (pools rarely stop in the same monitor pass).
+            kept = without_taint(pool.spec.taints, UNREACHABLE)
+            if kept is not None and await self._set_taints(kind, pool, kept):
+                log.warning("%s %s: every %s is unreachable: removed the unreachable taint", kind, name, kind)
+                await self._event(pool, "Normal", "FullDisruption",
+                                  f"Every {kind} is unreachable (most likely the control plane's own "
+                                  "network): removed the unreachable taint; nothing is evicted.")
+                report.untainted.append(name)
+            report.held.append(name)
+            return
         taints = with_taint(pool.spec.taints, UNREACHABLE, now_rfc3339())
         if taints is None:
-            return
-        if disrupted:
-            report.held.append(name)  # every pool of the kind is down: most likely our own network
             return
         if not self._buckets[kind].try_take(self._clock()):
             report.held.append(name)  # the eviction rate: this pool's turn comes in a later pass
