@@ -18,7 +18,7 @@ echo "==> pytest"
 # on their own, with nothing else loading the cores; pytest's exit 5 there only means the arguments
 # selected none.
 set +e
-"$VENV/bin/pytest" -ra --durations=15 -n "${PYTEST_WORKERS:-2}" --dist loadgroup -m "not latency" "$@"
+"$VENV/bin/pytest" -ra --durations=40 -n "${PYTEST_WORKERS:-2}" --dist loadgroup -m "not latency" "$@"
 rc=$?
 if [ "$rc" -eq 0 ]; then
   echo "==> pytest (latency, alone)"
