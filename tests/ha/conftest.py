@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import itertools
+import secrets
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,8 +16,6 @@ from tests.conftest import ApiServer, start_apiserver, stop_apiserver
 from tests.helpers.etcd import EtcdCluster, etcd_cluster
 from tests.helpers.net import free_port
 from tests.helpers.runtimes import start_ironpool, wait_serving
-
-_ROOTS = itertools.count()
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +44,10 @@ class ControlPlane:
 
 def start_control_plane(cluster: EtcdCluster, tmp: Path, count: int = 2) -> ControlPlane:
     """``count`` apiservers over ``cluster`` under a fresh key prefix, sharing one token file."""
-    plane = ControlPlane(cluster, f"/ha-{next(_ROOTS)}", [])
+    # Random, not counted: pytest loads this file as its conftest and tests import it again as
+    # tests.ha.conftest, two modules with two counters that handed out the same prefix twice (one
+    # test's schedulers then planned the module's Reservations onto its pools).
+    plane = ControlPlane(cluster, f"/ha-{secrets.token_hex(6)}", [])
     try:
         for _ in range(count):
             plane.servers.append(start_apiserver(tmp, store_url=plane.store_url))
