@@ -4,6 +4,8 @@ cloud-init user data handed over; prints one JSON line.
 - ``one``: one machine at a time (``--runs`` of them, each deleted before the next): p50 and max
   of create -> ``ssh root@127.0.0.1 -p PORT true`` succeeding (target p50 <= 30 s);
 - ``ten_at_once``: ``--at-once`` machines created together: when the last answered (target <= 180 s);
+  a machine that does not answer by ``--timeout`` is listed with its serial console's last lines
+  (where its boot stopped), the others' figures are still printed, and the exit status is 1;
 - ``domain_type``: ``kvm`` or ``qemu`` (TCG): guests here are emulated, where KVM works the figures
   are bound by the guest's boot instead;
 - ``boot``: for the first machine of ``one``, the guest's own view (``systemd-analyze``): kernel and
@@ -90,8 +92,8 @@ def _endpoint(stub: mgrpc.MachineRuntimeStub, machine_id: str) -> str:
 
 
 def _create_until_ssh(stub: mgrpc.MachineRuntimeStub, label: str, idx: int, key: Path, public: str,
-                      deadline: float) -> tuple[str, float]:
-    """``(machine id, seconds from CreateMachine to SSH answering)``."""
+                      deadline: float) -> tuple[str, float | None]:
+    """``(machine id, seconds from CreateMachine to SSH answering)``; None: not by the deadline."""
     t0 = time.monotonic()
     mid = stub.CreateMachine(_request(label, idx, public)).machine.metadata.id
     endpoint = _endpoint(stub, mid)
@@ -104,7 +106,15 @@ def _create_until_ssh(stub: mgrpc.MachineRuntimeStub, label: str, idx: int, key:
         time.sleep(0.5)
     if STOP.is_set():
         raise SystemExit("stopped")
-    raise SystemExit(f"machine {mid} ({endpoint}) did not answer SSH in time")
+    print(f"machine {mid} ({endpoint}) did not answer SSH in time", file=sys.stderr, flush=True)
+    return mid, None
+
+
+def _console_tail(state: Path, mid: str, lines: int = 8) -> list[str]:
+    """The last lines a machine wrote to its serial console: where a boot that never answered stopped."""
+    log = state / "machines" / mid / "console.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return [line.rstrip() for line in text.splitlines() if line.strip()][-lines:]
 
 
 def _delete_all(stub: mgrpc.MachineRuntimeStub, ids: list[str]) -> None:
@@ -205,6 +215,7 @@ def main() -> None:
     result: dict[str, object] = {"bench": "guests", "image": "debian-12", "memory": args.memory,
                                  "host_cpus": os.cpu_count(), "loadavg_1m_start": os.getloadavg()[0],
                                  "build": builds}
+    missed = False  # a machine that did not answer SSH by the deadline
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -219,25 +230,39 @@ def main() -> None:
         one: list[float] = []
         for i in range(args.runs):
             mid, took = _create_until_ssh(stub, label, i, key, public, time.monotonic() + args.timeout)
+            if took is None:
+                result["one_not_answered"] = {mid: _console_tail(workdir / "state", mid)}
+                missed = True
+                break
             one.append(took)
             print(f"one machine: SSH answered {took:.1f}s after CreateMachine", file=sys.stderr, flush=True)
             if i == 0:
                 result["domain_type"] = _domain_type(mid)
                 result["boot"] = _boot_figures(stub, mid, key)
             _delete_all(stub, [mid])  # not timed
-        result["one"] = _seconds(one)
+        if one:
+            result["one"] = _seconds(one)
 
-        if args.at_once:
+        if args.at_once and not missed:
             t0 = time.monotonic()
             deadline = t0 + args.timeout
             with ThreadPoolExecutor(max_workers=args.at_once) as pool:
                 futures = [pool.submit(_create_until_ssh, stub, label, 1000 + i, key, public, deadline)
                            for i in range(args.at_once)]
                 done = [f.result() for f in futures]
-            print(f"{args.at_once} at once: the last answered SSH after {time.monotonic() - t0:.1f}s",
-                  file=sys.stderr, flush=True)
-            result["ten_at_once" if args.at_once == 10 else f"at_once_{args.at_once}"] = {
-                "all_reachable_s": round(time.monotonic() - t0, 1), **_seconds([s for _, s in done])}
+            answered = [took for _, took in done if took is not None]
+            late = [mid for mid, took in done if took is None]
+            missed = bool(late)
+            print(f"{args.at_once} at once: {len(answered)} answered SSH, the last after "
+                  f"{max(answered, default=0.0):.1f}s", file=sys.stderr, flush=True)
+            figures: dict[str, object] = {
+                "answered": len(answered),
+                "all_reachable_s": None if late else round(time.monotonic() - t0, 1)}
+            if answered:
+                figures.update(_seconds(answered))
+            if late:
+                figures["not_answered"] = {mid: _console_tail(workdir / "state", mid) for mid in late}
+            result["ten_at_once" if args.at_once == 10 else f"at_once_{args.at_once}"] = figures
             _delete_all(stub, [mid for mid, _ in done])
         result["loadavg_1m_end"] = os.getloadavg()[0]
     finally:
@@ -251,6 +276,8 @@ def main() -> None:
     if args.keep_workdir:
         result["workdir"] = str(workdir)
     print(json.dumps(result))
+    if missed:
+        sys.exit(1)  # the figures above say which machine did not answer, and where its boot stopped
 
 
 def _cleanup(label: str) -> None:
