@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
+from ironpool.api.columns import dig
 from ironpool.api.quantity import Format, Quantity, parse_quantity
 
 QUOTA_GROUP = "core.ironcore.dev"
@@ -93,24 +94,17 @@ def show(amount: int, fmt: Format) -> str:
     return str(Quantity(Fraction(amount, _NANO), fmt))
 
 
-def _dig(obj: Any, *path: str) -> Any:
-    for part in path:
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(part)
-    return obj
-
 
 def class_of(kind: str, doc: Mapping[str, Any] | None) -> str | None:
     """The class a Machine or Volume (JSON) names, or None (a Volume without class)."""
     field = "machineClassRef" if kind == MACHINE else "volumeClassRef"
-    name = _dig(doc, "spec", field, "name")
+    name = dig(doc, f"spec.{field}.name")
     return str(name) if name else None
 
 
 def storage_of(doc: Mapping[str, Any] | None) -> int:
     """A Volume's ``spec.resources.storage`` in nano-units (0 when absent or malformed)."""
-    raw = _dig(doc, "spec", "resources", "storage")
+    raw = dig(doc, "spec.resources.storage")
     amount = amount_of(raw) if raw is not None else None
     return max(amount or 0, 0)
 
@@ -132,7 +126,7 @@ Requirement = Mapping[str, Any]
 
 def requirements_of(quota: Mapping[str, Any]) -> list[Requirement]:
     """A ResourceQuota's (JSON) ``spec.scopeSelector.matchExpressions``."""
-    items = _dig(quota, "spec", "scopeSelector", "matchExpressions") or ()
+    items = dig(quota, "spec.scopeSelector.matchExpressions") or ()
     return [r for r in items if isinstance(r, Mapping)]
 
 

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ironpool.api.columns import dig
+
 #: On a Machine: the name of the Reservation (same namespace) it is placed within.
 RESERVATION_LABEL = "compute.ironcore.dev/reservation"
 #: ``class/machine.<name>``: N whole machines of a class (IronCore's class-count resource names).
@@ -57,22 +59,15 @@ def class_of_key(key: str) -> str | None:
     return key[len(MACHINE_CLASS_PREFIX):] if key.startswith(MACHINE_CLASS_PREFIX) else None
 
 
-def _dig(obj: Any, *path: str) -> Any:
-    for part in path:
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(part)
-    return obj
-
 
 def reservation_of(machine: Obj) -> str | None:
     """The Reservation a Machine (JSON) names, or None."""
-    value = (_dig(machine, "metadata", "labels") or {}).get(RESERVATION_LABEL)
+    value = (dig(machine, "metadata.labels") or {}).get(RESERVATION_LABEL)
     return str(value) if value else None
 
 
 def condition(doc: Obj, ctype: str) -> Obj | None:
-    for cond in _dig(doc, "status", "conditions") or ():
+    for cond in dig(doc, "status.conditions") or ():
         if isinstance(cond, Mapping) and cond.get("type") == ctype:
             return cond
     return None
@@ -84,13 +79,13 @@ def condition_is(doc: Obj, ctype: str, status: str) -> bool:
 
 
 def is_dry_run(doc: Obj) -> bool:
-    return bool(_dig(doc, "spec", "dryRun"))
+    return bool(dig(doc, "spec.dryRun"))
 
 
 def expires_at(doc: Obj) -> datetime | None:
     """When the Reservation's time to live runs out (None: it does not expire)."""
-    ttl = _dig(doc, "spec", "ttlSecondsAfterCreation")
-    created = _dig(doc, "metadata", "creationTimestamp")
+    ttl = dig(doc, "spec.ttlSecondsAfterCreation")
+    created = dig(doc, "metadata.creationTimestamp")
     if not isinstance(ttl, int) or not isinstance(created, str):
         return None
     try:
@@ -102,12 +97,12 @@ def expires_at(doc: Obj) -> datetime | None:
 
 def pool_entries(doc: Obj) -> list[Obj]:
     """``status.pools`` (well-formed items only)."""
-    return [e for e in _dig(doc, "status", "pools") or () if isinstance(e, Mapping) and e.get("ref")]
+    return [e for e in dig(doc, "status.pools") or () if isinstance(e, Mapping) and e.get("ref")]
 
 
 def holds(doc: Obj | None) -> bool:
     """Whether the Reservation holds capacity now (see the module docstring)."""
-    if doc is None or is_dry_run(doc) or _dig(doc, "metadata", "deletionTimestamp"):
+    if doc is None or is_dry_run(doc) or dig(doc, "metadata.deletionTimestamp"):
         return False
     if condition_is(doc, EXPIRED, "True") or condition_is(doc, SCHEDULED, "False"):
         return False

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ironpool.api import reservation as rsv
+from ironpool.api.columns import dig
 from ironpool.api.quantity import parse_quantity
 
 Obj = dict[str, Any]
@@ -66,17 +67,9 @@ class Verdict:
 Readiness = Callable[["Obj | None"], Verdict]
 
 
-def _dig(obj: Any, *path: str) -> Any:
-    for part in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(part)
-    return obj
-
-
 def condition(obj: Obj | None, ctype: str) -> Obj | None:
     """The status condition of type ``ctype``, or None."""
-    for cond in _dig(obj, "status", "conditions") or ():
+    for cond in dig(obj, "status.conditions") or ():
         if isinstance(cond, dict) and cond.get("type") == ctype:
             return cond
     return None
@@ -84,7 +77,7 @@ def condition(obj: Obj | None, ctype: str) -> Obj | None:
 
 def bound_pool(obj: Obj | None) -> str | None:
     """The pool a Machine (``spec.machinePoolRef``) or Volume (``spec.volumePoolRef``) is bound to."""
-    spec = _dig(obj, "spec") or {}
+    spec = dig(obj, "spec") or {}
     ref = spec.get("machinePoolRef") or spec.get("volumePoolRef") or {}
     return str(ref.get("name")) if isinstance(ref, dict) and ref.get("name") else None
 
@@ -127,8 +120,8 @@ def scheduled(obj: Obj | None) -> Verdict:
 
 def _lag(obj: Obj) -> str | None:
     """Why the status does not describe the current spec, or None when it does."""
-    generation = _dig(obj, "metadata", "generation")
-    observed = _dig(obj, "status", "observedGeneration")
+    generation = dig(obj, "metadata.generation")
+    observed = dig(obj, "status.observedGeneration")
     if observed is None:
         return "no status for its spec yet"
     if isinstance(generation, int) and isinstance(observed, int) and observed < generation:
@@ -140,11 +133,11 @@ def state_of(obj: Obj | None) -> str:
     """A Machine's or Volume's state as of its current spec: ``status.state``, but ``Pending`` before
     its poollet reported one, and while the status is of an older generation of the spec (a change
     not acted on yet)."""
-    generation = _dig(obj, "metadata", "generation")
-    observed = _dig(obj, "status", "observedGeneration")
+    generation = dig(obj, "metadata.generation")
+    observed = dig(obj, "status.observedGeneration")
     if isinstance(generation, int) and isinstance(observed, int) and observed < generation:
         return "Pending"
-    return str(_dig(obj, "status", "state") or "Pending")
+    return str(dig(obj, "status.state") or "Pending")
 
 
 def _attachments(obj: Obj, ctype: str, spec_key: str, what: str) -> str | None:
@@ -155,9 +148,9 @@ def _attachments(obj: Obj, ctype: str, spec_key: str, what: str) -> str | None:
         if cond.get("status") == "True":
             return None
         return f"{what}: {cond.get('message') or cond.get('reason') or 'not ready'}"
-    attached = {e.get("name") for e in _dig(obj, "status", spec_key) or () if isinstance(e, dict)
+    attached = {e.get("name") for e in dig(obj, f"status.{spec_key}") or () if isinstance(e, dict)
                 and e.get("state") == "Attached"}
-    pending = [str(e.get("name")) for e in _dig(obj, "spec", spec_key) or () if isinstance(e, dict)
+    pending = [str(e.get("name")) for e in dig(obj, f"spec.{spec_key}") or () if isinstance(e, dict)
                and e.get("name") not in attached]
     return f"{what} not attached: {', '.join(pending)}" if pending else None
 
@@ -167,8 +160,8 @@ def machine_running(obj: Obj | None) -> Verdict:
     placed = scheduled(obj)
     if not placed.done or obj is None:
         return placed
-    want = "Shutdown" if _dig(obj, "spec", "power") == "Off" else "Running"
-    state = _dig(obj, "status", "state")
+    want = "Shutdown" if dig(obj, "spec.power") == "Off" else "Running"
+    state = dig(obj, "status.state")
     lag = _lag(obj)
     problems = [lag] if lag else []
     if state != want:
@@ -192,10 +185,10 @@ def volume_available(obj: Obj | None) -> Verdict:
     if not placed.done or obj is None:
         return placed
     where = f"on pool {bound_pool(obj)}"
-    state = _dig(obj, "status", "state")
+    state = dig(obj, "status.state")
     if state != "Available":
         return Verdict(False, f"{where}: state {state or 'not reported yet'}, wants Available")
-    want, have = _dig(obj, "spec", "resources", "storage"), _dig(obj, "status", "resources", "storage")
+    want, have = dig(obj, "spec.resources.storage"), dig(obj, "status.resources.storage")
     if want is not None and have is not None and parse_quantity(str(have)) < parse_quantity(str(want)):
         return Verdict(False, f"{where}: Available at {have}, growing to {want}")
     return Verdict(True, f"Available {where}")
@@ -212,7 +205,7 @@ def pool_ready(obj: Obj | None) -> Verdict:
         why = f": {cond.get('message') or cond.get('reason')}" if not ok and (cond.get("message") or
                                                                              cond.get("reason")) else ""
         return Verdict(ok, f"Ready={cond.get('status')}{why}")
-    state = _dig(obj, "status", "state")
+    state = dig(obj, "status.state")
     return Verdict(state in ("Ready", "Available"), f"state {state or 'not reported yet'}")
 
 
@@ -262,8 +255,8 @@ def gone(obj: Obj | None) -> Verdict:
     """The object no longer exists (its finalizers are done)."""
     if obj is None:
         return Verdict(True, "gone")
-    finalizers = _dig(obj, "metadata", "finalizers") or []
-    if _dig(obj, "metadata", "deletionTimestamp"):
+    finalizers = dig(obj, "metadata.finalizers") or []
+    if dig(obj, "metadata.deletionTimestamp"):
         return Verdict(False, f"being deleted, finalizers: {', '.join(finalizers) or 'none'}")
     return Verdict(False, "not deleted")
 
