@@ -27,6 +27,7 @@ import logging
 from ironpool.api import errors
 from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.resources import RESOURCES
+from ironpool.apiserver.controllers.workqueue import WorkQueue
 from ironpool.apiserver.namespaces import NAMESPACES
 from ironpool.apiserver.registry.generic import Registry
 from ironpool.apiserver.registry.listing import revision_of
@@ -46,8 +47,9 @@ class NamespaceController:
         self.registry = registry
         self.store = registry.store
         self._terminating: set[str] = set()
-        self._queue: dict[str, None] = {}  # an ordered set: a namespace is queued at most once
-        self._worker: asyncio.Task[None] | None = None
+        self._queue: WorkQueue[str] = WorkQueue(self.reconcile, name="ironpool-namespace-controller", log=log,
+                                                describe=lambda ns: f"namespace {ns}",
+                                                first=_RETRY_AFTER, most=_RETRY_AFTER)
         self._resync: asyncio.Task[None] | None = None
         registry.observers.append(self)
 
@@ -91,26 +93,8 @@ class NamespaceController:
                 log.exception("looking for terminating namespaces failed")
 
     def enqueue(self, namespace: str) -> None:
-        """Reconcile ``namespace`` soon (starts the worker if it is not running)."""
-        self._queue[namespace] = None
-        if self._worker is None or self._worker.done():
-            self._worker = asyncio.get_running_loop().create_task(
-                self._work(), name="ironpool-namespace-controller"
-            )
-
-    # -- work ----------------------------------------------------------------------------------
-
-    async def _work(self) -> None:
-        while self._queue:
-            namespace = next(iter(self._queue))
-            del self._queue[namespace]
-            try:
-                await self.reconcile(namespace)
-            except StoreError:
-                return  # the store is closed: the process is stopping
-            except Exception:
-                log.exception("namespace %s: reconcile failed; trying again in %ss", namespace, _RETRY_AFTER)
-                asyncio.get_running_loop().call_later(_RETRY_AFTER, self.enqueue, namespace)
+        """Reconcile ``namespace`` soon."""
+        self._queue.add(namespace)
 
     async def reconcile(self, namespace: str) -> None:
         """Delete what ``namespace`` holds if it is terminating; remove it once it is empty."""
@@ -130,7 +114,7 @@ class NamespaceController:
                 with contextlib.suppress(errors.NotFound):  # removed meanwhile
                     await self.registry.delete(info, namespace, item["metadata"]["name"])
         if waiting:
-            asyncio.get_running_loop().call_later(_RETRY_AFTER, self.enqueue, namespace)
+            self._queue.add_after(namespace, _RETRY_AFTER)
         if empty and not ns["metadata"].get("finalizers"):
             # A newer version (or its removal) is another commit, which queues the namespace again.
             with contextlib.suppress(KeyNotFound, RevisionConflict):

@@ -38,9 +38,10 @@ from ironpool.api.meta import now_rfc3339
 from ironpool.api.networking import EPHEMERAL_MANAGED_BY, EPHEMERAL_MANAGER, ephemeral_prefix_name
 from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.resources import resolve
+from ironpool.apiserver.controllers.workqueue import WorkQueue
 from ironpool.apiserver.ipam.index import MACHINE, NIC, PREFIX, IPAMIndex, NicEntry, owner_of, view_of
 from ironpool.apiserver.registry.generic import Registry
-from ironpool.store.interface import Document, StoreError
+from ironpool.store.interface import Document
 
 log = logging.getLogger("ironpool.apiserver.networking")
 
@@ -48,7 +49,6 @@ MACHINES, NICS = resolve("machine"), resolve("networkinterface")
 PREFIXES, EVENTS = resolve("prefix"), resolve("event")
 COMPONENT = "networking-controller"
 USED_DELAY = 0.2  # seconds a parent's status.used waits for more changes before it is written
-_RETRY_FIRST, _RETRY_MAX = 1.0, 30.0
 _EVENT_DEDUPE = 300.0
 # NetworkInterface fields that cannot change after creation (see its strategy); an allocated
 # macAddress differs from a template without one, and that is no change.
@@ -122,9 +122,8 @@ class NetworkingController:
         self.store = registry.store
         self.index = IPAMIndex.for_store(registry.store)
         self.index.listeners.append(self._children_changed)
-        self._queue: dict[Item, None] = {}  # an ordered set: an item is queued at most once
-        self._worker: asyncio.Task[None] | None = None
-        self._failures: dict[Item, int] = {}
+        self._queue: WorkQueue[Item] = WorkQueue(self.reconcile, name="ironpool-networking", log=log,
+                                                 describe="{0[0]} {0[1]}/{0[2]}".format, first=1.0)
         self._used_pending: set[tuple[str, str]] = set()
         # Prefixes showing NIC addresses that exist: (namespace, NIC name) -> {prefix name: NIC uid}
         self._views: dict[tuple[str, str], dict[str, str]] = {}
@@ -199,10 +198,8 @@ class NetworkingController:
         self.enqueue(("used", *key))
 
     def enqueue(self, item: Item) -> None:
-        """Reconcile ``item`` soon (starts the worker if it is not running)."""
-        self._queue[item] = None
-        if self._worker is None or self._worker.done():
-            self._worker = asyncio.get_running_loop().create_task(self._work(), name="ironpool-networking")
+        """Reconcile ``item`` soon."""
+        self._queue.add(item)
 
     async def resume(self) -> None:
         """Queue what an earlier process may have left undone."""
@@ -225,23 +222,6 @@ class NetworkingController:
                     self.enqueue(("views", namespace, name))
             for name in state.prefixes:
                 self.enqueue(("used", namespace, name))
-
-    # -- work ----------------------------------------------------------------------------------
-
-    async def _work(self) -> None:
-        while self._queue:
-            item = next(iter(self._queue))
-            del self._queue[item]
-            try:
-                await self.reconcile(item)
-                self._failures.pop(item, None)
-            except StoreError:
-                return  # the store is closed: the process is stopping
-            except Exception as exc:
-                failures = self._failures[item] = self._failures.get(item, 0) + 1
-                delay = min(_RETRY_FIRST * 2 ** (failures - 1), _RETRY_MAX)
-                log.warning("%s %s/%s: %s; trying again in %.0fs", *item, exc, delay)
-                asyncio.get_running_loop().call_later(delay, self.enqueue, item)
 
     async def reconcile(self, item: Item) -> None:
         what, namespace, name = item

@@ -29,6 +29,7 @@ from ironpool.api.resources import resolve
 from ironpool.apiserver.admission.capacity_index import CapacityIndex
 from ironpool.apiserver.admission.quota_state import Capabilities, Entry, Group, Quota, QuotaState
 from ironpool.apiserver.admission.resource_quota import capabilities, count_namespace
+from ironpool.apiserver.controllers.workqueue import WorkQueue
 from ironpool.apiserver.registry.generic import Registry
 from ironpool.store.interface import Document, RevisionCompacted, StoreError
 
@@ -37,7 +38,6 @@ log = logging.getLogger("ironpool.apiserver.resourcequota")
 QUOTAS, MACHINE_CLASSES = resolve("resourcequota"), resolve("machineclass")
 _COUNTED = {MACHINE: resolve("machine"), VOLUME: resolve("volume")}
 DELAY = 0.05  # seconds a namespace waits for more changes before its quotas are recomputed
-_RETRY_FIRST, _RETRY_MAX = 0.5, 30.0
 _WATCH_RETRY = 1.0
 
 
@@ -57,9 +57,8 @@ class ResourceQuotaController:
         self.index = CapacityIndex.for_store(registry.store)  # the MachineClasses' capabilities
         self._quotas: dict[str, dict[str, int]] = {}  # namespace -> quota -> generation last seen
         self._waiting: set[str] = set()  # namespaces due within DELAY
-        self._queue: dict[str, None] = {}  # an ordered set: a namespace is queued at most once
-        self._failures: dict[str, int] = {}
-        self._worker: asyncio.Task[None] | None = None
+        self._queue: WorkQueue[str] = WorkQueue(self.reconcile, name="ironpool-quota-controller", log=log,
+                                                describe=lambda ns: f"quotas of namespace {ns}")
         self._followers: list[asyncio.Task[None]] = []
 
     # -- triggers ------------------------------------------------------------------------------
@@ -136,27 +135,7 @@ class ResourceQuotaController:
 
     def _due(self, namespace: str) -> None:
         self._waiting.discard(namespace)
-        self._queue[namespace] = None
-        if self._worker is None or self._worker.done():
-            loop = asyncio.get_running_loop()
-            self._worker = loop.create_task(self._work(), name="ironpool-quota-controller")
-
-    # -- work ----------------------------------------------------------------------------------
-
-    async def _work(self) -> None:
-        while self._queue:
-            namespace = next(iter(self._queue))
-            del self._queue[namespace]
-            try:
-                await self.reconcile(namespace)
-                self._failures.pop(namespace, None)
-            except StoreError:
-                return  # the store is closed: the process is stopping
-            except Exception as exc:
-                failures = self._failures[namespace] = self._failures.get(namespace, 0) + 1
-                delay = min(_RETRY_FIRST * 2 ** (failures - 1), _RETRY_MAX)
-                log.info("quotas of namespace %s: %s; trying again in %.1fs", namespace, exc, delay)
-                asyncio.get_running_loop().call_later(delay, self._due, namespace)
+        self._queue.add(namespace)
 
     async def reconcile(self, namespace: str) -> None:
         """Write the status of every quota of ``namespace`` that is not current."""
