@@ -27,7 +27,7 @@ import logging
 from ironpool.api import errors
 from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.resources import RESOURCES
-from ironpool.apiserver.controllers.workqueue import WorkQueue
+from ironpool.apiserver.controllers.reconcile_queue import ReconcileQueue
 from ironpool.apiserver.namespaces import NAMESPACES
 from ironpool.apiserver.registry.generic import Registry
 from ironpool.apiserver.registry.listing import revision_of
@@ -47,9 +47,9 @@ class NamespaceController:
         self.registry = registry
         self.store = registry.store
         self._terminating: set[str] = set()
-        self._queue: WorkQueue[str] = WorkQueue(self.reconcile, name="ironpool-namespace-controller", log=log,
-                                                describe=lambda ns: f"namespace {ns}",
-                                                first=_RETRY_AFTER, most=_RETRY_AFTER)
+        self._queue: ReconcileQueue[str] = ReconcileQueue(
+            self.reconcile, name="ironpool-namespace-controller", log=log,
+            describe=lambda ns: f"namespace {ns}", first=_RETRY_AFTER, most=_RETRY_AFTER)
         self._resync: asyncio.Task[None] | None = None
         registry.observers.append(self)
 

@@ -38,7 +38,7 @@ from ironpool.api.meta import now_rfc3339
 from ironpool.api.networking import EPHEMERAL_MANAGED_BY, EPHEMERAL_MANAGER, ephemeral_prefix_name
 from ironpool.api.resource_info import ResourceInfo
 from ironpool.api.resources import resolve
-from ironpool.apiserver.controllers.workqueue import WorkQueue
+from ironpool.apiserver.controllers.reconcile_queue import ReconcileQueue
 from ironpool.apiserver.ipam.index import MACHINE, NIC, PREFIX, IPAMIndex, NicEntry, owner_of, view_of
 from ironpool.apiserver.registry.generic import Registry
 from ironpool.store.interface import Document
@@ -122,8 +122,9 @@ class NetworkingController:
         self.store = registry.store
         self.index = IPAMIndex.for_store(registry.store)
         self.index.listeners.append(self._children_changed)
-        self._queue: WorkQueue[Item] = WorkQueue(self.reconcile, name="ironpool-networking", log=log,
-                                                 describe="{0[0]} {0[1]}/{0[2]}".format, first=1.0)
+        self._queue: ReconcileQueue[Item] = ReconcileQueue(
+            self.reconcile, name="ironpool-networking", log=log,
+            describe="{0[0]} {0[1]}/{0[2]}".format, first=1.0)
         self._used_pending: set[tuple[str, str]] = set()
         # Prefixes showing NIC addresses that exist: (namespace, NIC name) -> {prefix name: NIC uid}
         self._views: dict[tuple[str, str], dict[str, str]] = {}

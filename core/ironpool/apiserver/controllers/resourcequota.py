@@ -29,7 +29,7 @@ from ironpool.api.resources import resolve
 from ironpool.apiserver.admission.capacity_index import CapacityIndex
 from ironpool.apiserver.admission.quota_state import Capabilities, Entry, Group, Quota, QuotaState
 from ironpool.apiserver.admission.resource_quota import capabilities, count_namespace
-from ironpool.apiserver.controllers.workqueue import WorkQueue
+from ironpool.apiserver.controllers.reconcile_queue import ReconcileQueue
 from ironpool.apiserver.registry.generic import Registry
 from ironpool.store.interface import Document, RevisionCompacted, StoreError
 
@@ -57,8 +57,9 @@ class ResourceQuotaController:
         self.index = CapacityIndex.for_store(registry.store)  # the MachineClasses' capabilities
         self._quotas: dict[str, dict[str, int]] = {}  # namespace -> quota -> generation last seen
         self._waiting: set[str] = set()  # namespaces due within DELAY
-        self._queue: WorkQueue[str] = WorkQueue(self.reconcile, name="ironpool-quota-controller", log=log,
-                                                describe=lambda ns: f"quotas of namespace {ns}")
+        self._queue: ReconcileQueue[str] = ReconcileQueue(
+            self.reconcile, name="ironpool-quota-controller", log=log,
+            describe=lambda ns: f"quotas of namespace {ns}")
         self._followers: list[asyncio.Task[None]] = []
 
     # -- triggers ------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import itertools
 import logging
 import time
 
-from ironpool.apiserver.controllers.workqueue import WorkQueue
+from ironpool.apiserver.controllers.reconcile_queue import ReconcileQueue
 from ironpool.store.interface import StoreError
 
 from tests.helpers.wait import eventually
@@ -21,7 +21,7 @@ async def test_a_key_added_many_times_is_worked_once_and_in_order() -> None:
     async def reconcile(key: str) -> None:
         seen.append(key)
 
-    queue: WorkQueue[str] = WorkQueue(reconcile, name="t", log=LOG)
+    queue: ReconcileQueue[str] = ReconcileQueue(reconcile, name="t", log=LOG)
     for key in ("a", "b", "a", "c", "b"):
         queue.add(key)
     assert "a" in queue
@@ -37,7 +37,7 @@ async def test_a_failing_key_is_retried_with_growing_delays_until_it_succeeds() 
         if len(attempts) < 4:
             raise RuntimeError("not yet")
 
-    queue: WorkQueue[str] = WorkQueue(reconcile, name="t", log=LOG, first=0.02, most=0.08)
+    queue: ReconcileQueue[str] = ReconcileQueue(reconcile, name="t", log=LOG, first=0.02, most=0.08)
     queue.add("k")
     await eventually(lambda: len(attempts) == 4, 5, "four attempts")
     gaps = [b - a for a, b in itertools.pairwise(attempts)]
@@ -53,7 +53,7 @@ async def test_a_closed_store_ends_the_work_without_retrying() -> None:
         calls.append(key)
         raise StoreError("closed")
 
-    queue: WorkQueue[str] = WorkQueue(reconcile, name="t", log=LOG, first=0.01)
+    queue: ReconcileQueue[str] = ReconcileQueue(reconcile, name="t", log=LOG, first=0.01)
     queue.add("a")
     queue.add("b")
     await eventually(lambda: queue._worker is not None and queue._worker.done(), 5, "the worker ended")

@@ -1,4 +1,4 @@
-"""The apiserver's controllers' work queue (client-go's rate-limited workqueue, in one event loop).
+"""The apiserver controllers' reconcile queue: the keys to reconcile and the task that works them.
 
 A key is queued at most once however often it is added; one task works the queue, a key at a time,
 in the order added; a key whose reconcile fails is added again after a delay that doubles with each
@@ -18,7 +18,7 @@ from ironpool.store.interface import StoreError
 K = TypeVar("K")
 
 
-class WorkQueue(Generic[K]):
+class ReconcileQueue(Generic[K]):
     """Keys to reconcile, each queued at most once, retried with exponential backoff."""
 
     def __init__(self, reconcile: Callable[[K], Awaitable[None]], *, name: str, log: logging.Logger,
