@@ -50,7 +50,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.helper
 LABEL = "ironpool.dev/bench"
 STOP = threading.Event()  # set by SIGTERM: the waiting threads give up, so cleanup runs at once
 SSH = ["ssh", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
-       "-o", "ConnectTimeout=3", "-o", "LogLevel=ERROR"]
+       "-o", "LogLevel=ERROR"]
+# QEMU's port forward accepts the TCP connection at once whatever the guest does, so ssh's
+# ConnectTimeout bounds the wait for sshd's banner. While the guest has no address yet nothing ever
+# answers: short probes keep the figure fine-grained. Once a probe is refused at once, the guest's
+# network is up and sshd is next; on an emulated CPU shared with nine other guests its banner can take
+# many seconds, so from then on a probe waits that long.
+EARLY_CONNECT_TIMEOUT, LATE_CONNECT_TIMEOUT = 3, 60
 
 
 def _classes(memory: str) -> str:
@@ -74,10 +80,12 @@ def _request(label: str, idx: int, public_key: str) -> mpb.CreateMachineRequest:
     return mpb.CreateMachineRequest(machine=machine)
 
 
-def _ssh(endpoint: str, key: Path, command: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
+def _ssh(endpoint: str, key: Path, command: str, timeout: float = 20,
+         connect_timeout: int = LATE_CONNECT_TIMEOUT) -> subprocess.CompletedProcess[str]:
     host, _, port = endpoint.rpartition(":")
     assert host.startswith("127."), host
-    return subprocess.run([*SSH, "-i", str(key), "-p", port, f"root@{host}", command],
+    return subprocess.run([*SSH, "-o", f"ConnectTimeout={connect_timeout}", "-i", str(key), "-p", port,
+                           f"root@{host}", command],
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
@@ -97,10 +105,14 @@ def _create_until_ssh(stub: mgrpc.MachineRuntimeStub, label: str, idx: int, key:
     t0 = time.monotonic()
     mid = stub.CreateMachine(_request(label, idx, public)).machine.metadata.id
     endpoint = _endpoint(stub, mid)
+    connect = EARLY_CONNECT_TIMEOUT
     while time.monotonic() < deadline and not STOP.is_set():
+        started = time.monotonic()
         try:
-            if _ssh(endpoint, key, "true", timeout=15).returncode == 0:
+            if _ssh(endpoint, key, "true", timeout=connect + 30, connect_timeout=connect).returncode == 0:
                 return mid, time.monotonic() - t0
+            if time.monotonic() - started < connect:
+                connect = LATE_CONNECT_TIMEOUT
         except subprocess.TimeoutExpired:
             pass
         time.sleep(0.5)

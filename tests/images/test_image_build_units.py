@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 from ironpool.cli.main import cli
 from ironpool.images import bootdisk, build, debian
@@ -24,6 +25,27 @@ def test_the_recipe_text_changes_with_what_goes_in() -> None:
                     debian.Recipe(**{**base.__dict__, "mirror": "http://mirror.invalid/debian"}),
                     debian.Recipe(**{**base.__dict__, "files": {**base.files, "etc/motd": "hi"}})):
         assert build.recipe_text(changed) != text
+
+
+def test_configure_quiets_the_guest_and_keeps_what_cloud_init_needs(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "etc/ssh").mkdir(parents=True)
+    (root / "etc/ssh/ssh_host_rsa_key").write_text("stale")
+    (root / "usr/share/doc/bash").mkdir(parents=True)
+    (root / "usr/share/doc/bash/copyright").write_text("GPL")
+    (root / "usr/share/doc/bash/README").write_text("docs")
+    debian.configure(debian.RECIPES["debian-12"], root)
+    for generator in debian.MASKED_GENERATORS:  # masked the way systemd.generator(7) says
+        assert os.readlink(root / "etc/systemd/system-generators" / generator) == "/dev/null"
+    assert os.readlink(root / "etc/systemd/system/systemd-binfmt.service") == "/dev/null"
+    assert "blacklist ata_piix\n" in (root / "etc/modprobe.d/ironpool-guest.conf").read_text()
+    cfg = yaml.safe_load((root / "etc/cloud/cloud.cfg.d/90-ironpool.cfg").read_text())
+    assert cfg["datasource_list"] == ["NoCloud", "None"]
+    assert "grub-dpkg" not in cfg["cloud_config_modules"] and "runcmd" in cfg["cloud_config_modules"]
+    assert {"scripts-user", "power-state-change"} <= set(cfg["cloud_final_modules"])
+    assert not (root / "etc/ssh/ssh_host_rsa_key").exists()  # each guest makes its own
+    assert sorted(p.name for p in (root / "usr/share/doc/bash").iterdir()) == ["copyright"]
+    assert (root / "etc/machine-id").read_text() == ""
 
 
 def _fake_build(images: Path, name: str, recipe: str) -> Path:
