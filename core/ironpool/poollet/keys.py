@@ -52,8 +52,14 @@ VOLUME_UID_LABEL = "volumepoollet.ironcore.dev/volume-uid"
 VOLUME_NAMESPACE_LABEL = "volumepoollet.ironcore.dev/volume-namespace"
 VOLUME_NAME_LABEL = "volumepoollet.ironcore.dev/volume-name"
 VOLUME_FINALIZER = "volumepoollet.ironcore.dev/volume"
+# Also set on a VolumeSnapshot (ironpool addition): the pool that holds the snapshot, which outlives
+# its source Volume, and where a Volume restored from it must be made.
 VOLUME_POOL_LABEL = "volumepoollet.ironpool.dev/pool"
 VOLUME_CLUSTER_LABEL = "volumepoollet.ironpool.dev/cluster-uid"
+VOLUME_SNAPSHOT_UID_LABEL = "volumepoollet.ironcore.dev/volume-snapshot-uid"
+VOLUME_SNAPSHOT_NAMESPACE_LABEL = "volumepoollet.ironcore.dev/volume-snapshot-namespace"
+VOLUME_SNAPSHOT_NAME_LABEL = "volumepoollet.ironcore.dev/volume-snapshot-name"
+VOLUME_SNAPSHOT_FINALIZER = "volumepoollet.ironcore.dev/volume-snapshot"
 
 # --- common ---------------------------------------------------------------------------------
 TOPOLOGY_REGION_LABEL = "topology.ironcore.dev/region"
