@@ -1,0 +1,227 @@
+"""VolumeSnapshots end to end on the real volume runtime: a real apiserver, the volumepoollet in this
+process and ``ironpool volume-runtime`` on libvirtd's ``dir`` pool. Content is written into the
+source volume's qcow2 with ``qemu-io`` and read back from the restored volume's with ``qemu-img``,
+on the host (no guest boots here).
+
+Needs libvirtd at qemu:///system and QEMU's tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import shutil
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from ironpool.api.errors import NotFound
+from ironpool.api.storage import Volume, VolumeClass, VolumeSnapshot
+from ironpool.client.rest import AsyncClient
+from ironpool.iri.client import AsyncVolumeRuntimeClient
+from ironpool.poollet import keys
+from ironpool.poollet.volumepoollet import VolumePoolletOptions, run_volumepoollet
+
+from tests.helpers.qemu_dirs import qemu_tmpdir
+from tests.helpers.runtimes import (
+    LIBVIRT_URI,
+    destroy_storage_pool,
+    require_libvirt,
+    start_ironpool,
+    stop_process,
+)
+from tests.helpers.wait import eventually
+
+pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
+
+VPOOL = f"vsnap-{secrets.token_hex(4)}"
+SIZE = 64 * 1024**2
+CHUNK = 256 * 1024  # the bytes the test writes and checks, at offset 0 and at 32 MiB
+VOLUME_CLASSES = """\
+apiVersion: storage.ironcore.dev/v1alpha1
+kind: VolumeClass
+metadata: {name: fast}
+capabilities: {tps: 100Mi, iops: "1000"}
+"""
+
+
+@pytest.fixture
+async def runtime() -> AsyncIterator[AsyncVolumeRuntimeClient]:
+    require_libvirt()
+    if shutil.which("qemu-io") is None:
+        pytest.fail("qemu-io (QEMU's tools) is needed to write into a volume on the host")
+    work = qemu_tmpdir("vsnap-")
+    (work / "vc.yaml").write_text(VOLUME_CLASSES)
+    pool_name = f"ipt-{secrets.token_hex(4)}"
+    sock, log = work / "v.sock", work / "volume-runtime.log"
+    proc = start_ironpool(["volume-runtime", "--libvirt-uri", LIBVIRT_URI, "--storage-pool", pool_name,
+                           "--pool-path", str(work / "pool"), "--classes", str(work / "vc.yaml"),
+                           "--address", f"unix://{sock}"], log)
+    client = AsyncVolumeRuntimeClient.connect(f"unix://{sock}")
+
+    async def serving() -> bool:
+        if proc.poll() is not None:
+            pytest.fail(f"volume runtime exited with {proc.returncode}: {log.read_text()[-3000:]}")
+        try:
+            await asyncio.wait_for(client.version(), 1)
+            return True
+        except Exception:
+            return False
+
+    try:
+        await eventually(serving, timeout=60, message="volume runtime serving")
+        yield client
+    finally:
+        await client.close()
+        stop_process(proc)
+        destroy_storage_pool(pool_name)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture
+async def poollet(client: AsyncClient, runtime: AsyncVolumeRuntimeClient) -> AsyncIterator[None]:
+    stop = asyncio.Event()
+    opts = VolumePoolletOptions(pool=VPOOL, provider_id=f"libvirt://{VPOOL}", relist_period=0.5,
+                                heartbeat_interval=2.0, delete_requeue=0.2)
+    task = asyncio.create_task(run_volumepoollet(client, runtime, opts, stop))
+    await client.create(VolumeClass.model_validate(
+        {"metadata": {"name": "fast"}, "capabilities": {"tps": "100Mi", "iops": "1000"}}))
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def volume(name: str, snapshot: str | None = None, size: str = "64Mi") -> Volume:
+    spec: dict[str, object] = {"volumeClassRef": {"name": "fast"}, "volumePoolRef": {"name": VPOOL},
+                               "resources": {"storage": size}}
+    if snapshot is not None:
+        spec["dataSource"] = {"volumeSnapshotRef": {"name": snapshot}}
+    return Volume.model_validate({"metadata": {"name": name, "namespace": "default"}, "spec": spec})
+
+
+def snapshot_of(name: str, source: str) -> VolumeSnapshot:
+    return VolumeSnapshot.model_validate(
+        {"metadata": {"name": name, "namespace": "default"}, "spec": {"volumeRef": {"name": source}}})
+
+
+async def available_path(client: AsyncClient, name: str) -> Path | None:
+    v = await client.get(Volume, name, "default")
+    if v.status is None or v.status.state != "Available" or v.status.access is None:
+        return None
+    return Path((v.status.access.volume_attributes or {})["path"])
+
+
+async def ready(client: AsyncClient, name: str) -> VolumeSnapshot | None:
+    s = await client.get(VolumeSnapshot, name, "default")
+    return s if s.status is not None and s.status.state == "Ready" else None
+
+
+async def gone(client: AsyncClient, kind: type[Volume] | type[VolumeSnapshot], name: str) -> bool:
+    try:
+        await client.get(kind, name, "default")
+    except NotFound:
+        return True
+    return False
+
+
+def write_pattern(path: Path, byte: int) -> None:
+    """``byte`` repeated over two chunks of the qcow2's guest-visible content."""
+    for offset in (0, 32 * 1024**2):
+        subprocess.run(["qemu-io", "-f", "qcow2", "-c", f"write -P {byte:#x} {offset} {CHUNK}", str(path)],
+                       check=True, capture_output=True)
+
+
+def content(path: Path, tmp: Path) -> bytes:
+    """The guest-visible bytes of the checked chunks of a qcow2 (read by converting it to raw)."""
+    raw = tmp / f"{path.stem}.raw"
+    subprocess.run(["qemu-img", "convert", "-U", "-f", "qcow2", "-O", "raw", str(path), str(raw)],
+                   check=True, capture_output=True)
+    with raw.open("rb") as f:
+        head = f.read(CHUNK)
+        f.seek(32 * 1024**2)
+        return head + f.read(CHUNK)
+
+
+async def test_snapshot_restores_its_content_into_a_new_volume_and_outlives_its_source(
+        client: AsyncClient, runtime: AsyncVolumeRuntimeClient, poollet: None, tmp_path: Path) -> None:
+    src = await client.create(volume("src"), namespace="default")
+    src_path = await eventually(lambda: available_path(client, "src"), timeout=60, message="source Available")
+    write_pattern(src_path, 0x5A)
+
+    snap = await client.create(snapshot_of("snap", "src"), namespace="default")
+    got = await eventually(lambda: ready(client, "snap"), timeout=60, message="snapshot Ready")
+    assert got.status is not None and got.status.snapshot_id and got.status.last_state_transition_time
+    runtime_name, _, snap_id = got.status.snapshot_id.partition("://")
+    assert runtime_name and snap_id
+    assert got.status.size is not None and got.status.size.value() == SIZE
+    assert keys.VOLUME_SNAPSHOT_FINALIZER in (got.metadata.finalizers or [])
+    assert (got.metadata.labels or {})[keys.VOLUME_POOL_LABEL] == VPOOL
+    (iri,) = await runtime.list_volume_snapshots(labels={keys.VOLUME_SNAPSHOT_UID_LABEL: snap.metadata.uid})
+    assert iri.metadata.id == snap_id
+    assert dict(iri.metadata.labels)[keys.VOLUME_SNAPSHOT_NAME_LABEL] == "snap"
+    (src_iri,) = await runtime.list_volumes(labels={keys.VOLUME_UID_LABEL: src.metadata.uid})
+    assert iri.spec.volume_id == src_iri.metadata.id
+
+    # Point in time: what the source holds afterwards is not what a restore gets.
+    write_pattern(src_path, 0x00)
+    await client.create(volume("restored", snapshot="snap"), namespace="default")
+    restored_path = await eventually(lambda: available_path(client, "restored"), timeout=60,
+                                     message="restored Volume Available")
+    assert restored_path != src_path
+    assert content(restored_path, tmp_path) == b"\x5a" * (2 * CHUNK)
+    assert content(src_path, tmp_path) == b"\x00" * (2 * CHUNK)
+
+    # IronCore's rule: a Volume's deletion neither waits for nor takes its snapshots.
+    await client.delete(Volume, "src", "default")
+    await eventually(lambda: gone(client, Volume, "src"), timeout=60, message="source Volume deleted")
+    assert await runtime.list_volumes(volume_id=src_iri.metadata.id) == []
+    assert [s.metadata.id for s in await runtime.list_volume_snapshots(snapshot_id=snap_id)] == [snap_id]
+    assert await ready(client, "snap") is not None
+    await client.create(volume("again", snapshot="snap"), namespace="default")
+    again_path = await eventually(lambda: available_path(client, "again"), timeout=60,
+                                  message="a Volume restored after its snapshot's source is gone")
+    assert content(again_path, tmp_path) == b"\x5a" * (2 * CHUNK)
+
+    # Deleting the snapshot goes through the poollet's finalizer; its restored Volumes stay.
+    await client.delete(VolumeSnapshot, "snap", "default")
+    await eventually(lambda: gone(client, VolumeSnapshot, "snap"), timeout=60, message="snapshot deleted")
+    assert await runtime.list_volume_snapshots(snapshot_id=snap_id) == []
+    assert content(restored_path, tmp_path) == b"\x5a" * (2 * CHUNK)
+
+    for name in ("restored", "again"):
+        await client.delete(Volume, name, "default")
+    for name in ("restored", "again"):
+        await eventually(lambda n=name: gone(client, Volume, n), timeout=60, message=f"{name} deleted")
+    assert await runtime.list_volumes() == []
+
+
+async def test_volume_waits_for_its_snapshot_and_a_snapshot_for_its_source(
+        client: AsyncClient, runtime: AsyncVolumeRuntimeClient, poollet: None) -> None:
+    await client.create(volume("early", snapshot="later"), namespace="default")
+
+    async def waiting_for_snapshot() -> str | None:
+        v = await client.get(Volume, "early", "default")
+        if v.status is None or v.status.state != "Pending":
+            return None
+        return next((c.message for c in v.status.conditions or [] if c.type == "Ready"), None)
+
+    message = await eventually(waiting_for_snapshot, timeout=30, message="Volume waiting for its snapshot")
+    assert "VolumeSnapshot default/later (not found)" in message
+    assert await runtime.list_volumes() == []
+
+    # The snapshot comes, then its source: both are then made, in that order, with no one's help.
+    await client.create(snapshot_of("later", "late-src"), namespace="default")
+    await client.create(volume("late-src"), namespace="default")
+    await eventually(lambda: ready(client, "later"), timeout=60, message="snapshot Ready once its source is")
+    await eventually(lambda: available_path(client, "early"), timeout=60, message="restored Volume Available")
+
+    await client.delete(VolumeSnapshot, "later", "default")
+    for name in ("early", "late-src"):
+        await client.delete(Volume, name, "default")
+    await eventually(lambda: gone(client, VolumeSnapshot, "later"), timeout=60, message="snapshot deleted")
+    for name in ("early", "late-src"):
+        await eventually(lambda n=name: gone(client, Volume, n), timeout=60, message=f"{name} deleted")
+    assert await runtime.list_volumes() == [] and await runtime.list_volume_snapshots() == []
