@@ -20,6 +20,10 @@ from ironpool.api.quantity import Quantity
 
 STORAGE_GROUP = "storage.ironcore.dev"
 STORAGE_VERSION = "v1alpha1"
+# ironpool's volumepoollets label their IRI volumes with their pool, and a VolumeSnapshot with the pool
+# that holds it: it outlives its source Volume, and a Volume restored from it is made in that pool.
+# The apiserver lets only that pool's identity write the snapshot.
+VOLUME_POOL_LABEL = "volumepoollet.ironpool.dev/pool"
 
 
 # -- VolumeClass -------------------------------------------------------------------------------
