@@ -94,9 +94,10 @@ async def poollet(client: AsyncClient, runtime: AsyncVolumeRuntimeClient) -> Asy
         await asyncio.gather(task, return_exceptions=True)
 
 
-def volume(name: str, snapshot: str | None = None, size: str = "64Mi") -> Volume:
-    spec: dict[str, object] = {"volumeClassRef": {"name": "fast"}, "volumePoolRef": {"name": VPOOL},
-                               "resources": {"storage": size}}
+def volume(name: str, snapshot: str | None = None, pool: str | None = VPOOL) -> Volume:
+    spec: dict[str, object] = {"volumeClassRef": {"name": "fast"}, "resources": {"storage": "64Mi"}}
+    if pool is not None:
+        spec["volumePoolRef"] = {"name": pool}
     if snapshot is not None:
         spec["dataSource"] = {"volumeSnapshotRef": {"name": snapshot}}
     return Volume.model_validate({"metadata": {"name": name, "namespace": "default"}, "spec": spec})
@@ -180,7 +181,9 @@ async def test_snapshot_restores_its_content_into_a_new_volume_and_outlives_its_
     assert await runtime.list_volumes(volume_id=src_iri.metadata.id) == []
     assert [s.metadata.id for s in await runtime.list_volume_snapshots(snapshot_id=snap_id)] == [snap_id]
     assert await ready(client, "snap") is not None
-    await client.create(volume("again", snapshot="snap"), namespace="default")
+    # No pool named: the apiserver binds a restored Volume to its snapshot's pool.
+    again = await client.create(volume("again", snapshot="snap", pool=None), namespace="default")
+    assert again.spec.volume_pool_ref is not None and again.spec.volume_pool_ref.name == VPOOL
     again_path = await eventually(lambda: available_path(client, "again"), timeout=60,
                                   message="a Volume restored after its snapshot's source is gone")
     assert content(again_path, tmp_path) == b"\x5a" * (2 * CHUNK)
