@@ -69,6 +69,7 @@ def test_volume_restores_from_a_snapshot_and_not_also_from_an_image(run_module: 
     stored = client.stored("Volume", "restored")
     assert stored["spec"]["dataSource"] == {"volumeSnapshotRef": {"name": "monday"}}
     other = run_module(volume.main, {**data, "snapshot": "tuesday"})
-    assert other.failed and other.result["msg"].startswith("snapshot: ") and "force=true" in other.result["msg"]
+    assert other.failed and other.result["msg"].startswith("snapshot: ")
+    assert "force=true" in other.result["msg"]
     both = run_module(volume.main, {**data, "name": "x", "image": "tiny"})
     assert both.failed and "mutually exclusive" in both.result["msg"]
