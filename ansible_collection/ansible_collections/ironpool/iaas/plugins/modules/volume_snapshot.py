@@ -41,6 +41,13 @@ options:
   annotations:
     description: Annotations to set on the VolumeSnapshot.
     type: dict
+  wait_for:
+    description:
+      - What O(wait=true) waits for with state V(present).
+      - V(ready) - the snapshot's state is C(Ready) (a C(Failed) one ends the wait at once, failing).
+    type: str
+    choices: [ready]
+    default: ready
   force:
     description: Delete and take the snapshot again when O(volume) differs.
     type: bool
@@ -135,6 +142,7 @@ class VolumeSnapshotModule(IronpoolModule):
         "volume": {"type": "str"},
         "labels": {"type": "dict"},
         "annotations": {"type": "dict"},
+        "wait_for": {"type": "str", "choices": ["ready"], "default": "ready"},
         "force": {"type": "bool", "default": False},
         **wait_argument_spec(),
     }
@@ -168,7 +176,7 @@ class VolumeSnapshotModule(IronpoolModule):
             result["diff"] = outcome.diff()
         if p["wait"] and not self.check_mode:
             try:
-                found = await_objects(self.client, info, snapshots.namespace, [p["name"]], "ready", p)
+                found = await_objects(self.client, info, snapshots.namespace, [p["name"]], p["wait_for"], p)
             except WaitFailed as exc:
                 result.update(snapshot_summary(exc.last.get(p["name"])))
                 self.fail(str(exc), **result)
