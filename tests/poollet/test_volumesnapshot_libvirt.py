@@ -201,7 +201,7 @@ async def test_snapshot_restores_its_content_into_a_new_volume_and_outlives_its_
     assert await runtime.list_volumes() == []
 
 
-async def test_volume_waits_for_its_snapshot_and_a_snapshot_for_its_source(
+async def test_volume_waits_for_its_snapshot_and_a_snapshot_for_its_source_or_fails_without(
         client: AsyncClient, runtime: AsyncVolumeRuntimeClient, poollet: None) -> None:
     await client.create(volume("early", snapshot="later"), namespace="default")
 
@@ -220,6 +220,26 @@ async def test_volume_waits_for_its_snapshot_and_a_snapshot_for_its_source(
     await client.create(volume("late-src"), namespace="default")
     await eventually(lambda: ready(client, "later"), timeout=60, message="snapshot Ready once its source is")
     await eventually(lambda: available_path(client, "early"), timeout=60, message="restored Volume Available")
+
+    # A source that never becomes Available keeps its snapshot Pending (held by the pool); once it is
+    # deleted, the snapshot never will be taken: Failed.
+    stuck = volume("stuck")
+    stuck.spec.volume_class_ref.name = "no-such-class"  # type: ignore[union-attr]
+    await client.create(stuck, namespace="default")
+    await client.create(snapshot_of("of-stuck", "stuck"), namespace="default")
+
+    async def state(name: str, want: str) -> VolumeSnapshot | None:
+        s = await client.get(VolumeSnapshot, name, "default")
+        return s if s.status is not None and s.status.state == want else None
+
+    held = await eventually(lambda: state("of-stuck", "Pending"), timeout=30, message="snapshot Pending")
+    assert (held.metadata.labels or {})[keys.VOLUME_POOL_LABEL] == VPOOL
+    await client.delete(Volume, "stuck", "default")
+    await eventually(lambda: state("of-stuck", "Failed"), timeout=30, message="snapshot Failed")
+    taken = await runtime.list_volume_snapshots()
+    assert [dict(t.metadata.labels)[keys.VOLUME_SNAPSHOT_NAME_LABEL] for t in taken] == ["later"]
+    await client.delete(VolumeSnapshot, "of-stuck", "default")
+    await eventually(lambda: gone(client, VolumeSnapshot, "of-stuck"), timeout=30, message="deleted")
 
     await client.delete(VolumeSnapshot, "later", "default")
     for name in ("early", "late-src"):

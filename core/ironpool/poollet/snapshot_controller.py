@@ -42,7 +42,6 @@ STATE_FROM_IRI: dict[int, str] = {
 # reports Failed through the snapshot's state; ours refuses the create instead).
 _PERMANENT = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
                         grpc.StatusCode.RESOURCE_EXHAUSTED})
-PENDING_RETRY = 2.0  # seconds; a source Volume not yet Available reaches us through the informer too
 
 
 def parse_runtime_id(value: str | None) -> str | None:
@@ -119,11 +118,16 @@ class VolumeSnapshotReconciler(PoolObjectReconciler[VolumeSnapshot]):
             await self.patch_status(snap, self._status(snap, found[0]))
             return DONE
         source = self.source_of(snap)
-        volume_id = parse_runtime_id(source.status.volume_id) if source and source.status else None
-        if source is None or volume_id is None or source.status is None or source.status.state != "Available":
-            # IronCore's SourceVolumeNotFound / SourceVolumeNotAvailable: wait, Pending.
-            await self.patch_status(snap, self._pending(snap))
-            return Result(requeue_after=PENDING_RETRY)
+        if source is None:
+            # Held here (labelled) but never taken, and its source is gone: it never will be.
+            log.warning("volume snapshot %s: its volume is gone before it was taken", key)
+            await self.patch_status(snap, self._state(snap, "Failed"))
+            return DONE
+        volume_id = parse_runtime_id(source.status.volume_id) if source.status else None
+        if volume_id is None or source.status is None or source.status.state != "Available":
+            # IronCore's SourceVolumeNotAvailable: Pending; the source's next change requeues it.
+            await self.patch_status(snap, self._state(snap, "Pending"))
+            return DONE
         desired = vpb.VolumeSnapshot(spec=vpb.VolumeSnapshotSpec(volume_id=volume_id))
         desired.metadata.labels.update(snapshot_labels(snap))
         desired.metadata.labels.update(self.owner_labels)
@@ -145,9 +149,6 @@ class VolumeSnapshotReconciler(PoolObjectReconciler[VolumeSnapshot]):
         if old is not None and old.state == state and old.last_state_transition_time:
             transition = old.last_state_transition_time
         return {"state": state, "lastStateTransitionTime": transition}
-
-    def _pending(self, snap: VolumeSnapshot) -> dict[str, Any]:
-        return self._state(snap, "Pending")
 
     def _status(self, snap: VolumeSnapshot, iri: vpb.VolumeSnapshot) -> dict[str, Any]:
         status = self._state(snap, STATE_FROM_IRI.get(iri.status.state, "Pending"))
