@@ -18,11 +18,14 @@ from pathlib import Path
 import pytest
 from ironpool.api.errors import NotFound
 from ironpool.api.storage import Volume, VolumeClass, VolumeSnapshot
+from ironpool.apiserver.auth.pool_authorizer import VOLUME_POOL_USER_PREFIX, VOLUME_POOLS_GROUP
+from ironpool.client.config import ClientConfig
 from ironpool.client.rest import AsyncClient
 from ironpool.iri.client import AsyncVolumeRuntimeClient
 from ironpool.poollet import keys
 from ironpool.poollet.volumepoollet import VolumePoolletOptions, run_volumepoollet
 
+from tests.conftest import start_apiserver, stop_apiserver
 from tests.helpers.qemu_dirs import qemu_tmpdir
 from tests.helpers.runtimes import (
     LIBVIRT_URI,
@@ -248,3 +251,46 @@ async def test_volume_waits_for_its_snapshot_and_a_snapshot_for_its_source_or_fa
     for name in ("early", "late-src"):
         await eventually(lambda n=name: gone(client, Volume, n), timeout=60, message=f"{name} deleted")
     assert await runtime.list_volumes() == [] and await runtime.list_volume_snapshots() == []
+
+
+async def test_a_volume_pool_identity_takes_and_restores_snapshots(runtime: AsyncVolumeRuntimeClient,
+                                                                   tmp_path: Path) -> None:
+    """The volumepoollet as a joined host runs it, authenticated as its pool: the apiserver's pool
+    authorizer lets it watch every snapshot and write the ones of its own Volumes."""
+    admin_token, pool_token = secrets.token_hex(16), secrets.token_hex(16)
+    (tmp_path / "tokens.csv").write_text(
+        f'{admin_token},admin,1,"system:masters"\n{secrets.token_hex(16)},alice,2\n'
+        f'{pool_token},{VOLUME_POOL_USER_PREFIX}{VPOOL},3,"{VOLUME_POOLS_GROUP}"\n')
+    server = start_apiserver(tmp_path)
+    admin = AsyncClient(ClientConfig(server=server.url, token=admin_token))
+    as_pool = AsyncClient(ClientConfig(server=server.url, token=pool_token))
+    stop = asyncio.Event()
+    opts = VolumePoolletOptions(pool=VPOOL, provider_id=f"libvirt://{VPOOL}", relist_period=0.5,
+                                heartbeat_interval=2.0, delete_requeue=0.2)
+    task = asyncio.create_task(run_volumepoollet(as_pool, runtime, opts, stop))
+    try:
+        await admin.create(VolumeClass.model_validate(
+            {"metadata": {"name": "fast"}, "capabilities": {"tps": "100Mi", "iops": "1000"}}))
+        await admin.create(volume("src"), namespace="default")
+        src_path = await eventually(lambda: available_path(admin, "src"), timeout=60,
+                                    message="source Available")
+        write_pattern(src_path, 0x7E)
+        await admin.create(snapshot_of("snap", "src"), namespace="default")
+        await eventually(lambda: ready(admin, "snap"), timeout=60, message="snapshot Ready")
+        await admin.create(volume("restored", snapshot="snap", pool=None), namespace="default")
+        restored = await eventually(lambda: available_path(admin, "restored"), timeout=60,
+                                    message="restored Volume Available")
+        assert content(restored, tmp_path) == b"\x7e" * (2 * CHUNK)
+        for name in ("src", "restored"):
+            await admin.delete(Volume, name, "default")
+        await admin.delete(VolumeSnapshot, "snap", "default")
+        await eventually(lambda: gone(admin, VolumeSnapshot, "snap"), timeout=60, message="snapshot deleted")
+        for name in ("src", "restored"):
+            await eventually(lambda n=name: gone(admin, Volume, n), timeout=60, message=f"{name} deleted")
+        assert await runtime.list_volumes() == [] and await runtime.list_volume_snapshots() == []
+    finally:
+        stop.set()
+        await asyncio.gather(task, return_exceptions=True)
+        await admin.aclose()
+        await as_pool.aclose()
+        stop_apiserver(server)
