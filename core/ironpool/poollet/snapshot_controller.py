@@ -39,9 +39,10 @@ STATE_FROM_IRI: dict[int, str] = {
     vpb.VOLUME_SNAPSHOT_FAILED: "Failed",
 }
 # Runtime refusals that asking again will not change: the snapshot is Failed (IronCore's runtime
-# reports Failed through the snapshot's state; ours refuses the create instead).
-_PERMANENT = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
-                        grpc.StatusCode.RESOURCE_EXHAUSTED})
+# reports Failed through the snapshot's state; ours refuses the create instead). A full pool
+# (RESOURCE_EXHAUSTED) may empty, so it is retried with backoff like any other error; a Failed
+# snapshot is tried again at the next resync too.
+_PERMANENT = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION})
 
 
 def parse_runtime_id(value: str | None) -> str | None:

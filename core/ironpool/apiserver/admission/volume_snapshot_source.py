@@ -3,7 +3,7 @@
 A volume runtime restores only its own snapshots (a snapshot is a file in its pool), so at the
 Volume's creation this plugin (a mutating admission, before validation) reads the snapshot named by
 ``spec.dataSource.volumeSnapshotRef`` and its holder, the pool label its volumepoollet put on it
-(``volumepoollet.ironpool.dev/pool``; set once, only by that pool, :mod:`..auth.pool_authorizer`):
+(``volumepoollet.ironpool.dev/pool``; no other pool identity may set it, :mod:`..auth.pool_authorizer`):
 
 - no ``spec.volumePoolRef``: it is set to the holder, so the Volume is bound there and not scheduled
   elsewhere; a snapshot that does not exist or that no pool holds yet (its source Volume is not

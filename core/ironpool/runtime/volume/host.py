@@ -82,8 +82,8 @@ class StorageHost:
         return True
 
     def thaw_filesystems(self, domain: str) -> None:
-        """Thaw what :meth:`freeze_filesystems` froze; a failure is logged (the guest agent thaws by
-        itself only when the guest reboots, so this must not be skipped quietly)."""
+        """Thaw what :meth:`freeze_filesystems` froze; a failure is logged loudly with the command
+        that thaws by hand (a guest left frozen blocks every write to its filesystems)."""
 
         def thaw(conn: libvirt.virConnect) -> None:
             conn.lookupByName(domain).fsThaw()
