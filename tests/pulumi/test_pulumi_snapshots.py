@@ -5,7 +5,6 @@ Ready is tested, this test reports the status a poollet would (through the statu
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from ironpool_pulumi.volume_snapshot import VolumeSnapshotProvider
 from pulumi_plugin import DIFF_NONE, DIFF_SOME, Plugin, PluginError, Props, provider_payload
 
 from tests.conftest import ApiServer
+from tests.helpers.wait import wait_until
 
 SNAPSHOTS, VOLUMES = resolve("volumesnapshots"), resolve("volumes")
 TYPE = "pulumi-python:dynamic/ironpool:{}"
@@ -44,14 +44,15 @@ def create(plugin: Plugin, kind: str, props: dict[str, Any]) -> tuple[str, Props
 def report_when_created(client: Client, name: str, status: dict[str, Any]) -> threading.Thread:
     """Stand in for the volumepoollet: once the snapshot exists, report ``status`` (within 30 s)."""
 
+    def reported() -> bool:
+        try:
+            client.patch_raw(SNAPSHOTS, name, {"status": status}, "default", subresource="status")
+        except NotFound:
+            return False
+        return True
+
     def run() -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                client.patch_raw(SNAPSHOTS, name, {"status": status}, "default", subresource="status")
-                return
-            except NotFound:
-                time.sleep(0.05)  # polling the API for the object, bounded by the deadline
+        wait_until(reported, timeout=30, message=f"VolumeSnapshot {name} to report on")
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
