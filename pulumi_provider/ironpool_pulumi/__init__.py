@@ -1,4 +1,5 @@
-"""ironpool_pulumi: declare ironpool Machines, Volumes, classes and Secrets with ``pulumi up``.
+"""ironpool_pulumi: declare ironpool Machines, Volumes, VolumeSnapshots, classes and Secrets with
+``pulumi up``.
 
 Each resource is a Pulumi dynamic resource whose provider talks to the ironpool apiserver through
 ``ironpool.client``; configure it with the stack config ``ironpool:server``, ``ironpool:token``
@@ -20,6 +21,7 @@ from ironpool_pulumi.machine import AttachedVolume, Machine, MachineArgs
 from ironpool_pulumi.reservation import Reservation, ReservationArgs
 from ironpool_pulumi.secret import Secret, SecretArgs
 from ironpool_pulumi.volume import Volume, VolumeArgs
+from ironpool_pulumi.volume_snapshot import VolumeSnapshot, VolumeSnapshotArgs
 
 __all__ = [
     "AttachedVolume",
@@ -38,6 +40,8 @@ __all__ = [
     "VolumeArgs",
     "VolumeClass",
     "VolumeClassArgs",
+    "VolumeSnapshot",
+    "VolumeSnapshotArgs",
     "get_machine",
     "get_machine_classes",
     "get_machine_pools",

@@ -1,8 +1,8 @@
 """``Volume``: a block volume in a VolumePool, attached to Machines by reference.
 
-Replaced when ``name``, ``namespace``, ``volume_class`` or ``image`` change. ``size`` grows in place
-(when the class's resize policy is ``ExpandOnly``); a smaller size is refused in ``check``, since a
-volume never shrinks. ``labels`` update in place.
+Replaced when ``name``, ``namespace``, ``volume_class``, ``image`` or ``snapshot`` change. ``size``
+grows in place (when the class's resize policy is ``ExpandOnly``); a smaller size is refused in
+``check``, since a volume never shrinks. ``labels`` update in place.
 """
 
 from __future__ import annotations
@@ -42,6 +42,10 @@ class VolumeArgs:
     """The namespace (default: ``ironpool:namespace``, else the client config's, else ``default``)."""
     image: pulumi.Input[str] | None = None
     """Fill the volume from this OS image; replaces when changed."""
+    snapshot: pulumi.Input[str] | Any | None = None
+    """Restore the volume from this VolumeSnapshot (a :class:`~ironpool_pulumi.VolumeSnapshot` or its
+    name), in the pool that holds it; ``size`` must be at least the snapshot's. Not with ``image``;
+    replaces when changed."""
     labels: pulumi.Input[dict[str, str]] | None = None
     """Labels of the Volume; updated in place."""
     wait_for: pulumi.Input[str] = "available"
@@ -57,13 +61,13 @@ class VolumeProvider(ApiResourceProvider):
     """The dynamic provider behind :class:`Volume`."""
 
     info = VOLUMES
-    replace_on = ("name", "namespace", "volume_class", "image")
+    replace_on = ("name", "namespace", "volume_class", "image", "snapshot")
     update_on = ("size", "labels")
     kept = ("wait_for", "wait_timeout", "fail_on_unschedulable")
     field_properties: ClassVar[tuple[tuple[str, str], ...]] = (
         ("metadata.name", "name"), ("metadata.namespace", "namespace"), ("metadata.labels", "labels"),
         ("spec.volumeClassRef", "volume_class"), ("spec.resources", "size"),
-        ("spec.dataSource", "image"),
+        ("spec.dataSource.volumeSnapshotRef", "snapshot"), ("spec.dataSource", "image"),
     )
 
     def defaults(self, inputs: Props, failures: list[CheckFailure]) -> Props:
@@ -84,8 +88,13 @@ class VolumeProvider(ApiResourceProvider):
                 "labels": none_if_empty(inputs.get("labels"))}
         spec: Obj = {"volumeClassRef": {"name": inputs.get("volume_class")},
                      "resources": {"storage": inputs.get("size")}}
+        source: Obj = {}
         if inputs.get("image"):
-            spec["dataSource"] = {"osImage": {"image": inputs["image"]}}
+            source["osImage"] = {"image": inputs["image"]}
+        if inputs.get("snapshot"):  # both set: the API refuses, naming the field
+            source["volumeSnapshotRef"] = {"name": inputs["snapshot"]}
+        if source:
+            spec["dataSource"] = source
         return {"apiVersion": self.info.api_version, "kind": self.kind,
                 "metadata": {k: v for k, v in meta.items() if v is not None}, "spec": spec}
 
@@ -97,6 +106,7 @@ class VolumeProvider(ApiResourceProvider):
             "volume_class": (spec.get("volumeClassRef") or {}).get("name"),
             "size": (spec.get("resources") or {}).get("storage"),
             "image": ((spec.get("dataSource") or {}).get("osImage") or {}).get("image"),
+            "snapshot": ((spec.get("dataSource") or {}).get("volumeSnapshotRef") or {}).get("name"),
         }
 
     def status_outputs(self, client: Client, obj: Obj, inputs: Props) -> Props:
@@ -173,11 +183,12 @@ class Volume(Resource, module="ironpool", name="Volume"):
         """Declare a Volume named ``resource_name`` with ``args`` (or the same fields as keywords)."""
         a = args if args is not None else VolumeArgs(**kwargs)
         volume_class = a.volume_class.name if isinstance(a.volume_class, VolumeClass) else a.volume_class
+        snapshot = getattr(a.snapshot, "name", a.snapshot)  # a VolumeSnapshot resource: its name
         props: dict[str, Any] = {k: None for k in VOLUME_OUTPUTS}
         props.update({
             "name": a.name or resource_name, "namespace": a.namespace,
             "volume_class": volume_class,
-            "size": a.size, "image": a.image, "labels": a.labels,
+            "size": a.size, "image": a.image, "snapshot": snapshot, "labels": a.labels,
             "wait_for": a.wait_for, "wait_timeout": a.wait_timeout,
             "fail_on_unschedulable": a.fail_on_unschedulable,
         })

@@ -37,6 +37,6 @@ assert str(parse_quantity("1024Mi")) == "1Gi"
 
 
 @pytest.mark.parametrize("module", ["machine", "machine_class", "machine_info", "volume", "volume_info",
-                                    "machine_pool_info", "secret"])
+                                    "machine_pool_info", "secret", "volume_snapshot"])
 def test_a_module_loads_no_heavy_module(module: str) -> None:
     assert loaded_after(f"import ansible_collections.ironpool.iaas.plugins.modules.{module}") == []

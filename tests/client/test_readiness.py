@@ -127,3 +127,15 @@ def test_volumes_pools_and_states() -> None:
     assert readiness_for("Secret", "ready")({"metadata": {}}).done
     with pytest.raises(ValueError, match="a Volume cannot be waited for 'running'"):
         readiness_for("Volume", "running")
+
+
+def test_a_snapshot_is_ready_when_its_state_is_and_a_failed_one_never_will_be() -> None:
+    ready = readiness_for("VolumeSnapshot", "ready")
+    snap: Obj = {"spec": {"volumeRef": {"name": "data"}}}
+    assert not ready(None).done
+    assert ready(snap).progress == "Pending: waiting for volume data and its pool"
+    snap["status"] = {"state": "Ready", "size": "1Gi"}
+    assert ready(snap).done and ready(snap).progress == "Ready, 1Gi of volume data"
+    snap["status"]["state"] = "Failed"
+    verdict = ready(snap)
+    assert not verdict.done and verdict.failed == "the snapshot of volume data failed at its volume pool"

@@ -68,7 +68,7 @@ _MODULES = {
     "Taint": "meta", "tolerates_taints": "meta", "Toleration": "meta", "validate_create": "validation",
     "validate_status_update": "validation", "validate_update": "validation",
     "validate_volume_resize": "validation", "Volume": "storage", "VolumeClass": "storage",
-    "VolumePool": "storage", "VolumeSpec": "storage", "VolumeStatus": "storage",
+    "VolumePool": "storage", "VolumeSnapshot": "storage", "VolumeSpec": "storage", "VolumeStatus": "storage",
 }
 
 __all__ = [
@@ -100,6 +100,7 @@ __all__ = [
     "Volume",
     "VolumeClass",
     "VolumePool",
+    "VolumeSnapshot",
     "VolumeSpec",
     "VolumeStatus",
     "apply_merge_patch",

@@ -1,4 +1,4 @@
-"""``storage.ironcore.dev/v1alpha1``: VolumeClass, VolumePool and Volume."""
+"""``storage.ironcore.dev/v1alpha1``: VolumeClass, VolumePool, Volume and VolumeSnapshot."""
 
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ from ironpool.api.quantity import Quantity
 
 STORAGE_GROUP = "storage.ironcore.dev"
 STORAGE_VERSION = "v1alpha1"
+# ironpool's volumepoollets label their IRI volumes with their pool, and a VolumeSnapshot with the pool
+# that holds it: it outlives its source Volume, and a Volume restored from it is made in that pool.
+# The apiserver lets only that pool's identity write the snapshot.
+VOLUME_POOL_LABEL = "volumepoollet.ironpool.dev/pool"
 
 
 # -- VolumeClass -------------------------------------------------------------------------------
@@ -168,3 +172,39 @@ class Volume(ApiModel):
     """Desired state of the Volume."""
     status: VolumeStatus | None = None
     """Observed state of the Volume, reported by its pool's volumepoollet. Read-only for users."""
+
+
+# -- VolumeSnapshot ----------------------------------------------------------------------------
+class VolumeSnapshotSpec(ApiModel):
+    """Desired state of a VolumeSnapshot: the Volume it is taken of."""
+
+    volume_ref: LocalObjectReference | None = None
+    """The Volume of the namespace the snapshot is taken of. Required; cannot be changed."""
+
+
+class VolumeSnapshotStatus(ApiModel):
+    """Reported by the volumepoollet of the source Volume's pool."""
+
+    snapshot_id: str | None = Field(default=None, alias="snapshotID")
+    """Identifier of the snapshot at its runtime, ``<runtime>://<id>``."""
+    state: Literal["Pending", "Ready", "Failed"] | None = None
+    """Pending, Ready (usable as a Volume's dataSource) or Failed."""
+    last_state_transition_time: Timestamp | None = None
+    """When the state last changed."""
+    size: Quantity | None = None
+    """Size of the snapshot (the virtual size of the Volume when it was taken)."""
+
+
+class VolumeSnapshot(ApiModel):
+    """A point-in-time copy of a Volume's content; a new Volume is made from it through
+    ``spec.dataSource.volumeSnapshotRef``. It lives on, in its source's pool, after its source is
+    deleted."""
+
+    api_version: str | None = None
+    kind: str | None = None
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    """Standard object metadata: name, namespace, labels, annotations and what the server sets."""
+    spec: VolumeSnapshotSpec = Field(default_factory=VolumeSnapshotSpec)
+    """Desired state of the VolumeSnapshot."""
+    status: VolumeSnapshotStatus | None = None
+    """Observed state of the VolumeSnapshot, reported by a volumepoollet. Read-only for users."""

@@ -9,7 +9,8 @@ its power asks for (``Running``, or ``Shutdown`` for power Off), and its volumes
 interfaces are attached: its ``VolumesReady`` and ``NetworkInterfacesReady`` conditions are True
 (without them, each one the spec lists is ``Attached`` in the status, as IronCore reports them). A
 Volume is **available** when its state is ``Available`` at least at the size it asks for. A pool
-is **ready** when its ``Ready`` condition is True, as the scheduler judges it. A Reservation is
+is **ready** when its ``Ready`` condition is True, as the scheduler judges it. A VolumeSnapshot is
+**ready** when its state is ``Ready``; one ``Failed`` has *failed*. A Reservation is
 **accepted** when every pool of its plan accepted its part (``Accepted=True``); one the scheduler
 refused, a pool rejected or that expired has *failed*: it never will be. A dry run is **answered**
 once the scheduler said whether it fits.
@@ -246,6 +247,19 @@ def reservation_answered(obj: Obj | None) -> Verdict:
     return Verdict(True, f"{fits}: {_message(obj, SCHEDULED)}")
 
 
+def snapshot_ready(obj: Obj | None) -> Verdict:
+    """A VolumeSnapshot's state is ``Ready`` (usable as a Volume's data source); ``Failed`` never will be."""
+    if obj is None:
+        return Verdict(False, "does not exist")
+    state = dig(obj, "status.state")
+    source = dig(obj, "spec.volumeRef.name") or "?"
+    if state == "Ready":
+        return Verdict(True, f"Ready, {dig(obj, 'status.size') or 'size unknown'} of volume {source}")
+    if state == "Failed":
+        return Verdict(False, "Failed", failed=f"the snapshot of volume {source} failed at its volume pool")
+    return Verdict(False, f"{state or 'Pending'}: waiting for volume {source} and its pool")
+
+
 def exists(obj: Obj | None) -> Verdict:
     """The object exists."""
     return Verdict(obj is not None, "exists" if obj is not None else "does not exist")
@@ -271,6 +285,7 @@ READINESS: dict[tuple[str, str], Readiness] = {
     ("Volume", "ready"): volume_available,
     ("MachinePool", "ready"): pool_ready,
     ("VolumePool", "ready"): pool_ready,
+    ("VolumeSnapshot", "ready"): snapshot_ready,
     ("Reservation", "accepted"): reservation_accepted,
     ("Reservation", "ready"): reservation_accepted,
     ("Reservation", "answered"): reservation_answered,

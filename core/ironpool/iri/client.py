@@ -337,3 +337,13 @@ class AsyncVolumeRuntimeClient:
 
     async def status(self) -> list[vpb.VolumeClassStatus]:
         return await self._wire.run(_V.status())
+
+    async def list_volume_snapshots(self, snapshot_id: str = "", labels: Mapping[str, str] | None = None,
+                                    ) -> list[vpb.VolumeSnapshot]:
+        return await self._wire.run(_V.list_volume_snapshots(snapshot_id, labels))
+
+    async def create_volume_snapshot(self, snapshot: vpb.VolumeSnapshot) -> vpb.VolumeSnapshot:
+        return await self._wire.run(_V.create_volume_snapshot(snapshot))
+
+    async def delete_volume_snapshot(self, snapshot_id: str, missing_ok: bool = False) -> bool:
+        return await self._wire.run(_V.delete_volume_snapshot(snapshot_id, missing_ok))

@@ -6,7 +6,7 @@ ironpool poollet and vice versa, and lets an IRI machine be found again by its A
 
 from __future__ import annotations
 
-from ironpool.api import machine_access
+from ironpool.api import machine_access, storage
 from ironpool.iri import labels
 
 # --- machinepoollet -------------------------------------------------------------------------
@@ -52,8 +52,12 @@ VOLUME_UID_LABEL = "volumepoollet.ironcore.dev/volume-uid"
 VOLUME_NAMESPACE_LABEL = "volumepoollet.ironcore.dev/volume-namespace"
 VOLUME_NAME_LABEL = "volumepoollet.ironcore.dev/volume-name"
 VOLUME_FINALIZER = "volumepoollet.ironcore.dev/volume"
-VOLUME_POOL_LABEL = "volumepoollet.ironpool.dev/pool"
+VOLUME_POOL_LABEL = storage.VOLUME_POOL_LABEL  # also on a VolumeSnapshot: the pool that holds it
 VOLUME_CLUSTER_LABEL = "volumepoollet.ironpool.dev/cluster-uid"
+VOLUME_SNAPSHOT_UID_LABEL = "volumepoollet.ironcore.dev/volume-snapshot-uid"
+VOLUME_SNAPSHOT_NAMESPACE_LABEL = "volumepoollet.ironcore.dev/volume-snapshot-namespace"
+VOLUME_SNAPSHOT_NAME_LABEL = "volumepoollet.ironcore.dev/volume-snapshot-name"
+VOLUME_SNAPSHOT_FINALIZER = "volumepoollet.ironcore.dev/volume-snapshot"
 
 # --- common ---------------------------------------------------------------------------------
 TOPOLOGY_REGION_LABEL = "topology.ironcore.dev/region"

@@ -1,8 +1,9 @@
 """The Volume reconciler of the volumepoollet (IronCore's ``VolumeReconciler``).
 
 Creates the IRI volume (found again by the ``volume-uid`` label, so retries never make a second
-one), expands it when ``spec.resources.storage`` grows, publishes ``status.access`` for machines,
-releases a ``claimRef`` whose Machine is gone, and deletes through the finalizer.
+one; from an OS image or, once it is Ready in this pool, a VolumeSnapshot), expands it when
+``spec.resources.storage`` grows, publishes ``status.access`` for machines, releases a ``claimRef``
+whose Machine is gone, and deletes through the finalizer.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ironpool.api.core import Secret
 from ironpool.api.errors import AlreadyExists, NotFound
 from ironpool.api.meta import now_rfc3339
 from ironpool.api.quantity import Quantity
-from ironpool.api.storage import Volume, VolumeClass
+from ironpool.api.storage import Volume, VolumeClass, VolumeSnapshot
 from ironpool.client.controller import DONE, Result
 from ironpool.client.informer import Informer
 from ironpool.client.rest import AsyncClient
@@ -33,6 +34,7 @@ from ironpool.poollet.classes import ClassMapper
 from ironpool.poollet.machine_iri import error_reason
 from ironpool.poollet.reconciler import PoolObjectReconciler
 from ironpool.poollet.secret_reader import SECRET_RETRY, SecretReader, secret_value
+from ironpool.poollet.snapshot_controller import parse_runtime_id
 from ironpool.poollet.waiting import Dependency, Waiting, waiting_message
 
 log = logging.getLogger(__name__)
@@ -87,6 +89,7 @@ class VolumeReconciler(PoolObjectReconciler[Volume]):
         mapper: ClassMapper,
         runtime_name: str = "iri",
         delete_requeue: float = 1.0,
+        snapshots: Informer[VolumeSnapshot] | None = None,
     ) -> None:
         super().__init__(client, pool, volumes, keys.VOLUME_POOL_LABEL, delete_requeue)
         self.runtime = runtime
@@ -95,6 +98,7 @@ class VolumeReconciler(PoolObjectReconciler[Volume]):
         self.secrets = secrets
         self.mapper = mapper
         self.runtime_name = runtime_name
+        self.snapshots = snapshots
 
     def pool_of(self, vol: Volume) -> str | None:
         ref = vol.spec.volume_pool_ref
@@ -189,12 +193,36 @@ class VolumeReconciler(PoolObjectReconciler[Volume]):
             pull = vol.spec.image_pull_secret
             if pull is not None:
                 source.pull_secret_data.update(self.secrets.image_pull_secret(ns, pull.name, waiting))
+        if ds is not None and ds.volume_snapshot_ref is not None:
+            snapshot_id = self._snapshot_id(ns, ds.volume_snapshot_ref.name, waiting)
+            if snapshot_id is not None:
+                spec.volume_data_source.snapshot_data_source.snapshot_id = snapshot_id
         if waiting:
             return None, waiting
         iri = vpb.Volume(spec=spec)
         iri.metadata.labels.update(uid_labels(vol))
         iri.metadata.labels.update(self.owner_labels)
         return iri, []
+
+    def _snapshot_id(self, ns: str, name: str, waiting: list[Waiting]) -> str | None:
+        """The runtime id of the VolumeSnapshot ``ns/name`` to restore from, once it is Ready in
+        this pool (IronCore's VolumeSnapshotNotReady); else what is waited for."""
+        snap = self.snapshots.get(f"{ns}/{name}") if self.snapshots is not None else None
+        what = f"{ns}/{name}"
+        if snap is None:
+            waiting.append(Waiting(Dependency.VOLUME_SNAPSHOT, what, "not found"))
+            return None
+        holder = (snap.metadata.labels or {}).get(keys.VOLUME_POOL_LABEL)
+        if holder is not None and holder != self.pool:
+            waiting.append(Waiting(Dependency.VOLUME_SNAPSHOT, what, f"held by volume pool {holder!r}, "
+                                   f"not {self.pool!r}: a Volume is restored in its snapshot's pool"))
+            return None
+        state = snap.status.state if snap.status else None
+        rid = parse_runtime_id(snap.status.snapshot_id) if snap.status else None
+        if state != "Ready" or rid is None:
+            waiting.append(Waiting(Dependency.VOLUME_SNAPSHOT, what, f"not Ready (state {state or 'unset'})"))
+            return None
+        return rid
 
     async def _status(self, vol: Volume, iri: vpb.Volume, now: str) -> dict[str, Any]:
         state = STATE_FROM_IRI.get(iri.status.state, "Pending")

@@ -1,5 +1,6 @@
-"""Wiring of the volumepoollet: the VolumePool's status and the Volumes bound to it, as the
-machinepoollet does for Machines (what both do is :class:`~ironpool.poollet.base.Poollet`'s).
+"""Wiring of the volumepoollet: the VolumePool's status, the Volumes bound to it and the
+VolumeSnapshots of those Volumes, as the machinepoollet does for Machines (what both do is
+:class:`~ironpool.poollet.base.Poollet`'s).
 
 ``run_volumepoollet`` runs until ``stop`` is set; ``ironpool up`` calls it in-process and the
 ``ironpool volumepoollet`` command runs it as its own process.
@@ -9,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 
 from ironpool.api.meta import object_key
-from ironpool.api.storage import Volume, VolumeClass, VolumePool
+from ironpool.api.storage import Volume, VolumeClass, VolumePool, VolumeSnapshot
 from ironpool.client.controller import Controller, ObjectKey
 from ironpool.client.informer import Informer
 from ironpool.client.rest import AsyncClient
@@ -24,6 +25,7 @@ from ironpool.poollet.base import PoolKind, Poollet, PoolletOptions
 from ironpool.poollet.classes import ClassMapper
 from ironpool.poollet.pool import PoolIdentity
 from ironpool.poollet.secret_reader import SecretReader
+from ironpool.poollet.snapshot_controller import VolumeSnapshotReconciler
 from ironpool.poollet.volume_controller import VolumeReconciler
 from ironpool.poollet.volumepool import VolumePoolReconciler
 
@@ -55,7 +57,9 @@ class VolumePoollet(Poollet[vpb.Volume]):
         self.volumes: Informer[Volume] = Informer(client, Volume,
                                                   field_selector=f"spec.volumePoolRef.name={options.pool}")
         self.classes: Informer[VolumeClass] = Informer(client, VolumeClass)
-        self.informers = (self.volumes, self.classes)
+        # Every namespace's snapshots: a snapshot names no pool (its reconciler picks its pool's own).
+        self.snapshots: Informer[VolumeSnapshot] = Informer(client, VolumeSnapshot)
+        self.informers = (self.volumes, self.classes, self.snapshots)
         self.objects = self.volumes
         self.secrets = SecretReader(client)  # by name: a pool identity may not list or watch Secrets
         self.mapper = ClassMapper()
@@ -66,7 +70,8 @@ class VolumePoollet(Poollet[vpb.Volume]):
         )
         self.pool_controller = Controller("volumepool", self.pool_reconciler.reconcile, workers=1)
         self.reconciler = VolumeReconciler(client, runtime, options.pool, self.volumes, self.classes,
-                                           self.secrets, self.mapper, delete_requeue=options.delete_requeue)
+                                           self.secrets, self.mapper, delete_requeue=options.delete_requeue,
+                                           snapshots=self.snapshots)
         self.object_controller = self.volume_controller = Controller(
             "volume", self.reconciler.reconcile, workers=options.workers)
         self.relister = self._relister(self.runtime.list_volumes)
@@ -89,12 +94,52 @@ class VolumePoollet(Poollet[vpb.Volume]):
         self.classes.add_event_handler(on_add=class_changed, on_update=lambda o, n: class_changed(n),
                                        on_delete=class_changed)
         self.pool_reconciler.on_classes_changed.append(self.enqueue_all)
+        self.snapshot_reconciler = VolumeSnapshotReconciler(
+            client, runtime, options.pool, self.snapshots, self.volumes, options.delete_requeue)
+        self.snapshot_controller = Controller("volumesnapshot", self.snapshot_reconciler.reconcile,
+                                              workers=options.workers)
+        sc = self.snapshot_controller
+
+        def snapshot_changed(s: VolumeSnapshot) -> None:
+            sc.enqueue(ObjectKey.of(s))
+            # Volumes restored from it wait for it to be Ready.
+            for v in self.volumes.list():
+                ds = v.spec.data_source
+                ref = ds.volume_snapshot_ref if ds is not None else None
+                if ref is not None and f"{v.metadata.namespace}/{ref.name}" == object_key(s):
+                    vc.enqueue(ObjectKey.of(v))
+
+        def snapshot_deleted(s: VolumeSnapshot) -> None:
+            self.snapshot_reconciler.deleted[object_key(s)] = s.metadata.uid or ""
+            snapshot_changed(s)
+
+        self.snapshots.add_event_handler(on_add=snapshot_changed, on_update=lambda o, n: snapshot_changed(n),
+                                         on_delete=snapshot_deleted)
+
+        def source_changed(v: Volume) -> None:  # a snapshot waits for its source to be Available
+            for s in self.snapshots.list():
+                src = s.spec.volume_ref
+                if src is not None and f"{s.metadata.namespace}/{src.name}" == object_key(v):
+                    sc.enqueue(ObjectKey.of(s))
+
+        self.volumes.add_event_handler(on_add=source_changed, on_update=lambda o, n: source_changed(n),
+                                       on_delete=source_changed)
 
     async def after_relist(self, items: Sequence[vpb.Volume]) -> None:
         """Remember what this pool's volumes take (the pool's allocatable); collect orphans."""
         self.pool_reconciler.iri_bytes = sum(v.spec.resources.storage_bytes for v in items
                                              if self.key_of_own(v))
         await super().after_relist(items)
+
+    def own(self, uid: str) -> None:
+        super().own(uid)
+        self.snapshot_reconciler.owner_labels = self.reconciler.owner_labels
+
+    def loops(self, stop: asyncio.Event) -> Sequence[Awaitable[None]]:
+        self.snapshot_reconciler.runtime_name = self.runtime_name
+        for key in list(self.snapshots.keys()):
+            self.snapshot_controller.enqueue(ObjectKey.parse(key))
+        return (self.snapshot_controller.run(stop),)
 
     async def delete_orphan(self, runtime_id: str) -> None:
         await self.runtime.delete_volume(runtime_id, missing_ok=True)

@@ -19,6 +19,7 @@ class Dependency(enum.StrEnum):
     VOLUME_CLASS = "VolumeClass"
     SECRET = "Secret"
     VOLUME = "Volume"
+    VOLUME_SNAPSHOT = "VolumeSnapshot"
     NETWORK_INTERFACE = "NetworkInterface"
     FIELD = ""
 

@@ -24,6 +24,7 @@ def test_every_served_resource_is_a_registered_strategy_in_order() -> None:
     assert tuple(s.info for s in STRATEGIES) == RESOURCES
     assert [r.kind for r in RESOURCES] == [
         "MachineClass", "MachinePool", "Machine", "Reservation", "VolumeClass", "VolumePool", "Volume",
+        "VolumeSnapshot",
         "ResourceQuota", "Network", "NetworkInterface", "Prefix", "Secret", "Namespace", "Event", "Lease",
         "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding",
     ]

@@ -47,6 +47,7 @@ from ironpool.api.strategies.reservation import ReservationStrategy
 from ironpool.api.strategies.resourcequota import ResourceQuotaStrategy
 from ironpool.api.strategies.secret import SecretStrategy
 from ironpool.api.strategies.volume import VolumeStrategy
+from ironpool.api.strategies.volumesnapshot import VolumeSnapshotStrategy
 from ironpool.api.strategy import Strategy
 
 STRATEGIES: tuple[Strategy[Any], ...] = (
@@ -57,6 +58,7 @@ STRATEGIES: tuple[Strategy[Any], ...] = (
     VolumeClassStrategy(),
     VolumePoolStrategy(),
     VolumeStrategy(),
+    VolumeSnapshotStrategy(),
     ResourceQuotaStrategy(),
     NetworkStrategy(),
     NetworkInterfaceStrategy(),

@@ -10,8 +10,10 @@ whole write (see :class:`ironpool.store.interface.Guard`). After the write, the 
 observers (every plugin is one) what was committed; :class:`.mirror.StoreMirror` keeps a plugin's
 in-memory view current with the writes of the other apiservers too.
 
-The default chain is :func:`default_chain`: ``NamespaceLifecycle``, ``VolumeResizePolicy`` (a
-Volume's size changes only as its class allows, :mod:`.volume_resize`), ``CapacityAdmission``,
+The default chain is :func:`default_chain`: ``NamespaceLifecycle``, ``VolumeSnapshotSource`` (a
+Volume restored from a snapshot is bound to the snapshot's pool, :mod:`.volume_snapshot_source`),
+``VolumeResizePolicy`` (a Volume's size changes only as its class allows, :mod:`.volume_resize`),
+``CapacityAdmission``,
 ``IPAM`` (addresses, MACs and prefixes, :mod:`.ipam`), then ``ResourceQuota`` (a namespace's
 Machines and Volumes within its quotas, :mod:`.resource_quota`; last, as in Kubernetes).
 Authorization conditions on stored objects (:data:`ironpool.apiserver.auth.ObjectCheck`) are per
@@ -26,13 +28,14 @@ from ironpool.apiserver.admission.namespace_lifecycle import NamespaceLifecycle
 from ironpool.apiserver.admission.plugin import AdmissionChain, AdmissionPlugin, Attributes, Operation
 from ironpool.apiserver.admission.resource_quota import ResourceQuotaAdmission
 from ironpool.apiserver.admission.volume_resize import VolumeResizePolicy
+from ironpool.apiserver.admission.volume_snapshot_source import VolumeSnapshotSource
 from ironpool.store.interface import Store
 
 __all__ = ["AdmissionChain", "AdmissionPlugin", "Attributes", "Operation", "default_chain"]
 
 
 def default_chain(store: Store) -> AdmissionChain:
-    """The apiserver's chain: namespace lifecycle, volume resize policy, pool capacity, IP address
-    management, then resource quotas."""
-    return AdmissionChain([NamespaceLifecycle(store), VolumeResizePolicy(store), CapacityAdmission(store),
-                           IPAMAdmission(store), ResourceQuotaAdmission(store)])
+    """The apiserver's chain: namespace lifecycle, a restored volume's pool, volume resize policy, pool
+    capacity, IP address management, then resource quotas."""
+    return AdmissionChain([NamespaceLifecycle(store), VolumeSnapshotSource(store), VolumeResizePolicy(store),
+                           CapacityAdmission(store), IPAMAdmission(store), ResourceQuotaAdmission(store)])

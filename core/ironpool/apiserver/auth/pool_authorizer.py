@@ -32,6 +32,11 @@ A machine pool reads every Reservation (one may name any pool) and writes only i
 finalizer ``machinepoollet.ironcore.dev/reservation-<pool>``, and the ``state`` of its pool's entry
 in the status.
 
+A volume pool reads every VolumeSnapshot (a snapshot names no pool: its source Volume's pool holds
+it) and writes those it holds: labelled with its pool (``volumepoollet.ironpool.dev/pool``), or not
+yet labelled by any pool and taken of a Volume bound to it. On those it changes the finalizers,
+labels (its pool label only to its own name) and annotations, and the status.
+
 Each pool identity gets, creates, updates and patches its own heartbeat Lease (named after the pool,
 in its kind's lease namespace, :mod:`ironpool.api.fleet`) and no other.
 """
@@ -48,6 +53,7 @@ from ironpool.api.fleet import MACHINE_POOL_LEASE_NAMESPACE, VOLUME_POOL_LEASE_N
 from ironpool.api.reservation import pool_finalizer
 from ironpool.api.resources import RESOURCES, ResourceInfo
 from ironpool.api.selectors import parse_field_selector
+from ironpool.api.storage import VOLUME_POOL_LABEL
 from ironpool.apiserver.auth.authentication import User
 from ironpool.apiserver.auth.interface import Conditions, ObjectCheck
 from ironpool.apiserver.auth.pool_graph import GRAPH_RESOURCES, MACHINES, PoolGraph, confirm, edges_of
@@ -59,6 +65,7 @@ VOLUME_POOL_USER_PREFIX = "storage.ironcore.dev:system:volumepool:"
 VOLUME_POOLS_GROUP = "storage.ironcore.dev:system:volumepools"
 
 _BY_PLURAL: dict[str, ResourceInfo] = {r.plural: r for r in RESOURCES}
+VOLUMES_INFO = _BY_PLURAL["volumes"]
 _READ = frozenset({"get", "list", "watch"})
 _WRITE = frozenset({"update", "patch"})
 _SHARED_READ = frozenset({"namespaces"})
@@ -204,6 +211,11 @@ def authorize_pool(
             return None  # to tell a live claim from a stale one
         if base == "secrets" and (verb == "create" or (verb in _WRITE and not sub)):
             return Conditions(objects=_owned_secret(deny, pool))
+        if base == "volumesnapshots":
+            if verb in _READ:
+                return None  # its informer: a snapshot names no pool
+            if verb in _WRITE:
+                return Conditions(objects=_held_snapshot(deny, pool, status=sub == "status"))
     raise deny()
 
 
@@ -410,6 +422,36 @@ def _nic_claims_for_pool(deny: Deny, pool: str) -> ObjectCheck:
                        "that references this network interface")
         if old_ref and await _machine_in_pool(store, namespace, old_ref, pool) is False:
             raise deny(f'the network interface is claimed by machine "{old_ref.get("name")}" of another pool')
+
+    return check
+
+
+def _held_snapshot(deny: Deny, pool: str, status: bool) -> ObjectCheck:
+    """Writes of a volume pool to a VolumeSnapshot it holds (see the module docstring), judged on the
+    stored object; reads the source Volume only while the snapshot carries no pool label yet."""
+
+    def holder(doc: Document) -> str | None:
+        return ((doc.get("metadata") or {}).get("labels") or {}).get(VOLUME_POOL_LABEL)
+
+    async def check(old: Document | None, new: Document | None, store: Store) -> None:
+        if old is None or new is None:
+            raise deny("a volume pool identity may only update volume snapshots")
+        held = holder(old)
+        if held is None:
+            ref = (old.get("spec") or {}).get("volumeRef") or {}
+            name = str(ref.get("name") or "") if isinstance(ref, dict) else ""
+            namespace = old["metadata"].get("namespace")
+            source = await store.get(VOLUMES_INFO.key(namespace, name)) if name else None
+            held = _pool_of(source, VOLUME) if source is not None else None
+        if held != pool:
+            raise deny(f'the volume snapshot is not held by volume pool "{pool}"')
+        if status:
+            return
+        if holder(new) not in (None, pool):
+            raise deny(f'a volume pool identity may label a volume snapshot only with its own pool "{pool}"')
+        if _without(old, _BOUND_METADATA) != _without(new, _BOUND_METADATA):
+            raise deny("a volume pool identity may change only the finalizers, labels and annotations "
+                       "of a volume snapshot it holds")
 
     return check
 

@@ -384,9 +384,16 @@ class VolumeDriver:
         )
         src_info = self.pool.info(source.record.libvirt_name)
         needed = src_info.allocation if src_info else source.effective_bytes
-        # -U: the source may be open in a running QEMU; the copy is then crash-consistent.
+        # -U: the source may be open in a running QEMU. Its guest's filesystems are frozen through
+        # the guest agent for the copy where one answers (consistent filesystems); otherwise the copy
+        # is crash-consistent: the disk as at one instant, as after a power cut.
         copy = (["-U", "-f", "qcow2"], source.path)
-        record, info = self._make(record, source.effective_bytes, needed, field, copy)
+        frozen = [dom for dom, _dev in self.pool.users(source.path) if self.pool.host.freeze_filesystems(dom)]
+        try:
+            record, info = self._make(record, source.effective_bytes, needed, field, copy)
+        finally:
+            for dom in frozen:
+                self.pool.host.thaw_filesystems(dom)
         view = SnapshotView(record, info.path)
         with self._lock:
             self._snapshots[record.id] = view

@@ -7,6 +7,7 @@ domain's disk is grown through QEMU, which holds the file locked).
 
 from __future__ import annotations
 
+import logging
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -14,6 +15,8 @@ import libvirt
 
 from ironpool.runtime import libvirt_util
 from ironpool.runtime.errors import FailedPrecondition
+
+log = logging.getLogger(__name__)
 
 
 class StorageHost:
@@ -60,6 +63,36 @@ class StorageHost:
             raise FailedPrecondition(
                 f"{what} is still attached to domain(s) {', '.join(users)}; detach it first"
             )
+
+    def freeze_filesystems(self, domain: str) -> bool:
+        """Ask the guest agent of a running domain to flush and freeze its filesystems (``fsfreeze``);
+        False when the guest has no agent answering (nothing was frozen: the caller's copy is then
+        crash-consistent). A True must be followed by :meth:`thaw_filesystems`."""
+
+        def freeze(conn: libvirt.virConnect) -> int:
+            return int(conn.lookupByName(domain).fsFreeze())
+
+        try:
+            frozen = self.connection.call(f"freeze the filesystems of domain {domain}", freeze)
+        except Exception as exc:  # no agent channel, agent not connected or not answering
+            log.info("domain %s: no guest agent froze its filesystems (%s); the copy is crash-consistent",
+                     domain, exc)
+            return False
+        log.info("domain %s: guest agent froze %d filesystem(s)", domain, frozen)
+        return True
+
+    def thaw_filesystems(self, domain: str) -> None:
+        """Thaw what :meth:`freeze_filesystems` froze; a failure is logged loudly with the command
+        that thaws by hand (a guest left frozen blocks every write to its filesystems)."""
+
+        def thaw(conn: libvirt.virConnect) -> None:
+            conn.lookupByName(domain).fsThaw()
+
+        try:
+            self.connection.call(f"thaw the filesystems of domain {domain}", thaw)
+        except Exception as exc:
+            log.error("domain %s: thawing its filesystems failed: %s; run `virsh domfsthaw %s`",
+                      domain, exc, domain)
 
     def block_resize(self, domain: str, dev: str, capacity: int) -> None:
         """Grow a disk of a running domain (QEMU holds the file locked, so qemu-img cannot)."""

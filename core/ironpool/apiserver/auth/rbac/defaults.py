@@ -3,8 +3,9 @@ policy has them, for ironpool's resources:
 
 - ``cluster-admin``: everything (bound to ``system:masters``);
 - ``admin``: what ``edit`` may, plus Roles and RoleBindings of the namespace (bind it per namespace);
-- ``edit``: create, change and delete the workload kinds (Machines, Reservations, Volumes, NICs,
-  Networks, Prefixes, Secrets), evict Machines, read them and Events, Leases and the Namespace;
+- ``edit``: create, change and delete the workload kinds (Machines, Reservations, Volumes,
+  VolumeSnapshots, NICs, Networks, Prefixes, Secrets), evict Machines, read them and Events, Leases
+  and the Namespace;
 - ``view``: read the workload kinds except Secrets, and the namespace's ResourceQuotas (as
   Kubernetes' ``view`` reads ``resourcequotas``: ``admin`` and ``edit``, which include it, read them
   too, and only ``cluster-admin`` changes them, so a namespace's users cannot lift their own limits);
@@ -34,7 +35,7 @@ _READ = ["get", "list", "watch"]
 _WRITE = ["create", "update", "patch", "delete", "deletecollection"]
 _WORKLOADS: list[tuple[str, list[str]]] = [
     (COMPUTE, ["machines", "reservations"]),
-    (STORAGE, ["volumes"]),
+    (STORAGE, ["volumes", "volumesnapshots"]),
     (NETWORKING, ["networks", "networkinterfaces", "prefixes"]),
 ]
 

@@ -29,6 +29,7 @@ _KINDS: dict[tuple[str, str], tuple[str, tuple[str, ...], bool, bool]] = {
     (STORAGE, "Volume"): ("volumes", ("vol",), True, True),
     (STORAGE, "VolumeClass"): ("volumeclasses", ("vc",), False, False),
     (STORAGE, "VolumePool"): ("volumepools", ("vp",), False, True),
+    (STORAGE, "VolumeSnapshot"): ("volumesnapshots", (), True, True),
     ("v1", "Secret"): ("secrets", (), True, False),
     ("v1", "Namespace"): ("namespaces", ("ns",), False, True),
 }

@@ -59,6 +59,17 @@ def volume_summary(obj: Obj | None) -> dict[str, Any]:
     }
 
 
+def snapshot_summary(obj: Obj | None) -> dict[str, Any]:
+    """``volume_snapshot``, ``state``, ``size`` and ``snapshot_id`` of a module result."""
+    status = (obj or {}).get("status") or {}
+    return {
+        "volume_snapshot": obj or {},
+        "state": status.get("state") or "",
+        "size": status.get("size") or "",
+        "snapshot_id": status.get("snapshotID") or "",
+    }
+
+
 def redact_secret(obj: Obj) -> Obj:
     """A Secret with every data value replaced by a marker; keys stay visible."""
     out = dict(obj)

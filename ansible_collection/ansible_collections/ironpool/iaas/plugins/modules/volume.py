@@ -15,8 +15,8 @@ description:
     a qcow2 volume in that host's libvirt storage pool.
   - O(size) grows the Volume in place when its VolumeClass has resize policy C(ExpandOnly). A
     smaller O(size) is an error naming O(size); a Volume never shrinks.
-  - O(volume_class) and O(image) cannot change on an existing Volume; such a change fails naming the
-    option unless O(force=true), which deletes the Volume (and its data) and creates it again.
+  - O(volume_class), O(image) and O(snapshot) cannot change on an existing Volume; such a change fails
+    naming the option unless O(force=true), which deletes the Volume (and its data) and creates it again.
   - Labels and annotations are merged into the ones the Volume has.
   - In check mode nothing is written; a new Volume reports the pool the scheduler would pick now.
 author:
@@ -39,6 +39,12 @@ options:
     type: str
   image:
     description: Fill the new Volume from this image of the pool's image catalog.
+    type: str
+  snapshot:
+    description:
+      - Restore the new Volume from this VolumeSnapshot of the namespace (see
+        M(ironpool.iaas.volume_snapshot)). The Volume is made in the pool that holds the snapshot;
+        O(size) must be at least the snapshot's. Mutually exclusive with O(image).
     type: str
   pool:
     description: Bind the Volume to this VolumePool instead of letting the scheduler choose.
@@ -165,6 +171,7 @@ class VolumeModule(IronpoolModule):
         "volume_class": {"type": "str"},
         "size": {"type": "str"},
         "image": {"type": "str"},
+        "snapshot": {"type": "str"},
         "pool": {"type": "str"},
         "pool_selector": {"type": "dict"},
         "labels": {"type": "dict"},
@@ -173,6 +180,7 @@ class VolumeModule(IronpoolModule):
         "force": {"type": "bool", "default": False},
         **wait_argument_spec(),
     }
+    module_kwargs = {"mutually_exclusive": [["image", "snapshot"]]}
     fields = {
         "metadata.name": "name",
         "metadata.namespace": "namespace",
@@ -180,7 +188,8 @@ class VolumeModule(IronpoolModule):
         "metadata.annotations": "annotations",
         "spec.volumeClassRef": "volume_class",
         "spec.resources": "size",
-        "spec.dataSource": "image",
+        "spec.dataSource.volumeSnapshotRef": "snapshot",
+        "spec.dataSource.osImage": "image",
         "spec.volumePoolRef": "pool",
         "spec.volumePoolSelector": "pool_selector",
     }
@@ -189,7 +198,9 @@ class VolumeModule(IronpoolModule):
         p = self.params
         info = resource("storage.ironcore.dev/v1alpha1", "Volume")
         volumes = TaskDeclarer(self.client, info, self.namespace, self.check_mode, self.fields,
-                               gone_timeout=p["wait_timeout"], immutable=(("spec", "dataSource"),))
+                               gone_timeout=p["wait_timeout"],
+                               immutable=(("spec", "dataSource", "osImage"),
+                                          ("spec", "dataSource", "volumeSnapshotRef")))
         current = volumes.get(p["name"])
         if p["state"] == "absent":
             self.delete_and_wait(volumes, current, "volume", "a Machine may still use it")
@@ -205,6 +216,8 @@ class VolumeModule(IronpoolModule):
             spec["resources"] = {"storage": check_quantity("size", p["size"])}
         if p["image"]:
             spec["dataSource"] = {"osImage": {"image": p["image"]}}
+        if p["snapshot"]:
+            spec["dataSource"] = {"volumeSnapshotRef": {"name": p["snapshot"]}}
         if p["pool"]:
             spec["volumePoolRef"] = {"name": p["pool"]}
         if p["pool_selector"] is not None:
@@ -237,10 +250,13 @@ class VolumeModule(IronpoolModule):
         p = self.params
         spec = current.get("spec") or {}
         has_class = (spec.get("volumeClassRef") or {}).get("name")
-        has_image = ((spec.get("dataSource") or {}).get("osImage") or {}).get("image")
+        source = spec.get("dataSource") or {}
+        has_image = (source.get("osImage") or {}).get("image")
+        has_snapshot = (source.get("volumeSnapshotRef") or {}).get("name")
         other_class = bool(p["volume_class"]) and has_class != p["volume_class"]
         other_image = bool(p["image"]) and has_image != p["image"]
-        return bool(p["force"]) and (other_class or other_image)
+        other_snapshot = bool(p["snapshot"]) and has_snapshot != p["snapshot"]
+        return bool(p["force"]) and (other_class or other_image or other_snapshot)
 
     def check_resize(self, current: dict[str, Any], desired: dict[str, Any]) -> None:
         """IronCore's resize policy, applied before writing: grow only, and only if the class allows."""
