@@ -72,6 +72,7 @@ class MachineRecord:
     ignition: bool = False
     seed: str = ""  # the cloud-init NoCloud seed ISO of a machine booted with user data
     boot_image: str = ""  # an image whose kernel is booted directly; "" for boot from disk
+    nvram: str = ""  # a UEFI machine's NVRAM file (OVMF's variables); "" for one booting BIOS
     volumes: list[VolumeRecord] = field(default_factory=list)
     nics: list[NicRecord] = field(default_factory=list)
     cpu: int = 1
