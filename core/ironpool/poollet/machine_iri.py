@@ -6,6 +6,7 @@ in; this module builds the IRI request and computes the API status from what the
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ from ironpool.api.compute import Machine, MachineVolume
 from ironpool.api.conditions import condition
 from ironpool.api.meta import Condition
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
+from ironpool.iri.labels import EFI_VARS_ANNOTATION
 from ironpool.poollet import keys
 from ironpool.poollet.machine_nics import NicRef, nic_object_name
 from ironpool.poollet.waiting import Dependency, Waiting, waiting_message
@@ -121,7 +123,8 @@ def build_machine(
 ) -> mpb.Machine:
     """The ``CreateMachine`` payload, with the Machine's power: a Machine declared Off is defined
     and never started, so its first boot (and a cloud-init first run) waits until power is On.
-    ``annotations`` go beside the generation annotations (the NIC mapping)."""
+    ``annotations`` go beside the generation annotations (the NIC mapping), and the Machine's
+    ``efiVars`` in the annotation a UEFI runtime writes into the machine's NVRAM."""
     spec = mpb.MachineSpec(
         power=desired_power(machine), ignition_data=ignition, volumes=list(volumes),
         network_interfaces=list(nics),
@@ -133,6 +136,10 @@ def build_machine(
     meta.labels.update(uid_labels(machine))
     meta.annotations.update(desired_annotations(machine, 0))
     meta.annotations.update(annotations or {})
+    if machine.spec.efi_vars:
+        # IRI's MachineSpec has no field for them: see ironpool.iri.labels.
+        meta.annotations[EFI_VARS_ANNOTATION] = json.dumps(
+            [{"name": v.name, "uuid": v.uuid, "value": v.value} for v in machine.spec.efi_vars])
     return mpb.Machine(metadata=meta, spec=spec)
 
 
