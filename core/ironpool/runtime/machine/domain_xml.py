@@ -88,6 +88,10 @@ def disk_element(vol: VolumeRecord) -> ET.Element:
     _sub(disk, "driver", name="qemu", type=vol.format or "qcow2", discard="unmap")
     _sub(disk, "source", file=vol.path)
     _sub(disk, "target", dev=vol.target, bus="virtio")
+    if vol.secret:
+        # qcow2 with LUKS inside: QEMU gets the key from the libvirt secret (see .volume_secrets).
+        encryption = _sub(disk, "encryption", format="luks")
+        _sub(encryption, "secret", type="passphrase", uuid=vol.secret)
     serial = _SERIAL_CHARS.sub("", vol.handle or vol.name)[:20]
     if serial:
         _sub(disk, "serial", serial)

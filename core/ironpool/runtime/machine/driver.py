@@ -27,7 +27,7 @@ from ironpool.runtime.images import Credentials, Image, ImageResolver
 from ironpool.runtime.metadata import check_string_map
 from ironpool.runtime.qemu_access import check_reachable, make_dirs
 
-from . import disks, firmware, records, seed
+from . import disks, firmware, records, seed, volume_secrets
 from .capacity import CapacityPolicy
 from .classes import MachineClassSpec
 from .devices import MachineDevices
@@ -292,6 +292,7 @@ class MachineDriver:
                 image = plan.images.get(vrec.name)
                 with self.images.lease(image, vrec.path, user):
                     disks.make_local(vrec, image)
+            volume_secrets.define_all(self.host.conn, rec, plan.keys)
             xml = to_string(
                 domain_element(rec, self.options, self.console_log(rec.id), plan.boot, ignition_file)
             )
@@ -309,6 +310,7 @@ class MachineDriver:
                 except libvirt.libvirtError as undefine_exc:
                     log.warning("domain %s: undefine failed: %s", guest.name, undefine_exc)
             self._release_networks(reserved)
+            volume_secrets.remove_all(self.host.conn, rec)
             shutil.rmtree(mdir, ignore_errors=True)
             self.images.release(mdir, *(v.path for v in rec.volumes if v.owned and v.path))
             if isinstance(exc, libvirt.libvirtError):
@@ -474,6 +476,7 @@ class MachineDriver:
                     if guest.is_active():
                         self._shutdown(entry, guest, lambda: True)
                     guest.undefine()
+                volume_secrets.remove_all(self.host.conn, rec)
                 self._release_networks(rec.nics)
                 for vol in rec.volumes:
                     if vol.owned and vol.path:

@@ -34,6 +34,7 @@ class VolumeRecord:
     path: str = ""  # the disk file; "" for a kernel-boot local disk without a size
     format: str = "qcow2"
     owned: bool = False  # True: the runtime made the file and deletes it with the machine
+    secret: str = ""  # an encrypted volume's libvirt secret (UUID) while attached; see .volume_secrets
 
 
 @dataclass
