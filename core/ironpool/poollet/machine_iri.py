@@ -96,19 +96,23 @@ def local_disk_volume(
 
 @dataclass(frozen=True)
 class ConnectionSource:
-    """What an attached API Volume contributes: its access and effective size."""
+    """What an attached API Volume contributes: its access, effective size and, for an encrypted
+    Volume, the key its ``encryption.secretRef`` holds (IRI's ``encryption_data``, as IronCore's
+    machinepoollet passes it)."""
 
     driver: str
     handle: str
     attributes: Mapping[str, str]
     size_bytes: int
     secret_data: Mapping[str, bytes] = field(default_factory=dict)
+    encryption_data: Mapping[str, bytes] = field(default_factory=dict, repr=False)  # the key's Secret
 
 
 def connection_volume(volume: MachineVolume, device: str, src: ConnectionSource) -> mpb.Volume:
     conn = mpb.VolumeConnection(
         driver=src.driver, handle=src.handle, attributes=dict(src.attributes),
-        secret_data=dict(src.secret_data), effective_storage_bytes=src.size_bytes,
+        secret_data=dict(src.secret_data), encryption_data=dict(src.encryption_data),
+        effective_storage_bytes=src.size_bytes,
     )
     return mpb.Volume(name=volume.name, device=device, connection=conn)
 

@@ -23,9 +23,9 @@ from collections.abc import Iterable
 
 import libvirt
 
+from ironpool.iri.encryption import ENCRYPTION_ATTRIBUTE, KEY_NAME, LUKS
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as machine_pb2
 from ironpool.runtime import libvirt_util
-from ironpool.runtime.encryption import ENCRYPTION_ATTRIBUTE, KEY_NAME, LUKS
 from ironpool.runtime.errors import Internal, InvalidArgument
 
 from .model import MachineRecord, VolumeRecord

@@ -4,7 +4,7 @@ The key comes in ``CreateVolume`` (``spec.encryption.secret_data["encryptionKey"
 volumepoollet reads from the Volume's ``encryption.secretRef``), is used once to format the file and
 is never stored by this runtime: it reaches ``qemu-img`` through a pipe (``/dev/fd/N``), so it is
 in no file, no command line and no log. A machine runtime opens the disk with the same key, handed
-to it with the attachment (see :mod:`ironpool.runtime.encryption`). Work that needs the
+to it with the attachment (see :mod:`ironpool.iri.encryption`). Work that needs the
 key later — growing a detached volume, snapshotting — is refused naming why.
 """
 
@@ -14,7 +14,7 @@ import os
 import subprocess
 from collections.abc import Mapping
 
-from ironpool.runtime.encryption import ENCRYPTION_ATTRIBUTE, KEY_NAME, LUKS
+from ironpool.iri.encryption import ENCRYPTION_ATTRIBUTE, KEY_NAME, LUKS
 from ironpool.runtime.errors import Internal, InvalidArgument
 
 __all__ = ["ENCRYPTION_ATTRIBUTE", "LUKS", "encryption_key", "format_luks"]

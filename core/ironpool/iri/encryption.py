@@ -1,4 +1,5 @@
-"""The encrypted-volume contract between the volume runtime and the machine runtime on one host.
+"""The encrypted-volume contract: between the volume runtime and the machine runtime on one host,
+and with the poollets that hand them the key.
 
 The volume runtime reports an encrypted volume's access attribute ``encryption`` as ``luks`` (a
 qcow2 with LUKS inside, see :mod:`ironpool.runtime.volume.luks`); the key travels, as IronCore's
