@@ -142,7 +142,9 @@ def _store_bytes(store: object, varlist: object) -> bytes:
     try:
         return bytes(store.bytes_varstore(varlist))  # type: ignore[attr-defined]
     except SystemExit as exc:
-        raise InvalidArgument("efiVars: the variables do not fit OVMF's variable store") from exc
+        raise InvalidArgument(
+            f"machine.metadata.annotations[{EFI_VARS_ANNOTATION!r}]: the variables do not fit OVMF's "
+            "variable store") from exc
 
 
 def read_nvram(path: Path) -> dict[tuple[str, uuid.UUID], tuple[int, bytes]]:
