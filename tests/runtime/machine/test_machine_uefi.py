@@ -87,6 +87,14 @@ def test_uefi_machine_boots_ovmf_keeps_its_efi_vars_and_leaves_no_nvram(
     # OVMF rewrote its variable store at boot and kept the value.
     assert firmware.read_nvram(nvram)[("IronpoolTest", VENDOR)] == (firmware.ATTRIBUTES, b"kept-value")
 
+    # The NVRAM stays with the domain: powered off and on, the guest finds the variable again.
+    uefi_runtime.stub.UpdateMachinePower(mpb.UpdateMachinePowerRequest(machine_id=mid, power=mpb.POWER_OFF))
+    uefi_runtime.wait_state(mid, "MACHINE_SUSPENDED", 30)
+    assert nvram.is_file()
+    uefi_runtime.stub.UpdateMachinePower(mpb.UpdateMachinePowerRequest(machine_id=mid, power=mpb.POWER_ON))
+    wait_for(lambda: _console(uefi_runtime, mid).count(f"IronpoolTest-{VENDOR}") >= 2, 120,
+             "the guest to boot again and list the variable")  # fmt: skip
+
     uefi_runtime.stub.DeleteMachine(mpb.DeleteMachineRequest(machine_id=mid))
     wait_for(lambda: uefi_runtime.machine(mid) is None, 60, "the UEFI machine to be gone")
     assert f"ironpool-{mid}" not in domain_names()
