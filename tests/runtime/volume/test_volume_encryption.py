@@ -16,6 +16,7 @@ from tests.helpers.luks_io import luks_read, luks_write
 
 pytestmark = pytest.mark.libvirt
 KEY = b"volume-key-7f3a9c1e5b"
+MiB = 1 << 20
 PATTERN = b"IRONPOOL-PLAINTEXT-PATTERN-" * 64
 
 
@@ -62,6 +63,21 @@ def test_encrypted_volume_is_luks_with_no_plaintext_and_no_key_in_the_log(
 
     runtime.stub.DeleteVolume(vpb.DeleteVolumeRequest(volume_id=vol.metadata.id))
     assert not path.exists()
+
+
+def test_encrypted_volume_from_an_image_holds_its_data_under_the_key(
+    runtime: VolumeRuntimeProc, tmp_path: Path
+) -> None:
+    with open(runtime.images / "patterned.raw", "wb") as fh:
+        fh.write(PATTERN)
+        fh.truncate(4 * MiB)
+    request = volume_request(size=GiB // 16, image="patterned")
+    request.volume.spec.encryption.secret_data["encryptionKey"] = KEY
+    vol = runtime.stub.CreateVolume(request).volume
+    path = Path(vol.status.access.attributes["path"])
+    assert vol.status.access.attributes["encryption"] == "luks"
+    assert luks_read(path, KEY, 64) == PATTERN[:64]
+    assert PATTERN[:27] not in path.read_bytes()
 
 
 def test_encrypted_volume_stays_encrypted_across_a_restart(runtime: VolumeRuntimeProc) -> None:

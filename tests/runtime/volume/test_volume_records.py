@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as vpb
-from ironpool.runtime.errors import InvalidArgument, NotFound, Unimplemented
+from ironpool.runtime.errors import InvalidArgument, NotFound
 from ironpool.runtime.volume import records
 from ironpool.runtime.volume.classes import VolumeClassSpec
 from ironpool.runtime.volume.records import CreateVolumeArgs, SnapshotRecord, VolumeRecord
@@ -21,9 +21,6 @@ def _args(**kw: object) -> CreateVolumeArgs:
         "annotations": {},
     }
     return CreateVolumeArgs(**{**base, **kw})  # type: ignore[arg-type]
-
-
-KEYED = {"encryptionKey": b"k"}
 
 
 def test_create_args_from_the_request_ignore_a_client_id() -> None:
@@ -46,8 +43,6 @@ def test_create_args_from_the_request_ignore_a_client_id() -> None:
         (_args(storage_bytes=0), InvalidArgument, "storage_bytes: must be greater than 0"),
         (_args(labels={"": "x"}), InvalidArgument, "volume.metadata.labels: keys must not be empty"),
         (_args(annotations={"a": "\x00"}), InvalidArgument, "volume.metadata.annotations['a']: NUL"),
-        (_args(encryption=KEYED, image="i"), Unimplemented, "an encrypted volume starts empty"),
-        (_args(encryption=KEYED, snapshot_id="s"), Unimplemented, "volume.spec.encryption"),
         (_args(image="i", snapshot_id="s"), InvalidArgument, "either an image or a snapshot"),
     ],
 )

@@ -73,10 +73,10 @@ def test_bad_create_requests(runtime: VolumeRuntimeProc) -> None:
     [
         ({"other": b"k"}, "", INVALID, "encryption.secret_data: needs a non-empty 'encryptionKey'"),
         ({"encryptionKey": b"k" * 5000}, "", INVALID, "longer than 4096 bytes"),
-        ({"encryptionKey": b"k"}, "tiny", grpc.StatusCode.UNIMPLEMENTED, "an encrypted volume starts empty"),
+        ({"encryptionKey": b"k"}, "missing", NOT_FOUND, "image_data_source.image"),
     ],
 )
-def test_encryption_it_cannot_honour_is_refused_clearly(
+def test_bad_encrypted_volumes_are_refused_clearly(
     runtime: VolumeRuntimeProc, secret_data: dict[str, bytes], image: str, code: grpc.StatusCode, words: str
 ) -> None:
     request = volume_request(image=image)

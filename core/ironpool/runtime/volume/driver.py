@@ -261,7 +261,8 @@ class VolumeDriver:
         )
         size = args.storage_bytes
         field = "volume.spec.resources.storage_bytes"
-        if image is not None and image.immutable:
+        key = luks.encryption_key(args.encryption, "volume.spec.encryption")
+        if image is not None and image.immutable and not key:
             # A copy-on-write overlay on the cached image, which the cache keeps while we use it.
             path = self.pool.volume_path(record.libvirt_name)
             try:
@@ -271,9 +272,9 @@ class VolumeDriver:
                 self.images.resolver.release(path)
                 raise
         else:
-            # A full copy: a catalog file may be replaced or removed, the volume must outlive it.
+            # A full copy: a catalog file may be replaced or removed, the volume must outlive it;
+            # an encrypted volume is a copy too, every block of it under its key.
             copy = (["-f", source_format], str(source)) if source is not None else None
-            key = luks.encryption_key(args.encryption, "volume.spec.encryption")
             record, info = self._make(record, size, size, field, copy, key=key)
         view = VolumeView(record, info.path, info.capacity)
         with self._lock:
@@ -300,11 +301,11 @@ class VolumeDriver:
                 self.sidecars.remove(kind, record.id)
                 raise
         try:
-            if copy is not None:
+            if key:  # copy's options are ["-f", its format]
+                luks.format_luks(info.path, capacity, key, (copy[0][-1], copy[1]) if copy else None)
+            elif copy is not None:
                 options, source = copy
                 qemu_img("convert", *options, "-n", "-O", "qcow2", source, info.path)
-            elif key:
-                luks.format_luks(info.path, capacity, key)
             record = replace(record, phase="ready")
             self.sidecars.write(record)
         except BaseException:

@@ -12,7 +12,7 @@ from typing import Literal, TypeVar
 
 from ironpool.iri.gen.meta.v1alpha1 import api_pb2 as meta_pb2
 from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as volume_pb2
-from ironpool.runtime.errors import InvalidArgument, NotFound, Unimplemented
+from ironpool.runtime.errors import InvalidArgument, NotFound
 from ironpool.runtime.metadata import check_string_map
 
 from . import luks
@@ -168,11 +168,7 @@ def volume_class(args: CreateVolumeArgs, classes: Mapping[str, VolumeClassSpec])
     check_size(args.storage_bytes, "volume.spec.resources.storage_bytes")
     check_string_map(args.labels, "volume.metadata.labels")
     check_string_map(args.annotations, "volume.metadata.annotations")
-    if luks.encryption_key(args.encryption, "volume.spec.encryption") and (args.image or args.snapshot_id):
-        raise Unimplemented(
-            "volume.spec.encryption: an encrypted volume starts empty here; encrypting an image's or a "
-            "snapshot's data is not supported by the ironpool-local volume runtime"
-        )
+    luks.encryption_key(args.encryption, "volume.spec.encryption")
     if args.image and args.snapshot_id:
         raise InvalidArgument("volume.spec.volume_data_source: set either an image or a snapshot, not both")
     return vclass
