@@ -130,3 +130,21 @@ def test_bad_efi_vars_leave_nothing_made(
     assert EFI_VARS_ANNOTATION in (exc.value.details() or "")
     assert set((uefi_runtime.state_dir / "machines").iterdir()) == before
     assert set(session_domains(test_session)) == domains
+
+
+def test_a_host_without_the_firmware_refuses_uefi_machines_naming_it(
+    tiny_images: Path, test_session: str
+) -> None:
+    catalog = qemu_tmpdir("imu-cat-")
+    shutil.copytree(tiny_images / "tiny", catalog / "tiny-uefi")
+    (catalog / "tiny-uefi" / "firmware").write_text("uefi\n")
+    missing = str(catalog / "no-OVMF_CODE.fd")
+    try:
+        with running_runtime("imu-", test_session, images=catalog, extra_args=["--ovmf-code", missing]) as rt:
+            with pytest.raises(grpc.RpcError) as exc:
+                rt.stub.CreateMachine(machine_request(test_session, image="tiny-uefi"))
+            assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+            assert missing in (exc.value.details() or "") and "ovmf" in (exc.value.details() or "")
+            assert list((rt.state_dir / "machines").iterdir()) == []
+    finally:
+        shutil.rmtree(catalog, ignore_errors=True)
