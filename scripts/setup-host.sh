@@ -8,6 +8,7 @@ PACKAGES=(
   libvirt-dev pkg-config busybox-static dropbear-bin cpio openssh-server etcd-server curl
   dnsmasq-base iptables
   mmdebstrap eatmydata fdisk grub-pc-bin  # ironpool image build debian-12
+  ovmf  # UEFI machines: OVMF_CODE and the VARS template their NVRAM starts from
   skopeo docker-registry apache2-utils
 )
 

@@ -181,7 +181,8 @@ def owned_domains(state_dir: Path) -> dict[str, int]:
 
 
 def remove_domains(names: Iterable[str]) -> None:
-    """Destroy and undefine the named domains; ones already gone are skipped."""
+    """Destroy and undefine the named domains (with their NVRAM and volume secrets); ones already
+    gone are skipped."""
     import libvirt
 
     conn = libvirt.open(LIBVIRT_URI)
@@ -192,6 +193,11 @@ def remove_domains(names: Iterable[str]) -> None:
                 with contextlib.suppress(libvirt.libvirtError):
                     dom.destroy()
                 dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_NVRAM)
+            # The libvirt secrets of its encrypted volumes ("ironpool-<id> volume <name>").
+            for secret in conn.listAllSecrets(0):
+                with contextlib.suppress(libvirt.libvirtError):
+                    if f"<description>{name} volume " in secret.XMLDesc(0):
+                        secret.undefine()
     finally:
         conn.close()
 

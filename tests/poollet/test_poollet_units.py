@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -12,6 +13,7 @@ from ironpool.cli.connection import read_token
 from ironpool.cli.poollet_cmd import _addresses
 from ironpool.client.config import ConfigError
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
+from ironpool.iri.labels import EFI_VARS_ANNOTATION
 from ironpool.poollet import keys
 from ironpool.poollet.capacity import HostResources, fits, machine_pool_resources, volume_pool_resources
 from ironpool.poollet.classes import ClassMapper, RuntimeClass, capabilities_to_iri
@@ -133,6 +135,13 @@ def test_probe_health_tolerates_isolated_failures_but_not_a_run_of_them() -> Non
     assert health.record(False, "down") == (False, "down")
     assert health.record(False, "down") == (False, "down")
     assert health.record(True, "back") == (True, "back")
+
+
+def test_build_machine_hands_efi_vars_to_the_runtime_in_an_annotation() -> None:
+    efi = [{"name": "SbatLevel", "uuid": "605dab50-e046-4300-abb6-3dd810dd8b23", "value": "c2JhdCwx"}]
+    iri = build_machine(_machine(efiVars=efi), "small", b"", [], [])
+    assert json.loads(iri.metadata.annotations[EFI_VARS_ANNOTATION]) == efi
+    assert EFI_VARS_ANNOTATION not in build_machine(_machine(), "small", b"", [], []).metadata.annotations
 
 
 def test_build_machine_creates_with_the_declared_power() -> None:

@@ -49,6 +49,10 @@ from ironpool.cli.image_options import image_options, parse_size
     help="auto: kvm only when hardware virtualisation really works, else qemu (emulation).",
 )
 @click.option("--machine-type", default="pc", show_default=True, help="QEMU machine type of new domains.")
+@click.option("--ovmf-code", default=None,
+              help="UEFI firmware that machines whose image asks for UEFI boot (default: Debian's ovmf).")
+@click.option("--ovmf-vars", default=None,
+              help="The OVMF variable store a UEFI machine's NVRAM starts from (matching --ovmf-code).")
 @click.option(
     "--shutdown-timeout",
     type=click.FloatRange(min=0),
@@ -105,6 +109,8 @@ def libvirt_runtime(
     state_dir: str,
     domain_type: str,
     machine_type: str,
+    ovmf_code: str | None,
+    ovmf_vars: str | None,
     shutdown_timeout: float,
     streaming_address: str,
     base_url: str,
@@ -126,6 +132,7 @@ def libvirt_runtime(
     from ironpool.runtime.machine.app import MachineRuntimeConfig, build
     from ironpool.runtime.machine.capacity import CapacityPolicy
     from ironpool.runtime.machine.classes import ClassFileError
+    from ironpool.runtime.machine.firmware import OvmfPaths
     from ironpool.runtime.machine.nics import NetworkSettings
     from ironpool.runtime.machine.server import serve
     from ironpool.runtime.qemu_access import QemuAccessError
@@ -158,6 +165,7 @@ def libvirt_runtime(
         state_dir=Path(state_dir),
         domain_type=domain_type,
         machine_type=machine_type,
+        ovmf=OvmfPaths(ovmf_code or OvmfPaths.code, ovmf_vars or OvmfPaths.vars_template),
         shutdown_timeout=shutdown_timeout,
         streaming_host=host.strip("[]") or "127.0.0.1",
         streaming_port=int(port_text),

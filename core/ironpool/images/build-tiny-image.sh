@@ -84,7 +84,7 @@ for m in virtio/virtio virtio/virtio_ring virtio/virtio_pci_modern_dev virtio/vi
          virtio/virtio_pci block/virtio_blk acpi/button input/evdev firmware/qemu_fw_cfg; do
   cp "$kdir/drivers/$m.ko" "$root/lib/modules/"
 done
-for m in net/core/failover drivers/net/net_failover drivers/net/virtio_net; do
+for m in net/core/failover drivers/net/net_failover drivers/net/virtio_net fs/efivarfs/efivarfs; do
   cp "$kdir/$m.ko" "$root/lib/modules/"
 done
 # busybox acpid runs /etc/acpi/<event> on the ACPI power button: a clean, immediate power-off.

@@ -29,6 +29,7 @@ from ironpool.client.informer import Informer
 from ironpool.client.rest import AsyncClient
 from ironpool.iri import guest_data
 from ironpool.iri.client import AsyncMachineRuntimeClient
+from ironpool.iri.encryption import KEY_NAME as ENCRYPTION_KEY
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.iri.reservations import RESERVATION_KEY_ANNOTATION
 from ironpool.poollet import keys
@@ -151,6 +152,8 @@ class MachineReconciler(PoolObjectReconciler[Machine]):
         pull = machine.spec.image_pull_secret
         if pull is not None and not found:
             await self.secrets.refresh(machine.metadata.namespace or "default", pull.name)
+        for name in self._encryption_secrets(machine):
+            await self.secrets.refresh(machine.metadata.namespace or "default", name)
         deps = self.resolve(machine, creating=not found)
         now = now_rfc3339()
         await self._release_unused_claims(machine)
@@ -292,11 +295,40 @@ class MachineReconciler(PoolObjectReconciler[Machine]):
             assert vol is not None and vol.status is not None and vol.status.access is not None
             access = vol.status.access
             size = _quantity_bytes(vol.status.resources) or _quantity_bytes(vol.spec.resources)
-            src = ConnectionSource(access.driver, access.handle, dict(access.volume_attributes or {}), size)
+            key = self._encryption_key(vol, deps.waiting)
+            if key is None:
+                continue
+            src = ConnectionSource(access.driver, access.handle, dict(access.volume_attributes or {}), size,
+                                   encryption_data={ENCRYPTION_KEY: key} if key else {})
             deps.volumes[v.name] = connection_volume(v, devices[v.name], src)
             deps.claims.append(vol)
         self._resolve_nics(machine, deps)
         return deps
+
+    def _encryption_secrets(self, machine: Machine) -> list[str]:
+        """The Secrets holding the keys of the machine's encrypted Volumes (read by name: a pool may
+        not watch Secrets)."""
+        ns = machine.metadata.namespace or "default"
+        names = []
+        for v in machine.spec.volumes or []:
+            obj_name = volume_object_name(machine, v)
+            vol = self.volumes.get(f"{ns}/{obj_name}") if obj_name else None
+            if vol is not None and vol.spec.encryption is not None:
+                names.append(vol.spec.encryption.secret_ref.name)
+        return names
+
+    def _encryption_key(self, vol: Volume, waiting: list[Waiting]) -> bytes | None:
+        """An encrypted Volume's key (b"" for a Volume that is not encrypted); None, with what is
+        missing added to ``waiting``, when its Secret or key is not there."""
+        if vol.spec.encryption is None:
+            return b""
+        name = f"{vol.metadata.namespace or 'default'}/{vol.spec.encryption.secret_ref.name}"
+        secret = self.secrets.get(name)
+        key = secret_value(secret, ENCRYPTION_KEY) if secret is not None else None
+        if not key:
+            waiting.append(Waiting(Dependency.SECRET, name, f"no {ENCRYPTION_KEY!r} for the Volume's key"))
+            return None
+        return key
 
     def _resolve_nics(self, machine: Machine, deps: Dependencies) -> None:
         """The IRI NICs of the machine's usable NetworkInterfaces; the others go to ``waiting``."""

@@ -6,6 +6,7 @@ in; this module builds the IRI request and computes the API status from what the
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ from ironpool.api.compute import Machine, MachineVolume
 from ironpool.api.conditions import condition
 from ironpool.api.meta import Condition
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
+from ironpool.iri.labels import EFI_VARS_ANNOTATION
 from ironpool.poollet import keys
 from ironpool.poollet.machine_nics import NicRef, nic_object_name
 from ironpool.poollet.waiting import Dependency, Waiting, waiting_message
@@ -94,19 +96,23 @@ def local_disk_volume(
 
 @dataclass(frozen=True)
 class ConnectionSource:
-    """What an attached API Volume contributes: its access and effective size."""
+    """What an attached API Volume contributes: its access, effective size and, for an encrypted
+    Volume, the key its ``encryption.secretRef`` holds (IRI's ``encryption_data``, as IronCore's
+    machinepoollet passes it)."""
 
     driver: str
     handle: str
     attributes: Mapping[str, str]
     size_bytes: int
     secret_data: Mapping[str, bytes] = field(default_factory=dict)
+    encryption_data: Mapping[str, bytes] = field(default_factory=dict, repr=False)  # the key's Secret
 
 
 def connection_volume(volume: MachineVolume, device: str, src: ConnectionSource) -> mpb.Volume:
     conn = mpb.VolumeConnection(
         driver=src.driver, handle=src.handle, attributes=dict(src.attributes),
-        secret_data=dict(src.secret_data), effective_storage_bytes=src.size_bytes,
+        secret_data=dict(src.secret_data), encryption_data=dict(src.encryption_data),
+        effective_storage_bytes=src.size_bytes,
     )
     return mpb.Volume(name=volume.name, device=device, connection=conn)
 
@@ -121,7 +127,8 @@ def build_machine(
 ) -> mpb.Machine:
     """The ``CreateMachine`` payload, with the Machine's power: a Machine declared Off is defined
     and never started, so its first boot (and a cloud-init first run) waits until power is On.
-    ``annotations`` go beside the generation annotations (the NIC mapping)."""
+    ``annotations`` go beside the generation annotations (the NIC mapping), and the Machine's
+    ``efiVars`` in the annotation a UEFI runtime writes into the machine's NVRAM."""
     spec = mpb.MachineSpec(
         power=desired_power(machine), ignition_data=ignition, volumes=list(volumes),
         network_interfaces=list(nics),
@@ -133,6 +140,10 @@ def build_machine(
     meta.labels.update(uid_labels(machine))
     meta.annotations.update(desired_annotations(machine, 0))
     meta.annotations.update(annotations or {})
+    if machine.spec.efi_vars:
+        # IRI's MachineSpec has no field for them: see ironpool.iri.labels.
+        meta.annotations[EFI_VARS_ANNOTATION] = json.dumps(
+            [{"name": v.name, "uuid": v.uuid, "value": v.value} for v in machine.spec.efi_vars])
     return mpb.Machine(metadata=meta, spec=spec)
 
 

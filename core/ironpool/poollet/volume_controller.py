@@ -28,6 +28,7 @@ from ironpool.client.controller import DONE, Result
 from ironpool.client.informer import Informer
 from ironpool.client.rest import AsyncClient
 from ironpool.iri.client import AsyncVolumeRuntimeClient
+from ironpool.iri.encryption import KEY_NAME as ENCRYPTION_KEY
 from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as vpb
 from ironpool.poollet import keys
 from ironpool.poollet.classes import ClassMapper
@@ -180,11 +181,11 @@ class VolumeReconciler(PoolObjectReconciler[Volume]):
         if vol.spec.encryption is not None:
             sname = vol.spec.encryption.secret_ref.name
             secret = self.secrets.get(f"{ns}/{sname}")
-            data = secret_value(secret, "encryptionKey") if secret is not None else None
+            data = secret_value(secret, ENCRYPTION_KEY) if secret is not None else None
             if data is None:
                 waiting.append(Waiting(Dependency.SECRET, f"{ns}/{sname}", "encryption key not found"))
             else:
-                spec.encryption.secret_data["encryptionKey"] = data
+                spec.encryption.secret_data[ENCRYPTION_KEY] = data
         ds = vol.spec.data_source
         if ds is not None and ds.os_image is not None:
             source = spec.volume_data_source.image_data_source

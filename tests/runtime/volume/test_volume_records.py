@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as vpb
-from ironpool.runtime.errors import InvalidArgument, NotFound, Unimplemented
+from ironpool.runtime.errors import InvalidArgument, NotFound
 from ironpool.runtime.volume import records
 from ironpool.runtime.volume.classes import VolumeClassSpec
 from ironpool.runtime.volume.records import CreateVolumeArgs, SnapshotRecord, VolumeRecord
@@ -27,12 +27,12 @@ def test_create_args_from_the_request_ignore_a_client_id() -> None:
     spec = vpb.VolumeSpec(resources=vpb.VolumeResources(storage_bytes=5))
     setattr(spec, "class", "fast")
     spec.volume_data_source.snapshot_data_source.snapshot_id = "s"
-    spec.encryption.secret_data["k"] = b"x"
+    spec.encryption.secret_data["encryptionKey"] = b"x"
     vol = vpb.Volume(spec=spec)
     vol.metadata.id = "<mine>"
     vol.metadata.labels["a"] = ODD
     args = records.create_args(vol)
-    assert args == CreateVolumeArgs("fast", 5, {"a": ODD}, {}, "", "s", encrypted=True)
+    assert args == CreateVolumeArgs("fast", 5, {"a": ODD}, {}, "", "s", encryption={"encryptionKey": b"x"})
 
 
 @pytest.mark.parametrize(
@@ -43,7 +43,6 @@ def test_create_args_from_the_request_ignore_a_client_id() -> None:
         (_args(storage_bytes=0), InvalidArgument, "storage_bytes: must be greater than 0"),
         (_args(labels={"": "x"}), InvalidArgument, "volume.metadata.labels: keys must not be empty"),
         (_args(annotations={"a": "\x00"}), InvalidArgument, "volume.metadata.annotations['a']: NUL"),
-        (_args(encrypted=True), Unimplemented, "volume.spec.encryption"),
         (_args(image="i", snapshot_id="s"), InvalidArgument, "either an image or a snapshot"),
     ],
 )
@@ -51,6 +50,18 @@ def test_volume_class_refuses(args: CreateVolumeArgs, error: type[Exception], wo
     with pytest.raises(error) as err:
         records.volume_class(args, CLASSES)
     assert words in str(err.value)
+
+
+def test_an_encryption_key_is_required_and_kept_out_of_reprs() -> None:
+    spec = vpb.VolumeSpec(resources=vpb.VolumeResources(storage_bytes=5))
+    setattr(spec, "class", "fast")
+    spec.encryption.secret_data["other"] = b"x"
+    with pytest.raises(InvalidArgument) as err:
+        records.volume_class(records.create_args(vpb.Volume(spec=spec)), CLASSES)
+    assert "volume.spec.encryption.secret_data: needs a non-empty 'encryptionKey'" in err.value.message
+    args = _args(encryption={"encryptionKey": b"very-secret-key"})
+    assert "very-secret-key" not in repr(args)
+    assert records.volume_class(args, CLASSES) == CLASSES["fast"]
 
 
 def test_labels_and_annotations_are_any_text() -> None:

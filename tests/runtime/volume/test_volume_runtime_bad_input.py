@@ -68,13 +68,23 @@ def test_bad_create_requests(runtime: VolumeRuntimeProc) -> None:
     assert not failures, "\n".join(failures)
 
 
-def test_encryption_is_refused_clearly(runtime: VolumeRuntimeProc) -> None:
-    request = volume_request()
-    request.volume.spec.encryption.secret_data["encryptionKey"] = b"k"
+@pytest.mark.parametrize(
+    ("secret_data", "image", "code", "words"),
+    [
+        ({"other": b"k"}, "", INVALID, "encryption.secret_data: needs a non-empty 'encryptionKey'"),
+        ({"encryptionKey": b"k" * 5000}, "", INVALID, "longer than 4096 bytes"),
+        ({"encryptionKey": b"k"}, "missing", NOT_FOUND, "image_data_source.image"),
+    ],
+)
+def test_bad_encrypted_volumes_are_refused_clearly(
+    runtime: VolumeRuntimeProc, secret_data: dict[str, bytes], image: str, code: grpc.StatusCode, words: str
+) -> None:
+    request = volume_request(image=image)
+    request.volume.spec.encryption.secret_data.update(secret_data)
     with pytest.raises(grpc.RpcError) as err:
         runtime.stub.CreateVolume(request)
-    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    assert "encryption" in (err.value.details() or "")
+    assert err.value.code() == code
+    assert words in (err.value.details() or "")
     assert_clean(runtime)
 
 

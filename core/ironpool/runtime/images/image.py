@@ -9,8 +9,9 @@ from pathlib import Path
 @dataclass(frozen=True)
 class Image:
     """A base disk (``path``, ``format``), a kernel to boot directly (``kernel``, ``initrd``,
-    ``cmdline``), or both. ``name`` is the reference as written; ``ref`` is what was booted,
-    pinned to its ``digest`` where the image came from a registry or a URL."""
+    ``cmdline``), or both, and the ``firmware`` it boots under. ``name`` is the reference as
+    written; ``ref`` is what was booted, pinned to its ``digest`` where the image came from a
+    registry or a URL."""
 
     name: str
     path: Path | None = None
@@ -21,6 +22,8 @@ class Image:
     digest: str = ""
     ref: str = ""
     virtual_size: int = 0  # of the disk, when known
+    # "uefi": the image boots only under UEFI firmware (OVMF); "" boots the default, SeaBIOS.
+    firmware: str = ""
 
     @property
     def has_disk(self) -> bool:

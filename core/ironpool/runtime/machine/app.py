@@ -21,6 +21,7 @@ from .classes import load_classes
 from .console_server import ConsoleServer
 from .domain_xml import DomainOptions
 from .driver import MachineDriver
+from .firmware import OvmfPaths
 from .host import Host
 from .nics import NetworkSettings
 
@@ -43,6 +44,7 @@ class MachineRuntimeConfig:
     state_dir: Path = Path("/var/lib/ironpool/machine-runtime")
     domain_type: str = "auto"
     machine_type: str = "pc"
+    ovmf: OvmfPaths = field(default_factory=OvmfPaths)
     shutdown_timeout: float = 10.0
     streaming_host: str = "127.0.0.1"
     streaming_port: int = 20251
@@ -65,7 +67,7 @@ def build(cfg: MachineRuntimeConfig) -> tuple[MachineDriver, ConsoleServer]:
         open_resolver(cfg.images_dir, cfg.image_cache, cfg.image_cache_size, cfg.insecure_registries,
                       cfg.file_images, cfg.image_pull_wait),
         cfg.state_dir,
-        options=DomainOptions(domain_type=dtype, machine_type=cfg.machine_type),
+        options=DomainOptions(domain_type=dtype, machine_type=cfg.machine_type, ovmf=cfg.ovmf),
         shutdown_timeout=cfg.shutdown_timeout,
         events=EventRing(cfg.event_max, cfg.event_ttl),
         networks=cfg.networks,

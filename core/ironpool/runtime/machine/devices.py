@@ -20,7 +20,7 @@ from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as machine_pb2
 from ironpool.runtime.errors import Internal, NotFound
 from ironpool.runtime.images import ImageResolver
 
-from . import disks, records
+from . import disks, records, volume_secrets
 from .domain_xml import disk_element, interface_element, nic_alias, to_string, volume_alias
 from .guest import Guest
 from .host_networks import HostNetworks
@@ -63,14 +63,18 @@ class MachineDevices:
                 volume, "volume", rec, self.machine_dir(rec.id) / "disks", self.lookups
             )
             records.attachable(vrec, image)
+            key = volume_secrets.volume_key(volume, vrec, "volume")
             guest = self.guest(rec)
             with self.images.lease(image, vrec.path, f"machine {rec.id}"):
                 disks.make_local(vrec, image)
             try:
+                if key:
+                    volume_secrets.define(guest.dom.connect(), rec.id, vrec, key)
                 if vrec.path:
                     xml, what = to_string(disk_element(vrec)), f"volume {vrec.name!r}"
                     self._attach(entry, guest, xml, what, "AttachDetachVolumeFailed", "AttachVolume")
             except Internal:
+                volume_secrets.remove(guest.dom.connect(), vrec)
                 if vrec.owned:
                     Path(vrec.path).unlink(missing_ok=True)
                     self.images.release(vrec.path)
@@ -96,6 +100,7 @@ class MachineDevices:
             guest = self.guest(entry.rec)
             if vrec.path:
                 guest.detach_device("disk", volume_alias(name))
+            volume_secrets.remove(guest.dom.connect(), vrec)  # only while attached
             entry.rec.volumes.remove(vrec)
             self.persist(entry, guest)
             if vrec.owned and vrec.path:

@@ -11,11 +11,12 @@ import base64
 import re
 import uuid
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ironpool.runtime.images import Image
 
+from .firmware import OvmfPaths
 from .model import METADATA_NS, MachineRecord, NicRecord, VolumeRecord
 from .seed import SEED_TARGET
 
@@ -29,11 +30,12 @@ _SERIAL_CHARS = re.compile(r"[^A-Za-z0-9_.+-]")
 
 @dataclass(frozen=True)
 class DomainOptions:
-    """Host-level choices: emulation type, machine type, where the console log goes."""
+    """Host-level choices: emulation type, machine type, the UEFI firmware files."""
 
     domain_type: str = "qemu"
     machine_type: str = "pc"
     arch: str = "x86_64"
+    ovmf: OvmfPaths = field(default_factory=OvmfPaths)
 
 
 def _alias(prefix: str, name: str) -> str:
@@ -86,6 +88,10 @@ def disk_element(vol: VolumeRecord) -> ET.Element:
     _sub(disk, "driver", name="qemu", type=vol.format or "qcow2", discard="unmap")
     _sub(disk, "source", file=vol.path)
     _sub(disk, "target", dev=vol.target, bus="virtio")
+    if vol.secret:
+        # qcow2 with LUKS inside: QEMU gets the key from the libvirt secret (see .volume_secrets).
+        encryption = _sub(disk, "encryption", format="luks")
+        _sub(encryption, "secret", type="passphrase", uuid=vol.secret)
     serial = _SERIAL_CHARS.sub("", vol.handle or vol.name)[:20]
     if serial:
         _sub(disk, "serial", serial)
@@ -159,6 +165,11 @@ def domain_element(
         _sub(sysinfo, "entry", name=IGNITION_FW_CFG, file=str(ignition_file))
     os_el = _sub(dom, "os")
     _sub(os_el, "type", "hvm", arch=opts.arch, machine=opts.machine_type)
+    if rec.nvram:
+        # Firmware named outright rather than libvirt's firmware="efi" autoselection: the NVRAM
+        # is written from this VARS template before the domain exists, so both must match.
+        _sub(os_el, "loader", opts.ovmf.code, readonly="yes", type="pflash")
+        _sub(os_el, "nvram", rec.nvram, template=opts.ovmf.vars_template)
     if boot is not None and boot.kernel is not None:
         _sub(os_el, "kernel", str(boot.kernel))
         if boot.initrd is not None:

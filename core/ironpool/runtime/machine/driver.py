@@ -27,7 +27,7 @@ from ironpool.runtime.images import Credentials, Image, ImageResolver
 from ironpool.runtime.metadata import check_string_map
 from ironpool.runtime.qemu_access import check_reachable, make_dirs
 
-from . import disks, records, seed
+from . import disks, firmware, records, seed, volume_secrets
 from .capacity import CapacityPolicy
 from .classes import MachineClassSpec
 from .devices import MachineDevices
@@ -247,7 +247,10 @@ class MachineDriver:
             plan = records.plan_machine(
                 machine, machine_id, cls, mdir / "disks", self.lookups, str(self.state_dir), time.time_ns()
             )
-            guest = self._define(plan, machine.spec.ignition_data, mdir)
+            images = [i for i in (plan.boot, *plan.images.values()) if i is not None]
+            plan.rec.nvram, efi_vars = firmware.plan_nvram(
+                images, plan.rec.annotations, self.options.ovmf, mdir / firmware.NVRAM_FILE, "machine")
+            guest = self._define(plan, machine.spec.ignition_data, mdir, efi_vars)
             entry = Entry(plan.rec)
             entry.power_generation = plan.rec.generation
             self.index.add(entry)
@@ -258,8 +261,10 @@ class MachineDriver:
                 self._start_domain(entry, guest)
         return self.get(machine_id)
 
-    def _define(self, plan: records.MachinePlan, ignition: bytes, mdir: Path) -> Guest:
-        """Disks, Ignition file and domain definition; on any failure none of them is left."""
+    def _define(
+        self, plan: records.MachinePlan, ignition: bytes, mdir: Path, efi_vars: list[firmware.NvramVariable]
+    ) -> Guest:
+        """Disks, Ignition file, NVRAM and domain definition; on any failure none of them is left."""
         rec = plan.rec
         t_start = time.monotonic()
         guest: Guest | None = None
@@ -270,6 +275,8 @@ class MachineDriver:
                 reserved.append(nic)
             mdir.mkdir(mode=0o711)
             os.chmod(mdir, 0o711)  # QEMU's user passes through to its disks; nobody lists it
+            if rec.nvram:
+                firmware.write_nvram(self.options.ovmf, Path(rec.nvram), efi_vars)
             ignition_file = None
             if ignition and guest_data.is_cloud_init(ignition):
                 rec.seed = str(seed.make_seed(mdir, rec, ignition))
@@ -285,6 +292,7 @@ class MachineDriver:
                 image = plan.images.get(vrec.name)
                 with self.images.lease(image, vrec.path, user):
                     disks.make_local(vrec, image)
+            volume_secrets.define_all(self.host.conn, rec, plan.keys)
             xml = to_string(
                 domain_element(rec, self.options, self.console_log(rec.id), plan.boot, ignition_file)
             )
@@ -302,6 +310,7 @@ class MachineDriver:
                 except libvirt.libvirtError as undefine_exc:
                     log.warning("domain %s: undefine failed: %s", guest.name, undefine_exc)
             self._release_networks(reserved)
+            volume_secrets.remove_all(self.host.conn, rec)
             shutil.rmtree(mdir, ignore_errors=True)
             self.images.release(mdir, *(v.path for v in rec.volumes if v.owned and v.path))
             if isinstance(exc, libvirt.libvirtError):
@@ -467,6 +476,7 @@ class MachineDriver:
                     if guest.is_active():
                         self._shutdown(entry, guest, lambda: True)
                     guest.undefine()
+                volume_secrets.remove_all(self.host.conn, rec)
                 self._release_networks(rec.nics)
                 for vol in rec.volumes:
                     if vol.owned and vol.path:

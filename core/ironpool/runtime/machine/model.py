@@ -34,6 +34,7 @@ class VolumeRecord:
     path: str = ""  # the disk file; "" for a kernel-boot local disk without a size
     format: str = "qcow2"
     owned: bool = False  # True: the runtime made the file and deletes it with the machine
+    secret: str = ""  # an encrypted volume's libvirt secret (UUID) while attached; see .volume_secrets
 
 
 @dataclass
@@ -72,6 +73,7 @@ class MachineRecord:
     ignition: bool = False
     seed: str = ""  # the cloud-init NoCloud seed ISO of a machine booted with user data
     boot_image: str = ""  # an image whose kernel is booted directly; "" for boot from disk
+    nvram: str = ""  # a UEFI machine's NVRAM file (OVMF's variables); "" for one booting BIOS
     volumes: list[VolumeRecord] = field(default_factory=list)
     nics: list[NicRecord] = field(default_factory=list)
     cpu: int = 1

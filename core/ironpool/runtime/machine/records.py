@@ -23,7 +23,7 @@ from ironpool.runtime.errors import AlreadyExists, InvalidArgument, NotFound
 from ironpool.runtime.images import Credentials, Image, ImageError
 from ironpool.runtime.metadata import check_string_map
 
-from . import nics
+from . import nics, volume_secrets
 from .classes import MachineClassSpec, quantity
 from .model import MachineRecord, NicRecord, VolumeRecord
 from .seed import SEED_TARGET
@@ -119,6 +119,7 @@ class MachinePlan:
     rec: MachineRecord
     boot: Image | None = None  # a kernel bundle booted directly
     images: dict[str, Image] = field(default_factory=dict)  # volume name -> disk image to overlay
+    keys: dict[str, bytes] = field(default_factory=dict, repr=False)  # encrypted volume name -> key
 
 
 def check_machine(machine: machine_pb2.Machine, classes: Mapping[str, MachineClassSpec]) -> MachineClassSpec:
@@ -190,6 +191,7 @@ def plan_machine(
         rec.volumes.append(vrec)
     for i, nic in enumerate(spec.network_interfaces):
         rec.nics.append(nic_record(nic, f"machine.spec.network_interfaces[{i}]", rec, lookups))
+    plan.keys = volume_secrets.volume_keys(spec.volumes, rec, "machine.spec.volumes")
     return plan
 
 

@@ -26,6 +26,7 @@ from ironpool.runtime.errors import FailedPrecondition, InvalidArgument, Resourc
 from ironpool.runtime.events import EventRing, RuntimeEvent
 from ironpool.runtime.metadata import check_string_map, select
 
+from . import luks
 from .classes import VolumeClassSpec
 from .images import ImageInfo, VolumeImages
 from .owner import claim_pool
@@ -256,10 +257,12 @@ class VolumeDriver:
             annotations=dict(args.annotations),
             image=args.image,
             snapshot_id=args.snapshot_id,
+            encrypted=bool(args.encryption),
         )
         size = args.storage_bytes
         field = "volume.spec.resources.storage_bytes"
-        if image is not None and image.immutable:
+        key = luks.encryption_key(args.encryption, "volume.spec.encryption")
+        if image is not None and image.immutable and not key:
             # A copy-on-write overlay on the cached image, which the cache keeps while we use it.
             path = self.pool.volume_path(record.libvirt_name)
             try:
@@ -269,9 +272,10 @@ class VolumeDriver:
                 self.images.resolver.release(path)
                 raise
         else:
-            # A full copy: a catalog file may be replaced or removed, the volume must outlive it.
+            # A full copy: a catalog file may be replaced or removed, the volume must outlive it;
+            # an encrypted volume is a copy too, every block of it under its key.
             copy = (["-f", source_format], str(source)) if source is not None else None
-            record, info = self._make(record, size, size, field, copy)
+            record, info = self._make(record, size, size, field, copy, key=key)
         view = VolumeView(record, info.path, info.capacity)
         with self._lock:
             self._volumes[record.id] = view
@@ -280,10 +284,11 @@ class VolumeDriver:
 
     def _make(
         self, record: R, capacity: int, needed: int, field: str, copy: tuple[list[str], str] | None,
-        backing: tuple[Path, str] | None = None,
+        backing: tuple[Path, str] | None = None, key: bytes = b"",
     ) -> tuple[R, VolumeInfo]:
         """A new volume or snapshot file in the order that survives a crash: sidecar (creating),
-        libvirt volume, contents (``qemu-img convert`` options and source), sidecar (ready).
+        libvirt volume, contents (``qemu-img convert`` options and source, or LUKS under ``key``),
+        sidecar (ready).
         ``needed`` bytes must be free (ResourceExhausted naming ``field``); whatever fails
         removes what was made."""
         kind: Literal["volume", "snapshot"] = "volume" if isinstance(record, VolumeRecord) else "snapshot"
@@ -296,7 +301,9 @@ class VolumeDriver:
                 self.sidecars.remove(kind, record.id)
                 raise
         try:
-            if copy is not None:
+            if key:  # copy's options are ["-f", its format]
+                luks.format_luks(info.path, capacity, key, (copy[0][-1], copy[1]) if copy else None)
+            elif copy is not None:
                 options, source = copy
                 qemu_img("convert", *options, "-n", "-O", "qcow2", source, info.path)
             record = replace(record, phase="ready")
@@ -343,6 +350,11 @@ class VolumeDriver:
             self.pool.host.block_resize(dom_name, dev, capacity)
             info = self.pool.info(view.record.libvirt_name)
             return info.capacity if info else capacity
+        if view.record.encrypted:
+            raise FailedPrecondition(
+                f"volume {view.record.id}: encrypted, and growing it needs its key, which this runtime "
+                "does not keep: expand it while a running machine has it attached"
+            )
         return self.pool.resize(view.record.libvirt_name, capacity).capacity
 
     # -- delete ------------------------------------------------------------------------------
@@ -373,6 +385,10 @@ class VolumeDriver:
         source = self._get(volume_id, field)
         if source.error:
             raise FailedPrecondition(f"{field}: volume {volume_id}: {source.error}")
+        if source.record.encrypted:
+            raise FailedPrecondition(
+                f"{field}: volume {volume_id} is encrypted; copying it needs its key, which this "
+                "runtime does not keep")
         record = SnapshotRecord(
             id=uuid.uuid4().hex,
             phase="creating",

@@ -12,9 +12,10 @@ from typing import Literal, TypeVar
 
 from ironpool.iri.gen.meta.v1alpha1 import api_pb2 as meta_pb2
 from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as volume_pb2
-from ironpool.runtime.errors import InvalidArgument, NotFound, Unimplemented
+from ironpool.runtime.errors import InvalidArgument, NotFound
 from ironpool.runtime.metadata import check_string_map
 
+from . import luks
 from .classes import VolumeClassSpec
 
 Phase = Literal["creating", "ready", "deleting"]
@@ -37,6 +38,7 @@ class VolumeRecord:
     annotations: dict[str, str] = field(default_factory=dict)
     image: str = ""
     snapshot_id: str = ""
+    encrypted: bool = False  # LUKS inside the qcow2 (see .luks); the key is never kept
 
     @property
     def libvirt_name(self) -> str:
@@ -89,6 +91,8 @@ class VolumeView:
             attrs["iops"] = str(self.record.iops)
         if self.record.tps:
             attrs["tps"] = str(self.record.tps)
+        if self.record.encrypted:
+            attrs[luks.ENCRYPTION_ATTRIBUTE] = luks.LUKS
         return attrs
 
 
@@ -130,7 +134,7 @@ class CreateVolumeArgs:
     annotations: Mapping[str, str]
     image: str = ""
     snapshot_id: str = ""
-    encrypted: bool = False
+    encryption: Mapping[str, bytes] = field(default_factory=dict, repr=False)  # the Secret's data
     pull_secret: Mapping[str, bytes] = field(default_factory=dict, repr=False)
     architecture: str = ""
 
@@ -147,7 +151,7 @@ def create_args(volume: volume_pb2.Volume) -> CreateVolumeArgs:
         snapshot_id=source.snapshot_data_source.snapshot_id,
         pull_secret=dict(source.image_data_source.pull_secret_data),
         architecture=source.image_data_source.architecture,
-        encrypted=bool(volume.spec.encryption.secret_data),
+        encryption=dict(volume.spec.encryption.secret_data),
     )
 
 
@@ -164,10 +168,7 @@ def volume_class(args: CreateVolumeArgs, classes: Mapping[str, VolumeClassSpec])
     check_size(args.storage_bytes, "volume.spec.resources.storage_bytes")
     check_string_map(args.labels, "volume.metadata.labels")
     check_string_map(args.annotations, "volume.metadata.annotations")
-    if args.encrypted:
-        raise Unimplemented(
-            "volume.spec.encryption: encrypted volumes are not supported by the ironpool-local volume runtime"
-        )
+    luks.encryption_key(args.encryption, "volume.spec.encryption")
     if args.image and args.snapshot_id:
         raise InvalidArgument("volume.spec.volume_data_source: set either an image or a snapshot, not both")
     return vclass
