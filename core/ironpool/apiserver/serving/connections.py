@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ironpool.api import errors
-from ironpool.apiserver.serving.tls import TlsFiles, TlsIdentityProtocol
+from ironpool.apiserver.serving.tls import TlsFiles, TlsIdentityProtocol, TlsIdentityWebSocketProtocol
 
 CONNECTION_EXTENSION = "ironpool.connection"
 
@@ -255,7 +255,8 @@ def uvicorn_options(tls: TlsFiles | None, limits: ConnectionLimits) -> tuple[dic
     """``uvicorn.Config`` keyword arguments for the apiserver's protocol, timeouts and TLS files, and
     the table of its connections."""
     protocol, table = guarded_protocol(effective_limits(limits))
-    options: dict[str, Any] = {"http": protocol, "timeout_keep_alive": limits.keep_alive_timeout}
+    options: dict[str, Any] = {"http": protocol, "ws": TlsIdentityWebSocketProtocol,
+                               "timeout_keep_alive": limits.keep_alive_timeout}
     if tls is not None:
         options.update(tls.uvicorn_options())
     return options, table
