@@ -88,7 +88,11 @@ class ExecStreams:
         if t.info.namespaced and t.namespace is None:
             raise errors.NotFound(f"namespaced {t.info.plural} live under /namespaces/{{namespace}}/"
                                   f"{t.info.plural}")
-        self.authorize(user, "create", t.resource, t.namespace, t.name, group=t.group)
+        if self.authorize(user, "create", t.resource, t.namespace, t.name, group=t.group) is not None:
+            # A grant on conditions is about a stored object a write would change; a console changes
+            # none, so there is nothing to check them against: refuse rather than guess.
+            raise errors.Forbidden(f"{t.resource} {t.name!r} is forbidden: User {user.name!r} holds only a "
+                                   "conditional grant, which a console cannot satisfy")
         offered = ws.scope.get("subprotocols") or []
         subprotocol = next((p for p in SUBPROTOCOLS if p in offered), None)
         if subprotocol is None:
