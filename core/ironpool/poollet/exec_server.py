@@ -99,7 +99,16 @@ class ConsoleEndpoint:
         except Exception as exc:  # the runtime's streaming server refused or is unreachable
             return connection.respond(HTTPStatus.BAD_GATEWAY, f"the runtime's console {url}: {exc}\n")
         self._upstreams[connection] = upstream
+        # Should the handshake fail after this, no handler claims the runtime's session, which would
+        # stay open and refuse every later console of the machine: close it with the connection.
+        asyncio.get_running_loop().create_task(self._unclaimed(connection))
         return None
+
+    async def _unclaimed(self, connection: ServerConnection) -> None:
+        await connection.wait_closed()
+        upstream = self._upstreams.pop(connection, None)
+        if upstream is not None:
+            await upstream.close()
 
     async def _relay(self, ws: ServerConnection) -> None:
         upstream = self._upstreams.pop(ws)
