@@ -202,6 +202,7 @@ async def test_the_console_is_relayed_in_channels_and_detach_ends_it_upstream(ri
         await asyncio.to_thread(session.send, b"hello")
         assert "echo:hello" in await asyncio.to_thread(session.read_until, "echo:hello", 10)
         await asyncio.to_thread(session.detach)
+        assert session.status == {"metadata": {}, "status": "Success"}  # the server ended it first
     finally:
         session.close()
     await asyncio.wait_for(rig.console.ended.wait(), 10)  # the runtime's session closed too

@@ -134,13 +134,26 @@ class MachineConsole:
                 self._buffer += data
         return text
 
-    def detach(self) -> None:
-        """Leave: close stdin (``v5``) and the websocket, as a client should; the server ends the
-        session upstream."""
-        if self.subprotocol == V5:
-            with contextlib.suppress(ConnectionClosed):
-                self._ws.send(bytes((CLOSE, STDIN)))
+    def detach(self, timeout: float = 5.0) -> None:
+        """Leave: with ``v5``, close stdin and wait (up to ``timeout`` seconds) for the server to end
+        the session upstream and close, so a console opened next finds the machine's free; then close."""
+        if self.close_stdin():
+            deadline = time.monotonic() + timeout
+            with contextlib.suppress(TimeoutError):
+                while self.recv(timeout=max(0.0, deadline - time.monotonic())) is not None:
+                    pass  # what the console printed meanwhile; the Status comes last
         self.close()
+
+    def close_stdin(self) -> bool:
+        """Tell the server we leave (``v5``'s close of stdin); whether it was told (then it ends the
+        session and closes)."""
+        if self.subprotocol != V5:
+            return False
+        try:
+            self._ws.send(bytes((CLOSE, STDIN)))
+        except ConnectionClosed:
+            return False
+        return True
 
     def close(self) -> None:
         self._stack.close()
@@ -196,7 +209,10 @@ def attach(console: MachineConsole, stdin: IO[bytes], stdout: IO[bytes]) -> str:
     finally:
         if saved is not None:
             termios.tcsetattr(fd, termios.TCSADRAIN, saved)
-        console.detach()
+        # The reader drains until the server, told we leave, has ended the session and closed.
+        if console.close_stdin():
+            reader.join(timeout=5)
+        console.close()
         reader.join(timeout=5)
         os.close(wake_r)
         os.close(wake_w)
