@@ -82,7 +82,8 @@ def ok(r: httpx.Response, *codes: int) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def apiserver(tmp_path: Path, token: str | None, name: str) -> AsyncIterator[str]:
+async def apiserver(tmp_path: Path, token: str | None, name: str, ping_interval: float = 20.0,
+                    ) -> AsyncIterator[str]:
     store = SQLiteStore(str(tmp_path / f"{name}.db"))
     stop, started = asyncio.Event(), asyncio.Event()
     port: list[int] = []
@@ -91,7 +92,7 @@ async def apiserver(tmp_path: Path, token: str | None, name: str) -> AsyncIterat
         port.append(p)
         started.set()
 
-    options = ServerOptions(machinepoollet_token=token)
+    options = ServerOptions(machinepoollet_token=token, stream_ping_interval=ping_interval)
     task = asyncio.create_task(serve(store, Authenticator(parse_token_file(TOKENS)), "127.0.0.1", 0,
                                      options=options, stop=stop, ready=ready))
     await asyncio.wait_for(started.wait(), 30)
@@ -118,7 +119,12 @@ async def seed(api: httpx.AsyncClient) -> None:
 
 
 @pytest.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+def ping_interval() -> float:
+    return 20.0
+
+
+@pytest.fixture
+async def rig(tmp_path: Path, ping_interval: float) -> AsyncIterator[Rig]:
     console = Console()
     runtime = await ws_serve(console.serve, "127.0.0.1", 0)
     runtime_url = f"ws://127.0.0.1:{runtime.sockets[0].getsockname()[1]}/exec/token"
@@ -135,7 +141,7 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
 
     endpoint = ConsoleEndpoint(find, open_console, POOLLET_TOKEN, "127.0.0.1", 0)
     await endpoint.start()
-    async with apiserver(tmp_path, POOLLET_TOKEN, "api") as url, httpx.AsyncClient(
+    async with apiserver(tmp_path, POOLLET_TOKEN, "api", ping_interval) as url, httpx.AsyncClient(
             base_url=url, headers={"Authorization": "Bearer admin"}) as api:
         await seed(api)
         yield Rig(url, api, console, endpoint)
@@ -272,3 +278,24 @@ async def test_the_poollet_endpoint_admits_only_the_apiserver(rig: Rig, tmp_path
         refused = await other.refused("alice")
         assert refused.code == 503 and "refused this apiserver's credentials" in str(refused), refused
     assert rig.console.opened == 1
+
+
+@pytest.mark.parametrize("ping_interval", [0.3])
+async def test_a_client_that_stops_answering_pings_is_dropped_and_frees_the_console(rig: Rig) -> None:
+    """The pings that keep an idle console open also find a client that vanished without a close
+    (a laptop lid shut): the apiserver drops it and ends the runtime's session, which would otherwise
+    hold the machine's one console forever. The client here completes the handshake over a raw
+    socket, then never reads again, so it answers no ping."""
+    await bind_and_run(rig, rig.endpoint.port)
+    host, port = rig.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write((f"GET {COMPUTE}/namespaces/a/machines/m1/exec HTTP/1.1\r\nHost: {host}\r\n"
+                  "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                  f"Sec-WebSocket-Protocol: {V5}\r\nAuthorization: Bearer alice\r\n\r\n").encode())
+    await writer.drain()
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    assert rig.console.opened == 1
+    await asyncio.wait_for(rig.console.ended.wait(), 15)  # a few ping intervals, not the default 20 s
+    writer.close()
