@@ -18,6 +18,7 @@ from ironpool.api.channels import CLOSE, STDIN, STDOUT, V4, V5, frame
 from ironpool.apiserver.app import serve
 from ironpool.apiserver.auth.authentication import Authenticator, parse_token_file
 from ironpool.apiserver.options import ServerOptions
+from ironpool.apiserver.serving.connections import ConnectionLimits
 from ironpool.client import ClientConfig
 from ironpool.client.machine_console import ConsoleRefused, MachineConsole
 from ironpool.poollet.exec_server import ConsoleEndpoint
@@ -83,7 +84,7 @@ def ok(r: httpx.Response, *codes: int) -> Any:
 
 @contextlib.asynccontextmanager
 async def apiserver(tmp_path: Path, token: str | None, name: str, ping_interval: float = 20.0,
-                    ) -> AsyncIterator[str]:
+                    connections: ConnectionLimits | None = None) -> AsyncIterator[str]:
     store = SQLiteStore(str(tmp_path / f"{name}.db"))
     stop, started = asyncio.Event(), asyncio.Event()
     port: list[int] = []
@@ -92,7 +93,8 @@ async def apiserver(tmp_path: Path, token: str | None, name: str, ping_interval:
         port.append(p)
         started.set()
 
-    options = ServerOptions(machinepoollet_token=token, stream_ping_interval=ping_interval)
+    options = ServerOptions(machinepoollet_token=token, stream_ping_interval=ping_interval,
+                            connections=connections or ConnectionLimits())
     task = asyncio.create_task(serve(store, Authenticator(parse_token_file(TOKENS)), "127.0.0.1", 0,
                                      options=options, stop=stop, ready=ready))
     await asyncio.wait_for(started.wait(), 30)
@@ -299,3 +301,21 @@ async def test_a_client_that_stops_answering_pings_is_dropped_and_frees_the_cons
     assert rig.console.opened == 1
     await asyncio.wait_for(rig.console.ended.wait(), 15)  # a few ping intervals, not the default 20 s
     writer.close()
+
+
+async def test_console_connections_leave_the_connection_count(tmp_path: Path) -> None:
+    """An upgraded connection leaves the HTTP protocol that counted it; its end must still be counted,
+    or every console (refused ones too) would hold a place under --max-connections for good."""
+    limits = ConnectionLimits(max_connections=64, max_unauthenticated=64)
+    async with apiserver(tmp_path, POOLLET_TOKEN, "count", connections=limits) as url, httpx.AsyncClient(
+            base_url=url, headers={"Authorization": "Bearer admin"}) as api:
+        await seed(api)
+        ws_url = f"{url.replace('http', 'ws')}{COMPUTE}/namespaces/a/machines/m1/exec"
+        for _ in range(80):  # more than the cap: m1 is on no pool, each is a 400 after the upgrade began
+            with pytest.raises(InvalidStatus) as exc:
+                async with connect(ws_url, subprotocols=[Subprotocol(V5)],
+                                   additional_headers={"Authorization": "Bearer alice"}):
+                    pass
+            assert exc.value.response.status_code == 400
+        async with httpx.AsyncClient(base_url=url, headers={"Authorization": "Bearer admin"}) as fresh:
+            ok(await fresh.get("/api/v1/namespaces"))  # a new connection is still accepted

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,9 +58,17 @@ class TlsIdentityProtocol(HttpToolsProtocol):
 
 
 class TlsIdentityWebSocketProtocol(WebSocketsSansIOProtocol):
-    """uvicorn's websocket protocol that tells the app who the verified client certificate names."""
+    """uvicorn's websocket protocol that tells the app who the verified client certificate names,
+    and whoever counted the connection before its upgrade (:attr:`on_lost`) that it ended."""
 
     _tls: dict[str, Any] | None = None
+    on_lost: Callable[[], None] | None = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.on_lost is not None:
+            self.on_lost()
+            self.on_lost = None
+        super().connection_lost(exc)
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
