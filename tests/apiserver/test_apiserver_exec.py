@@ -60,6 +60,9 @@ class Console:
 
 @dataclass
 class Rig:
+    """An apiserver (``url``, an admin client ``api``), the poollet's console endpoint, the stand-in
+    runtime console behind it."""
+
     url: str
     api: httpx.AsyncClient
     console: Console
