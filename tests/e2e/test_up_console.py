@@ -10,11 +10,13 @@ the whole path both ways, through the guest.
 from __future__ import annotations
 
 import os
+import pty
 import secrets
 import select
 import shutil
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -83,10 +85,12 @@ def kubectl_can_i(up: UpInstance, *args: str) -> subprocess.CompletedProcess[str
                           "HOME": str(up.workdir)}, capture_output=True, text=True, timeout=60, check=False)
 
 
-def read_until(proc: subprocess.Popen[bytes], text: bytes, timeout: float) -> bytes:
-    """What ``proc`` printed on stdout up to ``text`` (fails naming what came if not in time)."""
-    assert proc.stdout is not None
-    fd, seen = proc.stdout.fileno(), b""
+def read_until(proc: subprocess.Popen[bytes], text: bytes, timeout: float, stderr: bool = False) -> bytes:
+    """What ``proc`` printed on stdout (or stderr) up to ``text`` (fails naming what came if not in
+    time)."""
+    stream = proc.stderr if stderr else proc.stdout
+    assert stream is not None
+    fd, seen = stream.fileno(), b""
     deadline = time.monotonic() + timeout
     while text not in seen:
         remaining = deadline - time.monotonic()
@@ -141,6 +145,26 @@ def test_console_streams_the_guest_both_ways_and_refuses_whom_it_must(
             proc.kill()
             proc.wait()
     assert proc.stderr is not None and proc.stderr.read() == b""
+
+    # On a terminal: raw mode, so each key goes at once (a canonical terminal would hold the line
+    # until Enter, and Ctrl+] with it), and the terminal's settings are back afterwards.
+    controller, terminal = pty.openpty()
+    before = termios.tcgetattr(terminal)
+    proc = subprocess.Popen([up.python, "-m", "ironpool.cli.main", "console", "con-1"], env=up.env,
+                            stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        read_until(proc, b"Escape character is ^]", 30, stderr=True)  # keys typed from here on count
+        os.write(controller, probe + b"-tty\r")
+        read_until(proc, probe + b"-tty", 60)
+        os.write(controller, b"\x1d")  # no Enter after it
+        assert proc.wait(30) == 0, proc.stderr.read() if proc.stderr else b""
+        assert termios.tcgetattr(terminal) == before
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(controller)
+        os.close(terminal)
 
     # The session ended upstream too (the runtime allows one console per machine): a new one opens.
     admin = ClientConfig(server=up.url, token=up.token(), ca_file=str(up.ca_file))

@@ -34,10 +34,15 @@ def console(machine: str, server: str | None, token: str | None, token_file: Pat
         code = f" ({exc.code})" if exc.code else ""
         raise CommandError(f"console of Machine {ns}/{machine}{code}: {exc}") from None
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    if os.isatty(stdin.fileno()):
-        click.echo(f"Connected to the console of Machine {ns}/{machine}. Escape character is ^]", err=True)
-    how = attach(session, stdin, stdout)
-    if os.isatty(stdin.fileno()):
+    tty = os.isatty(stdin.fileno())
+
+    def ready() -> None:  # in raw mode already: a line ends with CR LF
+        if tty:
+            click.echo(f"Connected to the console of Machine {ns}/{machine}. Escape character is ^]\r",
+                       err=True)
+
+    how = attach(session, stdin, stdout, ready)
+    if tty:
         click.echo("", err=True)
     if how == "closed":
         click.echo(f"The console of Machine {ns}/{machine} closed.", err=True)

@@ -20,6 +20,7 @@ import termios
 import threading
 import time
 import tty
+from collections.abc import Callable
 from typing import IO, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -136,7 +137,7 @@ class MachineConsole:
 
     def detach(self, timeout: float = 5.0) -> None:
         """Leave: with ``v5``, close stdin and wait (up to ``timeout`` seconds) for the server to end
-        the session upstream and close, so a console opened next finds the machine's free; then close."""
+        the session upstream and close, so a console opened next finds the machine free; then close."""
         if self.close_stdin():
             deadline = time.monotonic() + timeout
             with contextlib.suppress(TimeoutError):
@@ -169,9 +170,11 @@ def _status_message(body: bytes | None) -> str:
     return str(status.get("message") or status) if isinstance(status, dict) else str(status)
 
 
-def attach(console: MachineConsole, stdin: IO[bytes], stdout: IO[bytes]) -> str:
+def attach(console: MachineConsole, stdin: IO[bytes], stdout: IO[bytes],
+           on_ready: Callable[[], None] | None = None) -> str:
     """Join the console to ``stdin``/``stdout`` (raw mode when stdin is a terminal) until ``Ctrl+]``
-    or the input's end (``"detached"``) or the console closing (``"closed"``)."""
+    or the input's end (``"detached"``) or the console closing (``"closed"``). ``on_ready`` is
+    called once keys go to the console (entering raw mode discards what was typed before)."""
     fd = stdin.fileno()
     saved = termios.tcgetattr(fd) if os.isatty(fd) else None
     closed = threading.Event()
@@ -193,19 +196,22 @@ def attach(console: MachineConsole, stdin: IO[bytes], stdout: IO[bytes]) -> str:
         if saved is not None:
             tty.setraw(fd)
         reader.start()
+        if on_ready is not None:
+            on_ready()
         while True:
             ready, _, _ = select.select([fd, wake_r], [], [])
             if wake_r in ready or closed.is_set():
                 return "closed"
             data = os.read(fd, 4096)
-            if not data:
+            leaving = not data or ESCAPE in data
+            data = data.split(ESCAPE, 1)[0]
+            try:
+                if data:
+                    console.send(data)
+            except ConnectionClosed:  # the console ended as we typed
+                return "closed"
+            if leaving:
                 return "detached"
-            if ESCAPE in data:
-                before = data.split(ESCAPE, 1)[0]
-                if before:
-                    console.send(before)
-                return "detached"
-            console.send(data)
     finally:
         if saved is not None:
             termios.tcsetattr(fd, termios.TCSADRAIN, saved)
