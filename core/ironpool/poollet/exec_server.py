@@ -56,6 +56,7 @@ class ConsoleEndpoint:
         self.ping_interval = ping_interval
         self._server: Server | None = None
         self._upstreams: dict[ServerConnection, ClientConnection] = {}
+        self._watching: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         """Listen (port 0: a free one, then :attr:`port` says which)."""
@@ -101,7 +102,9 @@ class ConsoleEndpoint:
         self._upstreams[connection] = upstream
         # Should the handshake fail after this, no handler claims the runtime's session, which would
         # stay open and refuse every later console of the machine: close it with the connection.
-        asyncio.get_running_loop().create_task(self._unclaimed(connection))
+        task = asyncio.get_running_loop().create_task(self._unclaimed(connection))
+        self._watching.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(self._watching.discard)
         return None
 
     async def _unclaimed(self, connection: ServerConnection) -> None:
