@@ -80,7 +80,7 @@ async def test_discovery_and_openapi_list_every_declared_subresource(served: Ser
             assert sorted(listed[f"{info.plural}/{sub.name}"]["verbs"]) == sorted(sub.verbs)
             methods = {m for m in openapi[f"{item}/{sub.name}"] if m != "parameters"}
             assert methods == {_OPENAPI_METHOD[v] for v in sub.verbs}, (info.kind, sub.name)
-    assert set(subresources_of(resolve("machines"))) == {"status", "binding", "eviction"}
+    assert set(subresources_of(resolve("machines"))) == {"status", "binding", "eviction", "exec"}
     assert set(subresources_of(resolve("volumes"))) == {"status", "binding"}
     assert set(subresources_of(resolve("secrets"))) == set()
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import ssl
 import subprocess
@@ -170,3 +171,29 @@ def test_ironpool_client_verifies_with_ca_file(server: Server, tmp_path: Path) -
     # A stale ca_file (another installation's) is not loaded for a plain-http server it cannot apply to.
     plain = ClientConfig(server="http://127.0.0.1:1", token="t", ca_file=str(tmp_path / "missing.pem"))
     Client(plain).close()
+
+
+def test_client_certificate_names_the_user_of_a_console_websocket(server: Server) -> None:
+    """A websocket upgrade (``machines/exec``) leaves the HTTP protocol that read the certificate:
+    its user is the certificate's all the same."""
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+    from websockets.typing import Subprotocol
+
+    url = f"wss://127.0.0.1:{server.port}/apis/compute.ironcore.dev/v1alpha1/namespaces/default/machines/m/exec"
+
+    def status(cert: CertPaths | None) -> tuple[int, str]:
+        with pytest.raises(InvalidStatus) as exc, connect(url, ssl=server.context(cert), proxy=None,
+                                                          subprotocols=[Subprotocol("v5.channel.k8s.io")]):
+            pass
+        return exc.value.response.status_code, (exc.value.response.body or b"").decode()
+
+    assert status(None)[0] == 401
+    pool = server.client_cert(server.ca, "compute.ironcore.dev:system:machinepool:p1",
+                              ["compute.ironcore.dev:system:machinepools"])
+    code, body = status(pool)
+    assert code == 403 and "machinepool:p1" in body, body
+    admin = server.client_cert(server.ca, "carol", ["system:masters"])
+    code, body = status(admin)
+    # Authorized: only the Machine is missing.
+    assert code == 404 and json.loads(body)["message"] == 'machines.compute.ironcore.dev "m" not found', body

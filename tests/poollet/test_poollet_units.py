@@ -10,7 +10,7 @@ import pytest
 from ironpool.api.compute import Machine
 from ironpool.cli.common import quantity_option
 from ironpool.cli.connection import read_token
-from ironpool.cli.poollet_cmd import _addresses
+from ironpool.cli.poollet_cmd import _addresses, _console_options
 from ironpool.client.config import ConfigError
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.iri.labels import EFI_VARS_ANNOTATION
@@ -122,6 +122,22 @@ def test_cli_parsing(tmp_path: Path) -> None:
     assert quantity_option("16Gi", "--capacity-memory") == 16 * GiB
     with pytest.raises(click.BadParameter, match="must not be negative"):
         quantity_option("-1", "--capacity-cpu")
+
+
+def test_console_endpoint_flags_go_together_and_name_what_is_wrong(tmp_path: Path) -> None:
+    token = tmp_path / "exec.token"
+    token.write_text("s3cret\n")
+    assert _console_options(None, None) == {}
+    assert _console_options("10.0.0.5:20250", token) == {"exec_address": ("10.0.0.5", 20250),
+                                                         "exec_token": "s3cret"}
+    assert _console_options(":0", token)["exec_address"] == ("0.0.0.0", 0)  # every address, a free port
+    assert _console_options("[::1]:20250", token)["exec_address"] == ("::1", 20250)
+    for half in (("127.0.0.1:20250", None), (None, token)):
+        with pytest.raises(click.UsageError, match="--exec-address and --exec-token-file go together"):
+            _console_options(*half)
+    for bad in ("20250", "host:http", "host:70000"):
+        with pytest.raises(click.BadParameter, match="HOST:PORT"):
+            _console_options(bad, token)
 
 
 def test_probe_health_tolerates_isolated_failures_but_not_a_run_of_them() -> None:

@@ -98,6 +98,9 @@ class HostProcess(abc.ABC):
         self._lock = InstanceLock(self.dirs.lock_file)
         self._log_handler: logging.Handler | None = None
         self.failed: str | None = None
+        #: the token the apiserver presents to this host's machinepoollet console endpoint; None: the
+        #: poollet serves no console (a joined host, whose apiserver has no way to learn it yet)
+        self.console_token: str | None = None
 
     # -- to be given by subclasses -----------------------------------------------------------
 
@@ -195,10 +198,17 @@ class HostProcess(abc.ABC):
             "pool": opts.pool, "provider_id": opts.provider_id, "workers": opts.workers,
             "heartbeat_interval": opts.heartbeat_interval, "relist_period": opts.relist_period, "gc": opts.gc,
         }
+        # The console endpoint listens on loopback beside the apiserver of `ironpool up`, and the pool
+        # says so with an InternalIP the apiserver dials before the Hostname.
+        console: dict[str, Any] = {}
+        addresses: tuple[tuple[str, str], ...] = (("Hostname", socket.gethostname()),)
+        if self.console_token:
+            console = {"exec_address": ("127.0.0.1", 0), "exec_token": self.console_token}
+            addresses = (("InternalIP", "127.0.0.1"), *addresses)
         await self._start_poollet("machinepoollet", run_machinepoollet, machine_client,
                                   AsyncMachineRuntimeClient.connect(self.machine_runtime.endpoint),
                                   MachinePoolletOptions(
-                                      **shared, addresses=(("Hostname", socket.gethostname()),),
+                                      **shared, **console, addresses=addresses,
                                       capacity=given_capacity(opts.capacity_cpu, opts.capacity_memory),
                                       reserved=HostResources(opts.reserved_cpu, opts.reserved_memory),
                                       cpu_allocation_ratio=opts.cpu_allocation_ratio),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from ironpool.allinone.host import HostOptions, HostProcess, default_classes
 from ironpool.allinone.image import TINY, ensure_tiny_image
 from ironpool.allinone.progress import Progress
 from ironpool.allinone.servers import ApiServerRunner
-from ironpool.apiserver import is_loopback
+from ironpool.apiserver import ServerOptions, is_loopback
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +102,12 @@ class AllInOne(HostProcess):
         p.begin()
         tls = None if opts.insecure_http else prepare_tls(dirs.pki, opts.listen_host)
         self.ca_file = tls.client_ca_file if tls else None
+        # One token per run, for the apiserver to present to this host's machinepoollet when it relays
+        # a console (machines/exec); both run in this process, so it is never written down.
+        self.console_token = secrets.token_urlsafe(32)
         self.apiserver = ApiServerRunner(f"sqlite://{dirs.db}", dirs.tokens, opts.listen_host,
-                                         opts.listen_port, tls)
+                                         opts.listen_port, tls,
+                                         ServerOptions(machinepoollet_token=self.console_token))
         await self.apiserver.start()
         p.ok("apiserver", self.apiserver.url + ("" if tls else "  (plain HTTP: --insecure-http)"))
 

@@ -64,3 +64,16 @@ class PoolEviction(Subresource):
     verbs: tuple[str, ...] = ("create",)
     body: tuple[str, str] | None = ("policy/v1", "Eviction")
     pool_ref: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolExec(Subresource):
+    """``<plural>/exec``, after ``pods/exec``: the object's console, streamed over a websocket from the
+    daemon of the pool ``spec.<pool_ref>`` names (a pool of ``pool_kind``, whose
+    ``status.daemonEndpoints`` says where that daemon listens). Authorized as ``create``, as
+    Kubernetes authorizes ``pods/exec``; a POST without a websocket upgrade is a 400 naming it."""
+
+    name: str = "exec"
+    verbs: tuple[str, ...] = ("create",)
+    pool_kind: str
+    pool_ref: str

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -38,6 +38,7 @@ from ironpool.apiserver.controllers.networking import NetworkingController
 from ironpool.apiserver.controllers.resourcequota import ResourceQuotaController
 from ironpool.apiserver.endpoints.access_review import SSAR_PATH, self_subject_access_review
 from ironpool.apiserver.endpoints.bodies import LargeBodies, read_body
+from ironpool.apiserver.endpoints.exec_stream import ExecStreams
 from ironpool.apiserver.endpoints.metrics import Metrics
 from ironpool.apiserver.endpoints.nonresource import NonResourceEndpoints
 from ironpool.apiserver.endpoints.openapi import (
@@ -97,8 +98,10 @@ class ApiServer:
         self.watches = WatchStreams(store, self.registry, self.metrics, WatchSlots(options.watches_per_user),
                                     Seats())
         self.resources = ResourceEndpoints(self.registry, store, authorize, self.watches, self.read_body)
+        self.streams = ExecStreams(self.identify, authorize, self.registry, options.machinepoollet_token,
+                                   options.stream_ping_interval)
 
-    def authenticate(self, request: Request) -> User:
+    def authenticate(self, request: HTTPConnection) -> User:
         """Who sent the request (its certificate or token), before any impersonation."""
         user = self.authenticator.authenticate(
             request.headers.get("authorization"), client_subject(request.scope)
@@ -106,7 +109,7 @@ class ApiServer:
         mark_authenticated(request.scope, user.name)  # 429 past the user's share of connections
         return user
 
-    async def identify(self, request: Request) -> User:
+    async def identify(self, request: HTTPConnection) -> User:
         """The user a request acts as: who sent it, or whom it impersonates (:mod:`.auth.impersonation`,
         decided once the authorizer's indexes are up)."""
         user = self.authenticate(request)
@@ -216,9 +219,11 @@ def build_app(
 
 
 class ResourcePaths:
-    """Sends resource requests straight to the handler, skipping the router's regex scan.
+    """Sends resource requests straight to the handler, skipping the router's regex scan, and the
+    websocket upgrades of resource paths (a console, ``machines/exec``) to the apiserver's streams.
 
-    The router still serves them too (same handler), so this is purely a shortcut for the hot path.
+    The router still serves the HTTP requests too (same handler), so for them this is purely a
+    shortcut for the hot path.
     """
 
     def __init__(self, app: ASGIApp, server: ApiServer) -> None:
@@ -233,6 +238,9 @@ class ResourcePaths:
                 response = await self.server.handle(Request(scope, receive))
                 await response(scope, receive, send)
                 return
+        elif scope["type"] == "websocket" and scope["path"].startswith(("/api/", "/apis/")):
+            await self.server.streams(scope, receive, send)
+            return
         await self.app(scope, receive, send)
 
 
@@ -276,6 +284,8 @@ async def serve(
         proxy_headers=False,
         log_level="warning",
         timeout_graceful_shutdown=2,
+        ws_ping_interval=options.stream_ping_interval,
+        ws_ping_timeout=options.stream_ping_interval,
         backlog=4096,
         **protocol_options,
     )

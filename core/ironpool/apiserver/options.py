@@ -21,6 +21,10 @@ class ServerOptions:
     but still narrows pool identities (what ironpool did before RBAC). ``public_metrics`` serves
     ``/metrics`` without authentication (for a scraper without a token). ``memory_limit``: see
     :mod:`.serving.inflight` (None: 80 % of the cgroup's memory limit, if there is one).
+    ``machinepoollet_token``: the bearer token the apiserver presents to the machinepoollets' endpoints
+    when it relays a console (``machines/exec``; None: consoles are refused with a 503 saying so).
+    ``stream_ping_interval``: seconds between the websocket pings that keep a console alive while it
+    is idle, on both legs (client and poollet); a peer that misses a pong for as long is dropped.
     """
 
     connections: ConnectionLimits = field(default_factory=ConnectionLimits)
@@ -29,6 +33,8 @@ class ServerOptions:
     public_metrics: bool = False
     memory_limit: int | None = None  # bytes of resident memory past which API requests get 429
     authorization_mode: str = "RBAC"
+    machinepoollet_token: str | None = None
+    stream_ping_interval: float = 20.0
 
     def __post_init__(self) -> None:
         if self.authorization_mode not in AUTHORIZATION_MODES:
@@ -36,5 +42,7 @@ class ServerOptions:
                              f"got {self.authorization_mode!r}")
         if self.inflight_per_user <= 0:
             raise ValueError(f"the in-flight limit per user must be positive, got {self.inflight_per_user}")
+        if self.stream_ping_interval <= 0:
+            raise ValueError(f"the stream ping interval must be positive, got {self.stream_ping_interval}")
         if self.watches_per_user <= 0:
             raise ValueError(f"the watch limit per user must be positive, got {self.watches_per_user}")

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 import click
 
 from ironpool.cli.common import setup_logging
+from ironpool.cli.connection import read_token
 
 
 def parse_listen(value: str, option: str = "--listen") -> tuple[str, int]:
@@ -90,6 +92,11 @@ def etcd_tls(cafile: str | None, certfile: str | None, keyfile: str | None) -> A
 @click.option("--memory-limit", type=click.IntRange(min=0), default=0, metavar="BYTES",
               help="resident memory past which API requests get 429 with Retry-After "
               "[default: 80% of the cgroup's memory.max, if set]")
+@click.option("--machinepoollet-token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="the bearer token this apiserver presents to machinepoollets' console "
+              "endpoints (their --exec-token-file) to relay machines/exec [default: no consoles]")
+@click.option("--stream-ping-interval", type=click.FloatRange(min=0.1), default=20.0, show_default=True,
+              help="seconds between websocket pings that keep an idle console open")
 @click.option(
     "--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"])
 )
@@ -113,6 +120,8 @@ def apiserver(
     max_requests_inflight_per_user: int,
     max_watches_per_user: int,
     memory_limit: int,
+    machinepoollet_token_file: Path | None,
+    stream_ping_interval: float,
     log_level: str,
 ) -> None:
     """Serve the ironpool REST API (Kubernetes conventions) over a store.
@@ -149,6 +158,9 @@ def apiserver(
         inflight_per_user=max_requests_inflight_per_user, watches_per_user=max_watches_per_user,
         public_metrics=public_metrics,
         memory_limit=memory_limit or None,
+        machinepoollet_token=(read_token(machinepoollet_token_file)
+                              if machinepoollet_token_file is not None else None),
+        stream_ping_interval=stream_ping_interval,
     )
     try:
         authenticator = Authenticator.from_file(token_file)

@@ -25,6 +25,7 @@ _COMMANDS: dict[str, str] = {
     "patch": "ironpool.cli.edit_cmd:patch",
     # networking
     "ssh": "ironpool.cli.ssh_cmd:ssh",
+    "console": "ironpool.cli.console_cmd:console",
     # IRI runtimes and debugging
     "libvirt-runtime": "ironpool.cli.runtime_cmd:libvirt_runtime",
     "volume-runtime": "ironpool.cli.volume_runtime_cmd:volume_runtime",

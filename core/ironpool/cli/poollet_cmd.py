@@ -19,7 +19,7 @@ from ironpool.cli.common import (
     run_until_signalled,
     setup_logging,
 )
-from ironpool.cli.connection import client_config, connection_options
+from ironpool.cli.connection import client_config, connection_options, read_token
 from ironpool.cli.errors import cli_errors
 
 if TYPE_CHECKING:
@@ -92,18 +92,36 @@ def _common(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+def _console_options(address: str | None, token_file: Path | None) -> dict[str, Any]:
+    """``exec_address`` and ``exec_token`` of the flags; both or neither."""
+    if (address is None) != (token_file is None):
+        raise click.UsageError("--exec-address and --exec-token-file go together")
+    if address is None or token_file is None:
+        return {}
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise click.BadParameter(f"{address!r}: expected HOST:PORT", param_hint="--exec-address")
+    return {"exec_address": (host.strip("[]") or "0.0.0.0", int(port)), "exec_token": read_token(token_file)}
+
+
 @click.command("machinepoollet")
 @_common
 @click.option("--address", "addresses", multiple=True, help="Pool address TYPE=ADDRESS (repeatable).")
 @click.option("--capacity-cpu", default=None, help="Host cores (default: this host's).")
 @click.option("--capacity-memory", default=None, help="Host memory, e.g. 16Gi (default: this host's).")
+@click.option("--exec-address", default=None, metavar="HOST:PORT",
+              help="serve the console endpoint the apiserver relays machines/exec to here (IronCore's "
+                   "--address, :20250); needs --exec-token-file [default: no consoles]")
+@click.option("--exec-token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="the bearer token the apiserver presents (its --machinepoollet-token-file)")
 @allocation_options
 def machinepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server: str | None,
                    token_file: Path | None, region: str | None, zone: str | None, workers: int,
                    heartbeat_interval: float, lease_duration: float, relist_period: float, gc_policy: str,
                    gc_grace: float, gc_max_per_pass: int, log_level: str, addresses: tuple[str, ...],
-                   capacity_cpu: str | None, capacity_memory: str | None, cpu_allocation_ratio: float,
-                   reserved_cpu: str, reserved_memory: str) -> None:
+                   capacity_cpu: str | None, capacity_memory: str | None, exec_address: str | None,
+                   exec_token_file: Path | None, cpu_allocation_ratio: float, reserved_cpu: str,
+                   reserved_memory: str) -> None:
     """Announce a MachinePool and drive the Machines bound to it through an IRI machine runtime."""
     from ironpool.iri.client import AsyncMachineRuntimeClient
     from ironpool.poollet.capacity import HostResources, given_capacity
@@ -119,6 +137,7 @@ def machinepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server
         workers=workers, heartbeat_interval=heartbeat_interval, lease_duration=lease_duration,
         relist_period=relist_period, capacity=capacity, reserved=reserved,
         cpu_allocation_ratio=cpu_allocation_ratio, gc=collect_options(gc_policy, gc_grace, gc_max_per_pass),
+        **_console_options(exec_address, exec_token_file),
     )
     endpoint = _endpoint("machine", iri_endpoint)
     if capacity is None and not endpoint.startswith("unix://"):

@@ -260,6 +260,10 @@ class AsyncMachineRuntimeClient:
                             ) -> list[mpb.Machine]:
         return await self._wire.run(_M.list_machines(machine_id, labels))
 
+    async def exec(self, machine_id: str) -> str:
+        """The one-time URL of the machine's serial console (a websocket of raw bytes)."""
+        return await self._wire.run(_M.exec(machine_id))
+
     async def create_machine(self, machine: mpb.Machine) -> mpb.Machine:
         return await self._wire.run(_M.create_machine(machine))
 

@@ -56,6 +56,8 @@ class MachinePoolReconciler(PoolReconciler):
         self.reserved = reserved or HostResources(0, 0)
         self.cpu_allocation_ratio = cpu_allocation_ratio
         self.reservations = reservations
+        #: the console endpoint's port, published as ``status.daemonEndpoints`` (None: no endpoint)
+        self.exec_port: int | None = None
 
     def runtime_classes(self, status: Any) -> list[RuntimeClass]:
         return machine_runtime_classes(status)
@@ -113,6 +115,8 @@ class MachinePoolReconciler(PoolReconciler):
             "conditions": conditions,
             "availableMachineClasses": [{"name": n} for n in sorted(offered)],
             "addresses": [{"type": t, "address": a} for t, a in self.identity.addresses],
+            "daemonEndpoints": ({"machinepoolletEndpoint": {"port": self.exec_port}}
+                                if self.exec_port is not None else None),
             "capacity": cap,
             "allocatable": alloc,
         }

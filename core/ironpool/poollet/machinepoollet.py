@@ -27,6 +27,7 @@ from ironpool.poollet import keys
 from ironpool.poollet.base import PoolKind, Poollet, PoolletOptions
 from ironpool.poollet.capacity import HostResources
 from ironpool.poollet.classes import ClassMapper
+from ironpool.poollet.exec_server import ConsoleEndpoint
 from ironpool.poollet.machine_controller import MachineReconciler
 from ironpool.poollet.machine_iri import volume_object_name
 from ironpool.poollet.machine_nics import nic_object_name
@@ -52,6 +53,12 @@ class MachinePoolletOptions(PoolletOptions):
     reserved: HostResources = field(default_factory=lambda: HostResources(0, 0))
     #: virtual cores per host core machines may be given (Nova's cpu_allocation_ratio)
     cpu_allocation_ratio: float = 1.0
+    #: where the console endpoint listens (:mod:`ironpool.poollet.exec_server`; port 0: a free one);
+    #: None, or no ``exec_token``: no endpoint, and the pool publishes no ``daemonEndpoints``
+    exec_address: tuple[str, int] | None = None
+    #: the bearer token the apiserver presents to the console endpoint
+    exec_token: str | None = None
+    exec_ping_interval: float = 20.0
 
 
 def _machine_indexers() -> dict[str, object]:
@@ -137,6 +144,11 @@ class MachinePoollet(Poollet[mpb.Machine]):
             options.delete_requeue)
         self.reservation_controller = Controller("reservation", self.reservation_reconciler.reconcile,
                                                  workers=2)
+        self.console: ConsoleEndpoint | None = None
+        if options.exec_address is not None and options.exec_token:
+            host, port = options.exec_address
+            self.console = ConsoleEndpoint(self.find_runtime_machine, runtime.exec, options.exec_token, host,
+                                           port, options.exec_ping_interval)
         self._wire_handlers()
 
     # -- event handlers ------------------------------------------------------------------------
@@ -204,6 +216,33 @@ class MachinePoollet(Poollet[mpb.Machine]):
                                             on_update=lambda old, new: reservation_changed(new),
                                             on_delete=reservation_deleted)
         self.pool_reconciler.on_classes_changed.append(self.enqueue_all)
+
+    # -- the console endpoint ----------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
+        """The base's run, with the console endpoint listening first: the pool's status, written as
+        the poollet starts, publishes its port."""
+        if self.console is None:
+            await super().run(stop, ready)
+            return
+        await self.console.start()
+        self.pool_reconciler.exec_port = self.console.port
+        try:
+            await super().run(stop, ready)
+        finally:
+            await self.console.stop()
+
+    async def find_runtime_machine(self, namespace: str, name: str) -> str:
+        """The IRI machine id of this pool's Machine ``namespace/name`` (found by its uid, so a Machine
+        made again under the same name never reaches the old one's console); LookupError if none."""
+        machine = self.machines.get(f"{namespace}/{name}")
+        if machine is None or not self.wants_here(machine):
+            raise LookupError(f"Machine {namespace}/{name} is not bound to MachinePool {self.options.pool}")
+        found = await self.runtime.list_machines(labels={keys.MACHINE_UID_LABEL: machine.metadata.uid or ""})
+        if not found:
+            raise LookupError(f"Machine {namespace}/{name} has no machine in the runtime of MachinePool "
+                              f"{self.options.pool} yet")
+        return found[0].metadata.id
 
     # -- what the base asks ------------------------------------------------------------------------
 

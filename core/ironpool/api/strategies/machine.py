@@ -35,7 +35,7 @@ from ironpool.api.strategies.networkinterface import default_nic_spec, validate_
 from ironpool.api.strategies.prefix import validate_template_metadata
 from ironpool.api.strategies.volume import validate_volume_spec
 from ironpool.api.strategy import Obj, Strategy
-from ironpool.api.subresources import PoolBinding, PoolEviction
+from ironpool.api.subresources import PoolBinding, PoolEviction, PoolExec
 
 _DEVICE_RE = re.compile(r"^[a-z]{2}[a-z][a-z]?$")
 _DEVICE_PREFIX = "od"
@@ -59,7 +59,8 @@ class MachineStrategy(Strategy[Machine]):
                         Machine, True)
     name_is_dns_label = True
     subresources = (PoolBinding(pool_kind="MachinePool", pool_ref="machinePoolRef"),
-                    PoolEviction(pool_ref="machinePoolRef"))
+                    PoolEviction(pool_ref="machinePoolRef"),
+                    PoolExec(pool_kind="MachinePool", pool_ref="machinePoolRef"))
     columns = (
         NAME, Column("MACHINECLASS", field("spec.machineClassRef.name")),
         Column("POOL", field("spec.machinePoolRef.name")), Column("STATE", field("status.state")),

@@ -37,6 +37,8 @@ it) and writes those it holds: labelled with its pool (``volumepoollet.ironpool.
 yet labelled by any pool and taken of a Volume bound to it. On those it changes the finalizers,
 labels (its pool label only to its own name) and annotations, and the status.
 
+No pool identity opens a console (``machines/exec``), not even of its own Machines.
+
 Each pool identity gets, creates, updates and patches its own heartbeat Lease (named after the pool,
 in its kind's lease namespace, :mod:`ironpool.api.fleet`) and no other.
 """
@@ -153,6 +155,8 @@ def authorize_pool(
     def deny(reason: str = "") -> errors.Forbidden:
         return forbidden(user, verb, resource, namespace, name, reason)
 
+    if sub == "exec":  # a console is for users: a poollet has its runtime, not a reason to ask here
+        raise deny("a pool identity may not open consoles")
     if verb in _READ and (base in _SHARED_READ or base == kind.classes):
         return None
     if base == "events" and verb == "create":

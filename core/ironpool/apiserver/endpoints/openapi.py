@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from ironpool.api import errors
+from ironpool.api.channels import SUBPROTOCOLS
 from ironpool.api.resources import SERVED, ResourceInfo, subresources_of
 from ironpool.api.subresources import Subresource
 from ironpool.apiserver.endpoints.self_reviews import REVIEW_RESOURCES
@@ -173,6 +174,10 @@ def _subresource_ops(info: ResourceInfo, sub: Subresource, op: Callable[..., Sch
         ops["post"] = op("post", f"create a {kind} for a {info.kind}", _ops_params("dryRun"),
                          response=status, body=_content(body), code="201",
                          gvk={"group": group, "version": version, "kind": kind})
+    elif "create" in sub.verbs:  # a stream (exec): Kubernetes' "connect" action, upgraded to a websocket
+        ops["post"] = op("connect", f"connect to {what} (a websocket upgrade, subprotocol "
+                         f"{' or '.join(SUBPROTOCOLS)}; a plain POST is refused)", [], response=status,
+                         code="101")
     return ops
 
 

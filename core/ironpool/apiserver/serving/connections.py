@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ironpool.api import errors
-from ironpool.apiserver.serving.tls import TlsFiles, TlsIdentityProtocol
+from ironpool.apiserver.serving.tls import TlsFiles, TlsIdentityProtocol, TlsIdentityWebSocketProtocol
 
 CONNECTION_EXTENSION = "ironpool.connection"
 
@@ -143,6 +143,11 @@ class GuardedProtocol(TlsIdentityProtocol):
         self._start_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._uncount()
+        self._stop_head_timer()
+        super().connection_lost(exc)
+
+    def _uncount(self) -> None:
         if self._counted:
             self._counted = False
             self.table.open -= 1
@@ -153,8 +158,18 @@ class GuardedProtocol(TlsIdentityProtocol):
                     self.table.by_user[self._user] = left
                 else:
                     del self.table.by_user[self._user]
-        self._stop_head_timer()
-        super().connection_lost(exc)
+
+    def handle_websocket_upgrade(self) -> None:
+        # The transport goes to the websocket protocol, and this one never hears of its end: that
+        # protocol tells. Not an idle unauthenticated connection any more either (its request
+        # authenticates in the app, or is refused), so never the one evicted for being one.
+        self.table.unauthenticated.pop(self, None)
+        super().handle_websocket_upgrade()
+        upgraded = self.transport.get_protocol()
+        if isinstance(upgraded, TlsIdentityWebSocketProtocol):
+            upgraded.on_lost = self._uncount
+        else:  # another websocket protocol: no count is better than one never released
+            self._uncount()
 
     def mark_authenticated(self, user: str) -> None:
         table = self.table
@@ -255,7 +270,8 @@ def uvicorn_options(tls: TlsFiles | None, limits: ConnectionLimits) -> tuple[dic
     """``uvicorn.Config`` keyword arguments for the apiserver's protocol, timeouts and TLS files, and
     the table of its connections."""
     protocol, table = guarded_protocol(effective_limits(limits))
-    options: dict[str, Any] = {"http": protocol, "timeout_keep_alive": limits.keep_alive_timeout}
+    options: dict[str, Any] = {"http": protocol, "ws": TlsIdentityWebSocketProtocol,
+                               "timeout_keep_alive": limits.keep_alive_timeout}
     if tls is not None:
         options.update(tls.uvicorn_options())
     return options, table

@@ -4,17 +4,21 @@ certificate's identity handed to the app.
 uvicorn does not put the peer certificate into the ASGI scope, so :class:`TlsIdentityProtocol` (its
 httptools protocol plus one step) reads it once per connection, after the handshake verified it
 against the client CA, and sets ``scope["extensions"]["tls"]["client_subject"]`` to ``(CN, (O,
-...))``. A certificate from another CA never gets that far: the handshake fails.
+...))``. A certificate from another CA never gets that far: the handshake fails. A connection that
+upgrades to a websocket (a console, ``machines/exec``) leaves that protocol for uvicorn's websocket
+one: :class:`TlsIdentityWebSocketProtocol` does the same there.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from ironpool.apiserver.serving.certs import subject_identity
 
@@ -51,6 +55,31 @@ class TlsIdentityProtocol(HttpToolsProtocol):
         if self._tls is not None:
             scope: dict[str, Any] = self.scope  # type: ignore[assignment]
             scope["extensions"] = {"tls": self._tls}
+
+
+class TlsIdentityWebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's websocket protocol that tells the app who the verified client certificate names,
+    and whoever counted the connection before its upgrade (:attr:`on_lost`) that it ended."""
+
+    _tls: dict[str, Any] | None = None
+    on_lost: Callable[[], None] | None = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.on_lost is not None:
+            self.on_lost()
+            self.on_lost = None
+        super().connection_lost(exc)
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        peer = transport.get_extra_info("peercert")
+        self._tls = {"client_subject": subject_identity(peer.get("subject", ()))} if peer else None
+
+    def handle_connect(self, event: Any) -> None:
+        super().handle_connect(event)
+        scope: Any = getattr(self, "scope", None)  # unset when the handshake was refused
+        if self._tls is not None and scope is not None:
+            scope["extensions"]["tls"] = self._tls  # before the app's task first runs
 
 
 def client_subject(scope: Any) -> tuple[str, tuple[str, ...]] | None:

@@ -4,8 +4,8 @@ policy has them, for ironpool's resources:
 - ``cluster-admin``: everything (bound to ``system:masters``);
 - ``admin``: what ``edit`` may, plus Roles and RoleBindings of the namespace (bind it per namespace);
 - ``edit``: create, change and delete the workload kinds (Machines, Reservations, Volumes,
-  VolumeSnapshots, NICs, Networks, Prefixes, Secrets), evict Machines, read them and Events, Leases
-  and the Namespace;
+  VolumeSnapshots, NICs, Networks, Prefixes, Secrets), evict Machines, open their consoles
+  (``machines/exec``), read them and Events, Leases and the Namespace;
 - ``view``: read the workload kinds except Secrets, and the namespace's ResourceQuotas (as
   Kubernetes' ``view`` reads ``resourcequotas``: ``admin`` and ``edit``, which include it, read them
   too, and only ``cluster-admin`` changes them, so a namespace's users cannot lift their own limits);
@@ -57,6 +57,7 @@ def _edit() -> list[dict[str, Any]]:
     rules.append(_rule(_READ + _WRITE, "", ["secrets"]))
     rules.append(_rule(["create", "update", "patch"], "", ["events"]))
     rules.append(_rule(["create"], COMPUTE, ["machines/eviction"]))  # as edit may create pods/eviction
+    rules.append(_rule(["create"], COMPUTE, ["machines/exec"]))  # the console, as edit may create pods/exec
     return rules + _view()
 
 

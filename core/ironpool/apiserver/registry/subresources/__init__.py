@@ -1,6 +1,8 @@
 """The handlers of the subresources kinds declare on their strategies
 (:mod:`ironpool.api.subresources`), one module each: ``status`` (:mod:`.status`), ``binding``
-(:mod:`.binding`), ``eviction`` (:mod:`.eviction`); what a handler is: :mod:`.handler`.
+(:mod:`.binding`), ``eviction`` (:mod:`.eviction`), ``exec`` (:mod:`.exec_handler`: where a console
+is served; the stream itself is :mod:`ironpool.apiserver.endpoints.exec_stream`); what a handler is:
+:mod:`.handler`.
 
 A new subresource is its declaration on the strategies of the kinds that serve it, and its handler:
 a module here with a :class:`~.handler.SubresourceHandler` for the verbs it serves, and its line in
@@ -16,11 +18,12 @@ from typing import Any
 from ironpool.api.resources import RESOURCES, subresources_of
 from ironpool.apiserver.registry.subresources.binding import BindingHandler
 from ironpool.apiserver.registry.subresources.eviction import EvictionHandler
+from ironpool.apiserver.registry.subresources.exec_handler import ExecHandler
 from ironpool.apiserver.registry.subresources.handler import SubresourceHandler
 from ironpool.apiserver.registry.subresources.status import StatusHandler
 
 HANDLERS: dict[str, SubresourceHandler[Any]] = {
-    h.name: h for h in (StatusHandler(), BindingHandler(), EvictionHandler())
+    h.name: h for h in (StatusHandler(), BindingHandler(), EvictionHandler(), ExecHandler())
 }
 
 
