@@ -1,7 +1,8 @@
 """Debian 12 guests from an ``https://`` URL and a ``file://`` path under ``ironpool up`` on real
 libvirtd: each runs, answers SSH with the key its cloud-init user data handed over, has the hostname,
 instance id and static address of its NoCloud seed, reports hostname and addresses through the QEMU
-guest agent, and ``ansible -m setup`` reaches it through the machines inventory plugin. The same
+guest agent, shows its login prompt on the serial console (``machines/exec``), and ``ansible -m
+setup`` reaches it through the machines inventory plugin. The same
 image from a registry is what the example playbook test boots (tests/ansible), so the three
 sources together cost three Debian boots, two of them here, started at once.
 
@@ -22,6 +23,8 @@ from typing import Any
 import libvirt
 import pytest
 from ironpool.api.resources import resolve
+from ironpool.client import ClientConfig
+from ironpool.client.machine_console import MachineConsole
 from up_harness import UpInstance, machine_domain, wait_for
 
 from tests.helpers import ssh
@@ -180,6 +183,14 @@ def test_debian_guests_from_https_and_file(make_up: Callable[..., UpInstance], t
         _, domain = machine_domain(m["status"]["machineID"])
         report = wait_for(lambda d=domain: agent_report(d), 120, f"{name}'s guest agent answering")
         assert report[0] == name and address in report[1], report
+
+    # Its serial console through machines/exec (apiserver, machinepoollet, IRI Exec) is Debian's
+    # getty on ttyS0: a new line is answered with the login prompt, named for the guest.
+    for name in running:
+        with MachineConsole(ClientConfig.from_file(up.config_path), "default", name) as console:
+            console.send(b"\r")
+            console.read_until(rf"{name} login:", 120)
+            console.detach()
 
     # Ansible reaches both through the machines inventory and gathers their facts.
     inventory = tmp_path / "machines.ironpool.yml"
