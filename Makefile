@@ -22,8 +22,11 @@ $(UV): scripts/uv-requirements.txt
 
 # --locked: refuse a lock that no longer matches pyproject.toml (run `make lock`) instead of
 # resolving anew; --all-extras: the front ends, etcd and the test tools; exact: nothing else stays.
+# --compile-bytecode: every process starts from .pyc files. Without them, where PYTHONDONTWRITEBYTECODE
+# is set, each start compiles every module it imports anew: half of an apiserver's start-up CPU, paid
+# by every process the demo and the tests start.
 $(STAMP): pyproject.toml uv.lock $(UV)
-	$(UV) sync --locked --all-extras --python $(PYTHON)
+	$(UV) sync --locked --all-extras --compile-bytecode --python $(PYTHON)
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -1,5 +1,5 @@
-"""Benchmark real guests: CreateMachine of a Debian 12 machine to SSH answering with the key its
-cloud-init user data handed over; prints one JSON line.
+"""Benchmark real guests: CreateMachine of a Debian machine (``--image``, debian-12) to SSH answering
+with the key its cloud-init user data handed over; prints one JSON line.
 
 - ``one``: one machine at a time (``--runs`` of them, each deleted before the next): p50 and max
   of create -> ``ssh root@127.0.0.1 -p PORT true`` succeeding (target p50 <= 30 s);
@@ -11,16 +11,17 @@ cloud-init user data handed over; prints one JSON line.
 - ``boot``: for the first machine of ``one``, the guest's own view (``systemd-analyze``): kernel and
   userspace time, and when cloud-init's stages finished.
 
-- ``build``: ``ironpool image build debian-12`` into the catalog (instant when its recipe is
+- ``build``: ``ironpool image build IMAGE`` into the catalog (instant when its recipe is
   unchanged: ``cached``); with ``--build-cold``, first into an empty folder with an empty package
   cache (everything downloaded from Debian's mirror), then once more there (target: <= 90 s, and
   not repeated when cached).
 
-The image is ``debian-12`` from that catalog. Each machine has a user-mode NIC with an address of
+The image comes from that catalog. Each machine has a user-mode NIC with an address of
 its own (from 198.18.0.0/15, which nothing routes) and SSH forwarded on 127.0.0.1, the only address
 this talks to.
 
-Usage: python bench/guests.py [--runs 3] [--at-once 10] [--memory 512Mi] [--build-cold] [--keep-workdir]
+Usage: python bench/guests.py [--image debian-12] [--runs 3] [--at-once 10] [--memory 512Mi] [--build-cold]
+                              [--keep-workdir]
 """
 
 from __future__ import annotations
@@ -64,11 +65,11 @@ def _classes(memory: str) -> str:
             f"  capabilities: {{cpu: \"1\", memory: {memory}}}\n")
 
 
-def _request(label: str, idx: int, public_key: str) -> mpb.CreateMachineRequest:
+def _request(label: str, idx: int, public_key: str, image: str) -> mpb.CreateMachineRequest:
     spec = mpb.MachineSpec(power=mpb.POWER_ON)
     setattr(spec, "class", "debian")
     spec.volumes.add(name="root", device="oda",
-                     local_disk=mpb.LocalDisk(image=mpb.ImageSpec(image="debian-12")))
+                     local_disk=mpb.LocalDisk(image=mpb.ImageSpec(image=image)))
     address = f"198.18.{20 + idx // 200}.{10 + idx % 200}/24"
     spec.network_interfaces.add(name="eth0", network_id="bench://guests", ips=[address.split("/")[0]],
                                 attributes={"addresses": json.dumps([address])})
@@ -100,10 +101,10 @@ def _endpoint(stub: mgrpc.MachineRuntimeStub, machine_id: str) -> str:
 
 
 def _create_until_ssh(stub: mgrpc.MachineRuntimeStub, label: str, idx: int, key: Path, public: str,
-                      deadline: float) -> tuple[str, float | None]:
+                      image: str, deadline: float) -> tuple[str, float | None]:
     """``(machine id, seconds from CreateMachine to SSH answering)``; None: not by the deadline."""
     t0 = time.monotonic()
-    mid = stub.CreateMachine(_request(label, idx, public)).machine.metadata.id
+    mid = stub.CreateMachine(_request(label, idx, public, image)).machine.metadata.id
     endpoint = _endpoint(stub, mid)
     connect = EARLY_CONNECT_TIMEOUT
     while time.monotonic() < deadline and not STOP.is_set():
@@ -158,9 +159,9 @@ def _domain_type(mid: str) -> str:
         conn.close()
 
 
-def _build(out: Path, build_cache: Path | None = None) -> dict[str, object]:
-    """``ironpool image build debian-12`` into ``out``: seconds, and whether it came from the cache."""
-    cmd = [sys.executable, "-m", "ironpool.cli.main", "image", "build", "debian-12", "--images", str(out),
+def _build(image: str, out: Path, build_cache: Path | None = None) -> dict[str, object]:
+    """``ironpool image build IMAGE`` into ``out``: seconds, and whether it came from the cache."""
+    cmd = [sys.executable, "-m", "ironpool.cli.main", "image", "build", image, "--images", str(out),
            "-o", "json"]
     if build_cache is not None:
         cmd += ["--build-cache", str(build_cache)]
@@ -170,17 +171,17 @@ def _build(out: Path, build_cache: Path | None = None) -> dict[str, object]:
             "size_mib": done["sizeBytes"] >> 20}
 
 
-def _builds(images: Path, cold: bool) -> dict[str, object]:
+def _builds(image: str, images: Path, cold: bool) -> dict[str, object]:
     figures: dict[str, object] = {}
     if cold:
         scratch = Path(tempfile.mkdtemp(prefix="gbench-build-", dir="/var/tmp"))
         try:
-            figures["cold"] = _build(scratch / "images", scratch / "cache")
+            figures["cold"] = _build(image, scratch / "images", scratch / "cache")
             print(f"image build from an empty package cache: {figures['cold']}", file=sys.stderr, flush=True)
-            figures["again"] = _build(scratch / "images", scratch / "cache")
+            figures["again"] = _build(image, scratch / "images", scratch / "cache")
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-    figures["catalog"] = _build(images)
+    figures["catalog"] = _build(image, images)
     return figures
 
 
@@ -191,6 +192,7 @@ def _seconds(samples: list[float]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", default="debian-12", help="image to build and boot (debian-12, debian-13)")
     parser.add_argument("--runs", type=int, default=3, help="machines created one after another")
     parser.add_argument("--at-once", type=int, default=10, help="machines created together")
     parser.add_argument("--memory", default="512Mi", help="memory of each machine")
@@ -207,7 +209,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, stop)
 
     images = Path(os.environ.get("IRONPOOL_TEST_IMAGES", "/var/cache/ironpool/test-images"))
-    builds = _builds(images, args.build_cold)
+    builds = _builds(args.image, images, args.build_cold)
     workdir = Path(tempfile.mkdtemp(prefix="gbench-"))
     os.chmod(workdir, 0o711)  # QEMU's user passes through to the machines' disks
     (workdir / "classes.yaml").write_text(_classes(args.memory))
@@ -224,7 +226,7 @@ def main() -> None:
     channel = grpc.insecure_channel(f"unix:{sock}")
     stub = mgrpc.MachineRuntimeStub(channel)
     label = secrets.token_hex(4)
-    result: dict[str, object] = {"bench": "guests", "image": "debian-12", "memory": args.memory,
+    result: dict[str, object] = {"bench": "guests", "image": args.image, "memory": args.memory,
                                  "host_cpus": os.cpu_count(), "loadavg_1m_start": os.getloadavg()[0],
                                  "build": builds}
     missed = False  # a machine that did not answer SSH by the deadline
@@ -241,7 +243,8 @@ def main() -> None:
 
         one: list[float] = []
         for i in range(args.runs):
-            mid, took = _create_until_ssh(stub, label, i, key, public, time.monotonic() + args.timeout)
+            mid, took = _create_until_ssh(stub, label, i, key, public, args.image,
+                                          time.monotonic() + args.timeout)
             if took is None:
                 result["one_not_answered"] = {mid: _console_tail(workdir / "state", mid)}
                 missed = True
@@ -259,8 +262,8 @@ def main() -> None:
             t0 = time.monotonic()
             deadline = t0 + args.timeout
             with ThreadPoolExecutor(max_workers=args.at_once) as pool:
-                futures = [pool.submit(_create_until_ssh, stub, label, 1000 + i, key, public, deadline)
-                           for i in range(args.at_once)]
+                futures = [pool.submit(_create_until_ssh, stub, label, 1000 + i, key, public, args.image,
+                                       deadline) for i in range(args.at_once)]
                 done = [f.result() for f in futures]
             answered = [took for _, took in done if took is not None]
             late = [mid for mid, took in done if took is None]

@@ -86,6 +86,7 @@ list); web-1 is ironpool-$machine_id. Each has an address on the Network lab, an
 with the key cloud-init handed over, and serves a page from the systemd service Ansible set up.
 ironpool up is still running with PID $up_pid (output: $OUT, log: $DATA_DIR/logs/ironpool.log).
   SSH:       .venv/bin/ironpool ssh web-1   (or: ironpool ssh web-1 -- systemctl status hello)
+  Browser:   https://$LISTEN/ui/   (the web console: sign in with the token in $DATA_DIR/tokens.csv; the CA is $DATA_DIR/pki/ca.crt)
   Again:     ANSIBLE_COLLECTIONS_PATH=ansible_collection .venv/bin/ansible-playbook -i examples/ansible/machines.ironpool.yml examples/ansible/site.yml -e image=$IMAGE   (0 changed)
   Preview:   ... examples/ansible/site.yml --check --diff
   Inventory: ANSIBLE_COLLECTIONS_PATH=ansible_collection .venv/bin/ansible-inventory -i examples/ansible/machines.ironpool.yml --graph

@@ -5,11 +5,13 @@ set -euo pipefail
 
 PACKAGES=(
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 qemu-utils
-  libvirt-dev pkg-config busybox-static dropbear-bin cpio openssh-server etcd-server curl
+  libvirt-dev pkg-config busybox-static dropbear-bin cpio openssh-server etcd-server etcd-client curl
   dnsmasq-base iptables
   mmdebstrap eatmydata fdisk grub-pc-bin  # ironpool image build debian-12
   ovmf  # UEFI machines: OVMF_CODE and the VARS template their NVRAM starts from
   skopeo docker-registry apache2-utils
+  chromium chromium-driver libnss3-tools  # the web console's browser tests (selenium drives them
+  # headless; pk12util puts a client certificate in its NSS database)
 )
 
 sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }

@@ -11,14 +11,18 @@ echo "==> mypy (core/)"
 "$VENV/bin/mypy"
 
 echo "==> pytest"
+# The project's own modules as .pyc too (the venv's are compiled when it is made; see the Makefile):
+# every process the tests start imports them, and PYTHONDONTWRITEBYTECODE may forbid caching them.
+"$VENV/bin/python" -m compileall -q -j 0 core pulumi_provider >/dev/null
 # Two workers, each module whole on one of them (its module fixtures, such as one `ironpool up`, serve
 # all its tests), and the modules that start many guests at once (marker `guests`) one after another
-# on one worker (tests/helpers/worker_groups.py makes the groups). PYTEST_WORKERS=0 runs everything
-# in this process. Tests that probe response times under an attack (marker `latency`) run afterwards
-# on their own, with nothing else loading the cores; pytest's exit 5 there only means the arguments
-# selected none.
+# on one worker, started first: tests/helpers/worker_groups.py makes the groups and their order.
+# PYTEST_WORKERS=0 runs everything in this process. Tests that probe response times under an attack
+# (marker `latency`) run afterwards on their own, with nothing else loading the cores; pytest's exit 5
+# there only means the arguments selected none.
 set +e
-"$VENV/bin/pytest" -ra --durations=40 -n "${PYTEST_WORKERS:-2}" --dist loadgroup -m "not latency" "$@"
+"$VENV/bin/pytest" -ra --durations=40 -n "${PYTEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder \
+  -m "not latency" "$@"
 rc=$?
 if [ "$rc" -eq 0 ]; then
   echo "==> pytest (latency, alone)"

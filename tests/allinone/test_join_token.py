@@ -1,5 +1,6 @@
-"""Join tokens: the identities they add to the token file, the CA they carry, and the refusals of
-``ironpool join`` / ``ironpool join-token create`` before anything is made."""
+"""Join tokens: the bootstrap tokens (and earlier identity tokens) they add to the token file, the CA
+hash they pin, and the refusals of ``ironpool join`` / ``ironpool join-token create`` before anything
+is made."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import pytest
 from click.testing import CliRunner
 from ironpool.allinone.datadir import ensure_admin_token
 from ironpool.allinone.join_token import (
-    JoinToken,
+    BootstrapToken,
     JoinTokenError,
+    add_bootstrap_token,
     add_identities,
     ca_cert_hash,
     check_ca_hash,
@@ -36,23 +38,21 @@ def control(tmp_path: Path) -> Path:
     return root
 
 
-def test_create_adds_both_pool_identities_and_prints_the_join_command(control: Path) -> None:
+def test_create_adds_a_bootstrap_token_and_prints_the_hash_pinned_join_command(control: Path) -> None:
     result = CliRunner().invoke(cli, ["join-token", "create", "--pool", "h1", "--data-dir", str(control)])
     assert result.exit_code == 0, result.output
     argv = shlex.split(result.stdout.strip().splitlines()[-1])
     assert argv[:3] == ["ironpool", "join", "https://10.0.0.1:6443"]
     opts = dict(zip(argv[3::2], argv[4::2], strict=True))
-    assert opts["--pool"] == "h1"
-    ca_pem = (control / "pki" / "ca.crt").read_bytes()
-    assert base64.b64decode(opts["--ca-data"]) == ca_pem
-    token = JoinToken.parse(opts["--token"])
+    assert opts["--pool"] == "h1" and "--ca-data" not in opts  # the command carries no CA, only its hash
+    ca = CertificateAuthority.ensure(control / "pki").cert
+    assert opts["--discovery-token-ca-cert-hash"] == ca_cert_hash(ca)
+    token = BootstrapToken.match(opts["--token"])
+    assert token is not None
     authn = Authenticator.from_file(control / "tokens.csv")
-    machine = authn.authenticate(f"Bearer {token.machine}")
-    volume = authn.authenticate(f"Bearer {token.volume}")
-    assert machine.name == "compute.ironcore.dev:system:machinepool:h1"
-    assert machine.groups == {"compute.ironcore.dev:system:machinepools"}
-    assert volume.name == "storage.ironcore.dev:system:volumepool:h1"
-    assert volume.groups == {"storage.ironcore.dev:system:volumepools"}
+    user = authn.authenticate(f"Bearer {token}")
+    assert user.name == f"system:bootstrap:{token.id}"
+    assert user.groups == {"system:bootstrappers", "system:bootstrappers:ironpool:pool:h1"}
     assert authn.authenticate(f"Bearer {ensure_admin_token(control / 'tokens.csv')}").is_admin
     assert oct((control / "tokens.csv").stat().st_mode & 0o777) == "0o600"
 
@@ -87,11 +87,15 @@ def test_the_ca_is_pinned_by_its_public_key_hash(control: Path) -> None:
 
 def test_join_refuses_bad_arguments_before_making_anything(control: Path, tmp_path: Path) -> None:
     token = add_identities(control / "tokens.csv", "h1")
+    boot = add_bootstrap_token(control / "tokens.csv", "h1")
     ca = str(control / "pki" / "ca.crt")
     data_dir = tmp_path / "host"
     base = ["join", "https://127.0.0.1:1", "--pool", "h1", "--data-dir", str(data_dir)]
     cases = {
         "exactly one of --ca-data and --ca-file": [*base, "--token", str(token)],
+        "--discovery-token-ca-cert-hash: required": [*base, "--token", str(boot)],
+        "--discovery-token-ca-cert-hash: expected sha256:": [*base, "--token", str(boot),
+                                                             "--discovery-token-ca-cert-hash", "sha256:12"],
         "--token: expected": [*base, "--token", "abc", "--ca-file", ca],
         "not an https:// URL": ["join", "http://127.0.0.1:1", "--pool", "h1", "--token", str(token),
                                 "--ca-file", ca],
@@ -120,14 +124,15 @@ def test_list_and_delete_revoke_a_pools_identities(control: Path) -> None:
     run = CliRunner().invoke
     tokens = control / "tokens.csv"
     h1, h2 = add_identities(tokens, "h1"), add_identities(tokens, "h2")
+    boot = add_bootstrap_token(tokens, "h1")
     listed = run(cli, ["join-token", "list", "--data-dir", str(control)])
-    assert listed.exit_code == 0 and h1.machine not in listed.output
-    assert [line.split() for line in listed.output.splitlines()[1:]] == [["h1", "2"], ["h2", "2"]]
+    assert listed.exit_code == 0 and h1.machine not in listed.output and boot.secret not in listed.output
+    assert [line.split() for line in listed.output.splitlines()[1:]] == [["h1", "3"], ["h2", "2"]]
 
     deleted = run(cli, ["join-token", "delete", "--pool", "h1", "--data-dir", str(control)])
-    assert deleted.exit_code == 0 and "2 identities removed" in deleted.output
+    assert deleted.exit_code == 0 and "3 tokens removed" in deleted.output
     authn = Authenticator.from_file(tokens)
-    for gone in (h1.machine, h1.volume):
+    for gone in (h1.machine, h1.volume, str(boot)):
         with pytest.raises(Unauthorized):
             authn.authenticate(f"Bearer {gone}")
     assert authn.authenticate(f"Bearer {h2.volume}").name.endswith("volumepool:h2")

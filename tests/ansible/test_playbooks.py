@@ -1,6 +1,6 @@
 """The collection through real ``ansible-playbook`` and ``ansible-inventory`` runs against one real
-``ironpool up`` on libvirtd: the example playbooks (check mode, converge, idempotence, inventory,
-teardown), bad arguments, a volume grown in place, and manifests."""
+``ironpool up`` on libvirtd: the example playbooks (check mode, converge, the Debian guest as its seed
+says, idempotence, inventory, teardown), bad arguments, a volume grown in place, and manifests."""
 
 from __future__ import annotations
 
@@ -14,9 +14,14 @@ from pathlib import Path
 import libvirt
 import pytest
 from ironpool.api.resources import resolve
+from ironpool.client import ClientConfig
+from ironpool.client.machine_console import MachineConsole
 
 from tests.ansible.conftest import REPO, Ansible, write_playbook
-from tests.e2e.up_harness import UpInstance, machine_domain
+from tests.e2e.up_harness import UpInstance, machine_domain, wait_for
+from tests.helpers import ssh
+from tests.helpers.guests import DEBIAN_SSH_DEADLINE
+from tests.helpers.runtimes import agent_report
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 
@@ -24,6 +29,7 @@ EXAMPLES = REPO / "examples" / "ansible"
 MACHINES, VOLUMES, SECRETS = resolve("machines"), resolve("volumes"), resolve("secrets")
 NETWORKS = resolve("networks")
 INVENTORY = ("-i", str(EXAMPLES / "machines.ironpool.yml"))
+SSH_ENDPOINT = "machinepoollet.ironpool.dev/ssh-endpoint"
 
 
 def names(up: UpInstance, info: object) -> list[str]:
@@ -87,6 +93,27 @@ def test_example_playbooks_check_converge_idempotence_inventory_teardown(up: UpI
         assert up.domains().get(machine_domain(m["status"]["machineID"])[1]) == libvirt.VIR_DOMAIN_RUNNING
     assert names(up, SECRETS) == ["web-1-ignition"]
 
+    # web-1 is the guest its NoCloud seed describes (the suite's one Debian guest booted to the end):
+    # over SSH with the key the example's user data handed over, its hostname, its instance id (the
+    # Machine's uid) and the address IPAM allocated, set statically (DHCP would show a lease time).
+    # Its QEMU guest agent tells the host the same, and its serial console (machines/exec) answers a
+    # new line with Debian's login prompt, named for it.
+    web = machines["web-1"]
+    address = web["status"]["networkInterfaces"][0]["ips"][0]
+    out = ssh.wait_run(web["metadata"]["annotations"][SSH_ENDPOINT], up.config_path.parent / "id_ed25519",
+                       "hostname; cloud-init query instance_id; ip -4 -o addr show scope global",
+                       DEBIAN_SSH_DEADLINE, "SSH into web-1 with the example's key")
+    lines = out.splitlines()
+    assert lines[:2] == ["web-1", web["metadata"]["uid"]], out
+    assert any(f"inet {address}/24" in line and "valid_lft forever" in line for line in lines), out
+    domain = machine_domain(web["status"]["machineID"])[1]
+    report = wait_for(lambda: agent_report(domain), 120, "web-1's guest agent answering")
+    assert report[0] == "web-1" and address in report[1], report
+    with MachineConsole(ClientConfig.from_file(up.config_path), "default", "web-1") as console:
+        console.send(b"\r")
+        console.read_until(r"web-1 login:", 120)
+        console.detach()
+
     # A second run changes nothing (it still gathers facts and checks every task on the guests:
     # minutes when their emulated CPUs share a busy host).
     again = ansible.playbook(EXAMPLES / "site.yml", *INVENTORY, *image, *one, timeout=1200).ok()
@@ -103,7 +130,7 @@ def test_example_playbooks_check_converge_idempotence_inventory_teardown(up: UpI
     # Where SSH answers: the port its host forwards on 127.0.0.1 (user networking), as root.
     assert (hostvars["ansible_host"], hostvars["ansible_user"]) == ("127.0.0.1", "root")
     annotations = machines["web-1"]["metadata"]["annotations"]
-    assert f"127.0.0.1:{hostvars['ansible_port']}" == annotations["machinepoollet.ironpool.dev/ssh-endpoint"]
+    assert f"127.0.0.1:{hostvars['ansible_port']}" == annotations[SSH_ENDPOINT]
     assert hostvars["ironpool_addresses"] == machines["web-1"]["status"]["networkInterfaces"][0]["ips"]
 
     # Teardown leaves no object, domain or storage volume behind.

@@ -75,7 +75,8 @@ async def test_authorizer_hook_can_forbid(store: SQLiteStore) -> None:
         # installation makes before its first request.
         made = {d["metadata"]["name"] for d in (await store.list("/registry/")).items}
         assert made == {"kube-system", "default", "cluster-admin", "admin", "edit", "view",
-                        "system:discovery"}
+                        "system:aggregate-to-admin", "system:aggregate-to-edit", "system:aggregate-to-view",
+                        "ironpool:fleet-reader", "system:discovery", "system:node-bootstrapper"}
         r = await c.post(CLASSES, json=body, headers={"Authorization": "Bearer a"})
         assert r.status_code == 201
         r = await c.get(f"{CLASSES}/small", headers={"Authorization": "Bearer b"})

@@ -6,6 +6,7 @@ Kubernetes' channel framing, and the poollet endpoint admitting only the apiserv
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ import pytest
 from ironpool.api.channels import CLOSE, STDIN, STDOUT, V4, V5, frame
 from ironpool.apiserver.app import serve
 from ironpool.apiserver.auth.authentication import Authenticator, parse_token_file
+from ironpool.apiserver.auth.websocket_token import PREFIX as WS_TOKEN_PREFIX
 from ironpool.apiserver.options import ServerOptions
 from ironpool.apiserver.serving.connections import ConnectionLimits
 from ironpool.client import ClientConfig
@@ -45,9 +47,11 @@ class Console:
 
     opened: int = 0
     ended: asyncio.Event = field(default_factory=asyncio.Event)
+    paths: list[str] = field(default_factory=list)  # the request paths the sessions were opened on
 
     async def serve(self, ws: ServerConnection) -> None:
         self.opened += 1
+        self.paths.append(ws.request.path if ws.request is not None else "")
         try:
             async for message in ws:
                 if message == b"bye":
@@ -254,6 +258,49 @@ async def test_a_subprotocol_is_required(rig: Rig) -> None:
             pass
     assert exc.value.response.status_code == 400
     assert b"v5.channel.k8s.io" in (exc.value.response.body or b"")
+
+
+def bearer_protocol(token: str) -> Subprotocol:
+    """The token as a browser offers it: ``base64url.bearer.authorization.k8s.io.<base64url>``."""
+    return Subprotocol(WS_TOKEN_PREFIX + base64.urlsafe_b64encode(token.encode()).decode().rstrip("="))
+
+
+async def test_a_browser_carries_its_token_as_a_subprotocol(rig: Rig) -> None:
+    # A browser cannot set an Authorization header on a websocket (the web console): the token in the
+    # subprotocol authenticates as the header would, and RBAC decides as for the header.
+    await bind_and_run(rig, rig.endpoint.port)
+    url = f"{rig.url.replace('http', 'ws')}{COMPUTE}/namespaces/a/machines/m1/exec"
+    async with connect(url, subprotocols=[Subprotocol(V5), bearer_protocol("alice")]) as ws:
+        assert ws.subprotocol == V5  # the token's protocol is never the one chosen
+        await ws.send(frame(STDIN, b"hi"))
+        assert await asyncio.wait_for(ws.recv(), 10) == frame(STDOUT, b"echo:hi")
+    for protocols, code, says in (
+            ([bearer_protocol("carol")], 403, b"machines/exec"),  # view: no console
+            ([bearer_protocol("nobody")], 401, b"invalid bearer token"),
+            ([Subprotocol(WS_TOKEN_PREFIX + "%%%")], 401, b"base64url"),
+            ([Subprotocol(WS_TOKEN_PREFIX)], 401, b"empty token")):
+        with pytest.raises(InvalidStatus) as exc:
+            async with connect(url, subprotocols=[Subprotocol(V5), *protocols]):
+                pass
+        assert exc.value.response.status_code == code, exc.value.response.body
+        assert says in (exc.value.response.body or b""), exc.value.response.body
+    # The web console asks for the console's recent output first: the query reaches the runtime's URL
+    # through the poollet; a value that is no boolean is refused before anything is dialled.
+    async with connect(url + "?history=true", subprotocols=[Subprotocol(V5), bearer_protocol("alice")]):
+        pass
+    assert rig.console.paths[-1] == "/exec/token?history=true", rig.console.paths
+    assert rig.console.paths[0] == "/exec/token"  # not asked: not passed on
+    opened = rig.console.opened
+    with pytest.raises(InvalidStatus) as bad:
+        async with connect(url + "?history=maybe", subprotocols=[Subprotocol(V5), bearer_protocol("alice")]):
+            pass
+    assert bad.value.response.status_code == 400 and b"history must be true or false" in (
+        bad.value.response.body or b"")
+    assert rig.console.opened == opened
+    # Plain HTTP requests are not read so: their token goes in the header.
+    refused = await rig.api.get(f"{COMPUTE}/namespaces/a/machines", headers={
+        "Authorization": "", "Sec-WebSocket-Protocol": str(bearer_protocol("alice"))})
+    assert refused.status_code == 401, refused.text
 
 
 async def test_the_poollet_endpoint_admits_only_the_apiserver(rig: Rig, tmp_path: Path) -> None:

@@ -116,3 +116,32 @@ def test_every_kind_is_printed_with_its_strategy_columns() -> None:
         definitions = writer_for(strategy.info).definitions
         assert [d["name"] for d in definitions] == [c.header for c in strategy.columns]
         assert [d["format"] == "name" for d in definitions] == [c is NAME for c in strategy.columns]
+
+
+async def test_pool_rows_are_rendered_as_they_are_written(client: httpx.AsyncClient,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from ironpool.api.resources import resolve
+    from ironpool.apiserver.endpoints.tables import writer_for
+
+    pools = f"{COMPUTE}/machinepools"
+    r = await client.post(pools, json={"metadata": {"name": "p1"}, "spec": {"taints": [
+        {"key": "pool.ironpool.dev/unschedulable", "effect": "NoSchedule"}]}})
+    assert r.status_code == 201, r.text
+    r = await client.patch(f"{pools}/p1/status", headers={"Content-Type": "application/merge-patch+json"},
+                           json={"status": {"state": "Ready", "capacity": {"cpu": "8", "memory": "16Gi"},
+                                            "allocatable": {"cpu": "6", "memory": "12Gi"}}})
+    assert r.status_code == 200, r.text
+    # The list's Table is answered from rows rendered at the write: nothing is rendered now.
+    writer = writer_for(resolve("machinepools"))
+    rendered: list[bytes] = []
+    ready = set(writer._rows)  # what was rendered before the Table is asked for
+    real = writer._row
+    monkeypatch.setattr(writer, "_row", lambda raw, obj=None: rendered.append(raw) or real(raw, obj))
+    answer = await client.get(pools, params={"includeObject": "None"}, headers={"Accept": KUBECTL_ACCEPT})
+    table = answer.json()
+    names = [c["name"] for c in table["columnDefinitions"]]
+    [row] = table["rows"]
+    cells = dict(zip(names, row["cells"], strict=True))
+    assert cells["CPU"] == "6/8" and cells["MEMORY"] == "12Gi/16Gi" and cells["STATE"] == "Ready"
+    assert cells["TAINTS"] == "pool.ironpool.dev/unschedulable:NoSchedule" and "object" not in row
+    assert len(rendered) == 1 and rendered[0] in ready  # the row of the stored object, ready before

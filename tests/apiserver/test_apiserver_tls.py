@@ -197,3 +197,42 @@ def test_client_certificate_names_the_user_of_a_console_websocket(server: Server
     code, body = status(admin)
     # Authorized: only the Machine is missing.
     assert code == 404 and json.loads(body)["message"] == 'machines.compute.ironcore.dev "m" not found', body
+
+
+def test_no_session_tickets_so_a_threaded_client_never_loses_its_request(server: Server) -> None:
+    """TLS 1.3 servers send session tickets after the handshake, unasked. The sync websockets client
+    (``ironpool console``) reads in one thread and writes in another, and reading a ticket while the
+    request is written lost the request now and then: the apiserver sends none."""
+    import socket
+    from concurrent.futures import ThreadPoolExecutor
+
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+    from websockets.typing import Subprotocol
+
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw, \
+            server.context().wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        tls.sendall(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while chunk := tls.recv(65536):
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:100]
+        assert tls.version() == "TLSv1.3" and tls.session is not None and not tls.session.has_ticket
+
+    # And a burst of consoles refused (no such user) is answered every time, never left silent.
+    url = f"wss://127.0.0.1:{server.port}/apis/compute.ironcore.dev/v1alpha1/namespaces/default/machines/m/exec"
+
+    def refused(_: int) -> int | str:
+        try:
+            with connect(url, ssl=server.context(), proxy=None, open_timeout=30,
+                         subprotocols=[Subprotocol("v5.channel.k8s.io")],
+                         additional_headers={"Authorization": "Bearer nobody"}):
+                return "opened"
+        except InvalidStatus as exc:
+            return exc.response.status_code
+        except Exception as exc:  # the lost request: the server gave up on a silent connection
+            return repr(exc)
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(refused, range(200)))
+    assert set(answers) == {401}, {a for a in answers if a != 401}

@@ -17,7 +17,7 @@ from ironpool.cli.main import cli
 from ironpool.store.sqlite import SQLiteStore
 
 from tests.conftest import ApiServer, start_apiserver, stop_apiserver
-from tests.helpers.wait import wait_until
+from tests.helpers.wait import eventually, wait_until
 
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 COMPUTE = "/apis/compute.ironcore.dev/v1alpha1"
@@ -342,3 +342,95 @@ async def test_non_resource_urls(api: Api) -> None:
                                  json=binding("bob-metrics", "metrics-reader", ("User", "bob"))), 201)
     assert (await bob.get("/metrics")).status_code == 200
     code(await httpx.AsyncClient(transport=api.transport, base_url="http://test").get("/apis"), 401)
+
+
+def test_aggregation_gathers_selected_roles_in_chains() -> None:
+    from ironpool.apiserver.auth.rbac.aggregation import aggregated_rules
+
+    read = {"verbs": ["get"], "apiGroups": [""], "resources": ["events"]}
+    write = {"verbs": ["create"], "apiGroups": [""], "resources": ["events"]}
+    roles = {
+        "top": {"aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"to": "top"}}]}},
+        "mid": {"metadata": {"labels": {"to": "top"}},
+                "aggregationRule": {"clusterRoleSelectors": [
+                    {"matchExpressions": [{"key": "to", "operator": "In", "values": ["mid"]}]}]}},
+        "a": {"metadata": {"labels": {"to": "mid"}}, "rules": [read]},
+        "b": {"metadata": {"labels": {"to": "mid"}}, "rules": [read, write]},  # read only once
+        "c": {"metadata": {"labels": {"to": "top"}}, "rules": [write]},
+        "other": {"rules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]},
+    }
+    assert aggregated_rules(roles) == {"mid": [read, write], "top": [write, read]}  # c, then mid
+
+
+async def test_view_reads_the_fleet_cluster_wide_only_and_aggregates_labelled_roles(api: Api) -> None:
+    admin, bob, carol = api("admin"), api("bob"), api("carol")
+    fleet = [f"{COMPUTE}/machinepools", "/apis/storage.ironcore.dev/v1alpha1/volumepools",
+             f"{COMPUTE}/machineclasses", "/apis/storage.ironcore.dev/v1alpha1/volumeclasses"]
+    code(await admin.post(f"{RBAC}/clusterrolebindings",
+                          json=binding("auditors", "view", ("Group", "auditors"))), 201)
+    code(await admin.post(f"{RBAC}/namespaces/a/rolebindings",
+                          json=binding("bob-view", "view", ("User", "bob"))), 201)
+    for path in fleet:
+        code(await carol.get(path), 200)  # view through a ClusterRoleBinding: the fleet
+        code(await bob.get(path), 403)  # through a RoleBinding: nothing cluster-scoped
+    code(await bob.get(machines("a")), 200)
+    # A ClusterRole labelled aggregate-to-view extends view, and through it edit and admin.
+    code(await bob.get("/api/v1/namespaces/a/secrets"), 403)
+    code(await admin.post(f"{RBAC}/clusterroles", json={
+        "metadata": {"name": "secret-lister",
+                     "labels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+        "rules": [{"verbs": ["list"], "apiGroups": [""], "resources": ["secrets"]}]}), 201)
+
+    async def granted(role: str) -> bool:
+        rules = code(await admin.get(f"{RBAC}/clusterroles/{role}"), 200)["rules"]
+        return any(r.get("resources") == ["secrets"] and r["verbs"] == ["list"] for r in rules)
+
+    for role in ("view", "edit", "admin"):
+        await eventually(lambda role=role: granted(role), 10, f"{role} to gather secret-lister's rule")
+    code(await bob.get("/api/v1/namespaces/a/secrets"), 200)  # the authorizer answers from the rules
+    code(await admin.delete(f"{RBAC}/clusterroles/secret-lister"), 200)
+
+    async def dropped() -> bool:
+        return not await granted("view")
+
+    await eventually(dropped, 10, "view to drop the deleted role's rule")
+    code(await bob.get("/api/v1/namespaces/a/secrets"), 403)
+
+
+async def test_an_aggregated_role_needs_every_permission(api: Api) -> None:
+    admin, bob = api("admin"), api("bob")
+    code(await admin.post(f"{RBAC}/clusterroles", json={"metadata": {"name": "role-writer"}, "rules": [
+        {"verbs": ["create"], "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"]}]}),
+         201)
+    code(await admin.post(f"{RBAC}/clusterrolebindings",
+                          json=binding("bob-writes", "role-writer", ("User", "bob"))), 201)
+    # An empty selector picks every ClusterRole, cluster-admin's too: only who holds all may write it.
+    denied = code(await bob.post(f"{RBAC}/clusterroles", json={
+        "metadata": {"name": "everything"}, "aggregationRule": {"clusterRoleSelectors": [{}]}}), 403)
+    assert "not currently held" in denied["message"], denied
+    code(await bob.post(f"{RBAC}/clusterroles", json={"metadata": {"name": "nothing"}}), 201)
+    code(await admin.post(f"{RBAC}/clusterroles", json={
+        "metadata": {"name": "everything"}, "aggregationRule": {"clusterRoleSelectors": [{}]}}), 201)
+
+
+async def test_a_restart_makes_an_older_view_aggregated(tmp_path: Path) -> None:
+    # An installation from before aggregation: view has rules of its own and no aggregationRule.
+    store = SQLiteStore(str(tmp_path / "old.db"))
+    first = build_app(store, Authenticator(parse_token_file(TOKENS)))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=first), base_url="http://test",
+                                 headers={"Authorization": "Bearer admin"}) as admin:
+        old = [{"verbs": ["get"], "apiGroups": [""], "resources": ["events"]}]
+        code(await admin.patch(f"{RBAC}/clusterroles/view", headers=MERGE,
+                               json={"aggregationRule": None, "rules": old}), 200)
+        code(await admin.post(f"{RBAC}/clusterrolebindings",
+                              json=binding("auditors", "view", ("Group", "auditors"))), 201)
+    await first.state.apiserver.authorize.stop()
+    again = build_app(store, Authenticator(parse_token_file(TOKENS)))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=again), base_url="http://test",
+                                 headers={"Authorization": "Bearer carol"}) as carol:
+        async def fleet_read() -> bool:
+            return (await carol.get(f"{COMPUTE}/machinepools")).status_code == 200
+
+        await eventually(fleet_read, 10, "view, aggregated again at the restart, to read the pools")
+    await again.state.apiserver.authorize.stop()
+    await store.close()

@@ -119,7 +119,7 @@ def test_console_streams_the_guest_both_ways_and_refuses_whom_it_must(
     assert isinstance(port, int) and port > 0, pool
     assert {"type": "InternalIP", "address": "127.0.0.1"} in pool["addresses"], pool
 
-    up.cli("wait", "machine/con-1", "--for=running", "--timeout=120s")
+    up.wait("machine/con-1", "running")
     # Running is the domain's state; the guest takes its terminal a moment later (what is typed
     # before its init opens the console is lost), so wait for init's report loop in the console log.
     iri_id, _ = machine_domain(client.get_raw(MACHINES, "con-1", "default")["status"]["machineID"])

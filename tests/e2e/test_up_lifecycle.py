@@ -56,7 +56,7 @@ def test_example_machine_runs_powers_off_and_on_and_is_deleted(make_up: Callable
     (up.workdir / "web-ignition.yaml").write_text(secret)
     up.cli("apply", "-f", str(up.workdir / "web-ignition.yaml"), "-f", str(EXAMPLE / "network.yaml"),
            "-f", str(EXAMPLE / "web.yaml"))
-    up.cli("wait", "machine/web", "--for=running", "--timeout=120s")
+    up.wait("machine/web", "running")
     uname = wait_for(lambda: (p := up.cli("ssh", "web", *SSH_OPTIONS, "--", "uname", "-a", check=False))
                      .returncode == 0 and p.stdout, 90, "`ironpool ssh web` to log in with the example's key")
     assert uname.startswith("Linux ironpool-tiny")
@@ -93,10 +93,10 @@ def test_example_machine_runs_powers_off_and_on_and_is_deleted(make_up: Callable
 
     # Power Off: the domain shuts off and the state says Shutdown; On: Running again.
     client.patch_raw(MACHINES, "web", {"spec": {"power": "Off"}}, "default")
-    up.cli("wait", "machine/web", "--for=jsonpath={.status.state}=Shutdown", "--timeout=60s")
+    up.wait("machine/web", "jsonpath={.status.state}=Shutdown")
     assert up.domains().get(domain) == libvirt.VIR_DOMAIN_SHUTOFF
     client.patch_raw(MACHINES, "web", {"spec": {"power": "On"}}, "default")
-    up.cli("wait", "machine/web", "--for=jsonpath={.status.state}=Running", "--timeout=60s")
+    up.wait("machine/web", "jsonpath={.status.state}=Running")
     assert up.domains().get(domain) == libvirt.VIR_DOMAIN_RUNNING
 
     # Deleting the Machine removes the domain and its disks within 30 s, then the object.

@@ -144,7 +144,8 @@ def test_nic_hot_plugged_into_a_running_machine_and_unplugged(up: UpInstance, ke
     assert f"inet {address}/24" in ssh.run(endpoint, key, "ip -4 addr show eth1").stdout
 
     client.patch_raw(MACHINES, "c", {"spec": {"networkInterfaces": [nic_template("primary")]}}, NS)
-    wait_for(lambda: set(nic_status(up, "c")) == {"primary"}, 60, "the second NIC gone from status")
+    wait_for(lambda: set(nic_status(up, "c")) == {"primary"}, GUEST_SECONDS,
+             "the second NIC gone from status")
     out = subprocess.run(["virsh", "-c", LIBVIRT_URI, "qemu-monitor-command", f"ironpool-{iri_id}",
                           '{"execute": "qom-list", "arguments": {"path": "/machine/peripheral"}}'],
                          capture_output=True, text=True, check=True, timeout=30).stdout

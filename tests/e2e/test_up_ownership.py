@@ -52,7 +52,7 @@ def deploy(up: UpInstance, name: str) -> None:
     path = up.workdir / f"{name}.yaml"
     path.write_text(manifest(name))
     up.cli("apply", "-f", str(path))
-    up.cli("wait", f"machine/{name}", "--for=jsonpath={.status.state}=Running", "--timeout=90s")
+    up.wait(f"machine/{name}", "jsonpath={.status.state}=Running")
 
 
 def host_state(up: UpInstance) -> tuple[set[str], set[str]]:

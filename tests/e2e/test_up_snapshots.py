@@ -95,7 +95,7 @@ spec:
       volumeRef: {name: copy}
 """)
     up.cli("apply", "-f", str(up.workdir / "restore.yaml"))
-    up.cli("wait", "machine/reader", "--for=running", "--timeout=180s")
+    up.wait("machine/reader", "running")
     iri_id, _ = machine_domain(client.get_raw(MACHINES, "reader", "default")["status"]["machineID"])
     wait_for(lambda: f"starts with: {marker}" in up.console_log(iri_id), GUEST_SECONDS,
              "the guest to print the marker it read from the restored volume")

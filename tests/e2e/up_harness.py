@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from tests.helpers.guests import GUEST_SECONDS
 from tests.helpers.net import free_port
 from tests.helpers.qemu_dirs import qemu_tmpdir
 from tests.helpers.runtimes import LIBVIRT_URI, REPO, destroy_storage_pool, owned_domains, remove_domains
@@ -157,6 +158,13 @@ class UpInstance:
             raise AssertionError(f"ironpool {' '.join(args)} failed ({proc.returncode}):\n"
                                  f"{proc.stdout}\n{proc.stderr}")
         return proc
+
+    def wait(self, target: str, condition: str,
+             seconds: float = GUEST_SECONDS) -> subprocess.CompletedProcess[str]:
+        """``ironpool wait TARGET --for=CONDITION`` with a deadline of ``seconds`` (a guest's, unless
+        told), and a little more for the command itself, which must end first to say what it saw."""
+        return self.cli("wait", target, f"--for={condition}", f"--timeout={seconds:.0f}s",
+                        timeout=seconds + 30)
 
     # -- libvirt views -----------------------------------------------------------------------
 

@@ -2,9 +2,11 @@
 apiservers, 2 schedulers, the controller-manager and 3 hosts joined with ``ironpool join``, every part
 its own process, every Machine a real QEMU domain booting the tiny image.
 
-- A host whose processes stop (SIGSTOP: a hung or cut-off host): its pool turns Ready=Unknown and
-  tainted unreachable after the grace period, its Machines are evicted and run on other hosts (same
-  uid); when it resumes, the taint goes, the pool is Ready again and its stale domains are removed.
+- A host whose processes stop (SIGSTOP: a hung host, which cannot fence itself): its pool turns
+  Ready=Unknown and tainted unreachable after the grace period, its Machines are evicted (once its
+  published fence time plus the margin has passed) and run on other hosts (same uid); when it
+  resumes, the taint goes, the pool is Ready again and its stale domains are removed. (A host cut off
+  but alive fences itself first: tests/fleet/test_fencing_fleet.py.)
 - ``ironpool drain`` of a pool with 10 running Machines: cordoned, every Machine running on another
   pool (same uid) with its guest booted there (init line on the serial console), the pool empty and
   its domains gone.
@@ -44,10 +46,11 @@ UNREACHABLE = "pool.ironpool.dev/unreachable"
 
 @pytest.fixture(scope="module")
 def rig() -> Iterator[Rig]:
-    """A rig whose hosts offer room for 12 x-small Machines each, and whose controller-manager uses a
-    grace period of a few seconds."""
-    with started_rig(host_cpu="12", host_memory="8Gi",
+    """A rig whose hosts offer room for 12 x-small Machines each and fence themselves after 5 s, and
+    whose controller-manager uses a grace period of a few seconds."""
+    with started_rig(host_cpu="12", host_memory="8Gi", fence_after=5.0,
                      controller_manager_args=["--pool-monitor-grace-period", str(GRACE),
+                                              "--fence-margin", "4",
                                               "--pool-monitor-period", "0.5", "--pool-eviction-rate", "10",
                                               "--pool-eviction-burst", "3"]) as rig:
         yield rig

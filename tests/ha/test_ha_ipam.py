@@ -73,7 +73,7 @@ async def test_creates_racing_through_two_apiservers_fill_a_prefix_exactly(
             assert r.status_code in (201, 409), r.text
             return r.json() if r.status_code == 201 else None
 
-        again = await eventually(reused, 10, "the freed address to be handed out through the other apiserver")
+        again = await eventually(reused, 30, "the freed address to be handed out through the other apiserver")
         assert again["status"]["ips"] == [ips[0]]
 
 

@@ -55,8 +55,11 @@ class Fleet:
     def api(self) -> httpx.Client:
         return httpx.Client(base_url=self.server.url, headers=self.server.headers(), timeout=30)
 
-    def add_host(self, cpu: int) -> FleetHost:
-        """A host with room for ``cpu`` x-small: its runtime and poollet; back once its pool offers them."""
+    def add_host(self, cpu: int, server_url: str | None = None,
+                 poollet_args: tuple[str, ...] = ()) -> FleetHost:
+        """A host with room for ``cpu`` x-small: its runtime and poollet; back once its pool offers them.
+        ``server_url``: where its poollet reaches the apiserver (a proxy a test cuts); ``poollet_args``:
+        more flags for it."""
         pool = f"{self.tag}-{len(self.hosts)}"
         work = qemu_tmpdir("fleet-")
         host = FleetHost(pool, work)
@@ -77,8 +80,9 @@ class Fleet:
         wait_until(sock.exists, timeout=60, message=f"runtime of {pool}")
         host.procs.append(start_ironpool(
             ["machinepoollet", "--pool", pool, "--provider-id", f"libvirt://{pool}", "--iri", f"unix://{sock}",
-             "--server", self.server.url, "--token-file", str(work / "token"), "--heartbeat-interval", "1",
-             "--capacity-cpu", str(cpu), "--capacity-memory", "8Gi"], work / "poollet.log"))
+             "--server", server_url or self.server.url, "--token-file", str(work / "token"),
+             "--heartbeat-interval", "1", "--capacity-cpu", str(cpu), "--capacity-memory", "8Gi",
+             *poollet_args], work / "poollet.log"))
         wait_until(lambda: self._offers(pool, cpu), timeout=60, message=f"{pool} to offer {cpu} x-small")
         return host
 

@@ -10,6 +10,7 @@ read) permission for others, from the temporary root down to the directory a tes
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -31,3 +32,15 @@ def let_qemu_through(path: Path) -> Path:
 def qemu_tmpdir(prefix: str) -> Path:
     """A new directory under the temp root (short, for unix socket paths) that QEMU can reach."""
     return let_qemu_through(Path(tempfile.mkdtemp(prefix=prefix)))
+
+
+def copy_image(source: Path, target: Path) -> None:
+    """Copy an image folder (the tiny image's kernel and initramfs) without its extended attributes.
+
+    libvirt records a file's owner and how many running domains use it in ``trusted.libvirt.security.*``
+    attributes. A copy that takes them along (``shutil.copy2``, copytree's default) while a domain of
+    another test uses the source says "in use by root" for a file nothing uses, and libvirt then
+    refuses to label it for QEMU ("Setting different DAC user or group ... already in use"): the
+    domain never starts.
+    """
+    shutil.copytree(source, target, copy_function=shutil.copy)

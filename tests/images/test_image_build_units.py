@@ -48,6 +48,18 @@ def test_configure_quiets_the_guest_and_keeps_what_cloud_init_needs(tmp_path: Pa
     assert (root / "etc/machine-id").read_text() == ""
 
 
+def test_debian_13_gets_iproute2_and_no_vsock_ssh_generator(tmp_path: Path) -> None:
+    """trixie's cloud-init renders the network only where `ip` is, and nothing there pulls iproute2
+    in; its systemd adds an SSH generator that fails without a vsock device. debian-12's recipe is
+    untouched by either."""
+    trixie, bookworm = debian.RECIPES["debian-13"], debian.RECIPES["debian-12"]
+    assert trixie.suite == "trixie" and "iproute2" in trixie.packages
+    assert "iproute2" not in bookworm.packages
+    debian.configure(trixie, tmp_path)
+    assert os.readlink(tmp_path / "etc/systemd/system-generators/systemd-ssh-generator") == "/dev/null"
+    assert "systemd-ssh-generator" not in bookworm.masked_generators
+
+
 def _fake_build(images: Path, name: str, recipe: str) -> Path:
     builds = images / build.BUILDS
     builds.mkdir(parents=True, exist_ok=True)

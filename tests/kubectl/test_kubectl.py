@@ -287,3 +287,32 @@ def test_rbac_roles_bindings_and_auth_can_i(up: UpInstance, tmp_path: Path) -> N
         refused.stderr
     assert {"cluster-admin", "admin", "edit", "view"} <= set(
         kubectl(up, "get", "clusterroles", "-o", "jsonpath={.items[*].metadata.name}").stdout.split())
+
+
+def test_a_certificate_request_is_approved_with_kubectl_and_signed(up: UpInstance) -> None:
+    """``kubectl certificate approve`` (a protobuf PUT of the approval subresource) decides a request
+    no pool identity made; ``ironpool up``'s controller-manager then signs it. The requester is the
+    server's word, not the manifest's."""
+    import base64
+
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from ironpool.certificates.bootstrap import PoolIdentity, request_pem
+
+    pem = request_pem(ec.generate_private_key(ec.SECP256R1()), PoolIdentity("carol", "developers"))
+    manifest = {"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+                "metadata": {"name": "carol"},
+                "spec": {"request": base64.b64encode(pem).decode(), "signerName": "ironpool.dev/pool-client",
+                         "usages": ["digital signature", "client auth"], "username": "forged"}}
+    kubectl(up, "create", "-f", "-", stdin=json.dumps(manifest))
+    row = kubectl(up, "get", "csr", "carol", "--no-headers").stdout.split()
+    assert row[-2:] == ["admin", "Pending"], row  # left for an administrator; requested by the admin
+    kubectl(up, "certificate", "approve", "carol")
+
+    def issued() -> bool:
+        return "Approved,Issued" in kubectl(up, "get", "csr", "carol", "--no-headers").stdout
+
+    wait_until(issued, timeout=30, message="the approved request signed")
+    csr = json.loads(kubectl(up, "get", "csr", "carol", "-o", "json").stdout)
+    assert [c["reason"] for c in csr["status"]["conditions"]] == ["KubectlApprove"]
+    denied = kubectl(up, "certificate", "deny", "carol", check=False)
+    assert denied.returncode != 0 and "already Approved" in denied.stderr

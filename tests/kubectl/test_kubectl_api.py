@@ -4,21 +4,24 @@ workloads (no VM is booted here; tests/kubectl/test_kubectl.py boots one).
 
 JSON Patch, server-side apply after a client-side apply, ``auth can-i --list``, ``auth whoami``,
 impersonation (``--as``), ``get ns default``, ``create namespace|secret|rolebinding`` (sent as
-protobuf), ``explain`` with descriptions, and no version-skew warning.
+protobuf), ``explain`` with descriptions, no version-skew warning, and lists that stream.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 
@@ -268,3 +271,22 @@ def test_quota_applied_shown_and_enforced_with_kubectl(cluster: Cluster) -> None
     assert kubectl(cluster, "auth", "can-i", "patch", "resourcequotas", "-n", ns, user="dave",
                    check=False).stdout.strip() == "no"
     assert "compute" in kubectl(cluster, "get", "quota", "-n", ns, "-o", "name", user="dave").stdout
+
+
+def test_kubectl_reads_lists_that_stream(cluster: Cluster) -> None:
+    """Lists larger than a page of the store stream (chunked, over HTTPS): kubectl's Table in
+    pages (``--chunk-size``, each page's continue key found before its rows) and its JSON list."""
+    kubectl(cluster, "create", "namespace", "big-lists")
+    pad = base64.b64encode(b"x" * 75_000).decode()
+    with httpx.Client(base_url=cluster.url, verify=ssl.create_default_context(cafile=cluster.ca_file),
+                      timeout=60, headers={"Authorization": f"Bearer {cluster.tokens['admin']}"}) as client:
+        for i in range(120):
+            r = client.post("/api/v1/namespaces/big-lists/secrets", json={
+                "apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"s{i:03d}"},
+                "data": {"pad": pad}})
+            assert r.status_code == 201, r.text
+    names = [f"s{i:03d}" for i in range(120)]
+    table = kubectl(cluster, "get", "secrets", "-n", "big-lists", "--chunk-size=50", "--no-headers")
+    assert [line.split()[0] for line in table.stdout.splitlines()] == names
+    listed = json.loads(kubectl(cluster, "get", "secrets", "-n", "big-lists", "-o", "json").stdout)
+    assert [o["metadata"]["name"] for o in listed["items"]] == names

@@ -97,6 +97,18 @@ async def test_an_orphan_waits_out_the_grace_period_and_a_second_relist() -> Non
     assert [r[1] for r in w.reports] == ["OrphanFound", "GarbageCollected"]
 
 
+async def test_after_a_restore_an_orphan_report_names_the_backup() -> None:
+    w = World()
+    w.add(obj("made-after-backup"))
+    c = w.collector(grace=10.0, restored_from="2026-11-28T03:00:00Z")
+    await w.relist(c)
+    await w.relist(c, after=5.0)
+    assert w.deletes == []  # reported, not deleted, within the grace period
+    (found,) = [r for r in w.reports if r[1] == "OrphanFound"]
+    assert "restored from a backup taken at 2026-11-28T03:00:00Z" in found[2]
+    assert "made-after-backup" in found[2]
+
+
 async def test_grace_zero_still_needs_two_relists() -> None:
     w = World()
     w.add(obj("orphan"))

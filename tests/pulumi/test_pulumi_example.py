@@ -147,8 +147,8 @@ def test_example_program_lifecycle(up_instance: UpInstance, tmp_path: Path) -> N
     assert app_domain not in up.domains()
 
     # withSite: a Debian machine with cloud-init user data the program writes, which reaches the
-    # guest as a NoCloud seed disk, not through fw_cfg (its boot is not waited for here: the e2e and
-    # Ansible tests boot Debian guests). Dropped again at once.
+    # guest as a NoCloud seed disk, not through fw_cfg (its boot is not waited for here: the Ansible
+    # example test boots a Debian guest and checks what its seed made of it). Dropped again at once.
     build_debian_image()
     site = stack.up(webPower="Off", webClass="demo-small", dataSize="2Gi", withApp=False, withSite=True,
                     sshKey="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFake+ForThe+Test ironpool-test")

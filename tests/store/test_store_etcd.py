@@ -131,7 +131,7 @@ async def test_tls_with_client_certificates() -> None:
         anonymous = EtcdStore(cluster.endpoints, tls=EtcdTls(ca_file=str(cluster.tls.ca)))
         anonymous.conn.retry_deadline = 1.0
         try:
-            with pytest.raises(StoreError, match="etcd range"):
+            with pytest.raises(StoreError, match="etcd read schema version"):
                 await anonymous.get(P + "a")
         finally:
             await anonymous.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import logging.handlers
 import socket
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ironpool.allinone.backup import read_restore_record
 from ironpool.allinone.datadir import (
     DataDir,
     InstanceLock,
@@ -63,12 +65,17 @@ class HostOptions:
     cpu_allocation_ratio: float = 1.0
     capacity_storage: int | None = None
     heartbeat_interval: float = 10.0
+    #: the machinepoollet's --fence-after (ironpool.poollet.fencing); 0: never
+    fence_after: float = 30.0
     relist_period: float = 2.0
     gc: CollectOptions = field(default_factory=CollectOptions)
     workers: int = 8
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
+        from ironpool.poollet.fencing import check_fence_after
+
+        check_fence_after(self.fence_after, self.heartbeat_interval)
         if not self.provider_id:
             self.provider_id = f"ironpool://{socket.gethostname()}"
         if not self.storage_pool:
@@ -132,6 +139,13 @@ class HostProcess(abc.ABC):
         self.dirs.prepare()
         self._lock.acquire()
         self.setup_logging()
+        restored = read_restore_record(self.dirs)
+        if restored is not None:
+            taken = str(restored.get("backupCreatedAt", "?"))
+            log.warning("this data dir was restored at %s from a backup taken at %s: machines and volumes "
+                        "made after the backup are reported as orphans and removed only after the "
+                        "%.0fs grace period", restored.get("restoredAt", "?"), taken, self.options.gc.grace)
+            self.options.gc = dataclasses.replace(self.options.gc, restored_from=taken)
 
     # -- parts -------------------------------------------------------------------------------
 
@@ -211,7 +225,8 @@ class HostProcess(abc.ABC):
                                       **shared, **console, addresses=addresses,
                                       capacity=given_capacity(opts.capacity_cpu, opts.capacity_memory),
                                       reserved=HostResources(opts.reserved_cpu, opts.reserved_memory),
-                                      cpu_allocation_ratio=opts.cpu_allocation_ratio),
+                                      cpu_allocation_ratio=opts.cpu_allocation_ratio,
+                                      fence_after=opts.fence_after),
                                   stop, f"MachinePool {opts.pool}")
         await self._start_poollet("volumepoollet", run_volumepoollet, volume_client,
                                   AsyncVolumeRuntimeClient.connect(self.volume_runtime.endpoint),

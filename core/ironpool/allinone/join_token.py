@@ -1,6 +1,15 @@
 """Pool identities for other hosts: what ``ironpool join-token create`` issues and ``ironpool join`` reads.
 
-A join token is two bearer tokens joined by a dot: the MachinePool identity's
+``join-token create`` issues a bootstrap token, as kubeadm does: ``<id>.<secret>`` (6 and 16 of
+``a-z0-9``), a line of the apiserver's static-token file for user ``system:bootstrap:<id>`` in the
+groups ``system:bootstrappers`` and ``system:bootstrappers:ironpool:pool:<pool>``. It may do nothing
+but ask for certificates: ``ironpool join`` exchanges it for the pool's client certificates
+(:mod:`ironpool.certificates`), finding the CA through ``kube-public/cluster-info`` pinned by
+``--discovery-token-ca-cert-hash``, so the command carries no CA. Deleting the line (``join-token
+delete``) revokes the token; certificates already issued stay valid until they expire, as in Kubernetes.
+
+The earlier form is still accepted by ``ironpool join``: a pool-identity join token, two bearer tokens
+joined by a dot: the MachinePool identity's
 (``compute.ironcore.dev:system:machinepool:<pool>``, group ``compute.ironcore.dev:system:machinepools``)
 and the VolumePool identity's (``storage.ironcore.dev:system:volumepool:<pool>``), as IronCore's
 poollets authenticate. Both are lines of the apiserver's static-token file, which the apiserver reads
@@ -13,16 +22,17 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
+import csv
 import re
 import secrets
 import shlex
+import string
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 
+from ironpool.api.certificates import BOOTSTRAP_POOL_GROUP_PREFIX, BOOTSTRAP_USER_PREFIX, BOOTSTRAPPERS_GROUP
 from ironpool.apiserver import (
     MACHINE_POOL_USER_PREFIX,
     MACHINE_POOLS_GROUP,
@@ -32,8 +42,11 @@ from ironpool.apiserver import (
     token_line,
     write_private,
 )
+from ironpool.certificates.discovery import ca_cert_hash
 
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]{16,}$")
+_BOOTSTRAP = re.compile(r"^([a-z0-9]{6})\.([a-z0-9]{16})$")
+_ALPHABET = string.ascii_lowercase + string.digits
 
 
 class JoinTokenError(Exception):
@@ -54,14 +67,56 @@ class JoinToken:
     def parse(cls, text: str) -> JoinToken:
         machine, sep, volume = text.strip().partition(".")
         if not sep or not _TOKEN.match(machine) or not _TOKEN.match(volume):
-            raise JoinTokenError("--token: expected MACHINEPOOL-TOKEN.VOLUMEPOOL-TOKEN as "
-                                 "`ironpool join-token "
-                                 "create` prints it")
+            raise JoinTokenError("--token: expected the bootstrap token ID.SECRET (6 and 16 of a-z0-9) "
+                                 "`ironpool join-token create` prints, or an earlier "
+                                 "MACHINEPOOL-TOKEN.VOLUMEPOOL-TOKEN pair")
         return cls(machine, volume)
 
     @classmethod
     def generate(cls) -> JoinToken:
         return cls(secrets.token_urlsafe(24), secrets.token_urlsafe(24))
+
+
+@dataclass(frozen=True)
+class BootstrapToken:
+    """A kubeadm-style bootstrap token: ``<id>.<secret>``; the id names it, the whole is the bearer token."""
+
+    id: str
+    secret: str
+
+    def __str__(self) -> str:
+        return f"{self.id}.{self.secret}"
+
+    @classmethod
+    def match(cls, text: str) -> BootstrapToken | None:
+        found = _BOOTSTRAP.match(text.strip())
+        return cls(found.group(1), found.group(2)) if found else None
+
+    @classmethod
+    def generate(cls) -> BootstrapToken:
+        return cls("".join(secrets.choice(_ALPHABET) for _ in range(6)),
+                   "".join(secrets.choice(_ALPHABET) for _ in range(16)))
+
+
+def parse_token(text: str) -> BootstrapToken | JoinToken:
+    """``--token``: a bootstrap token (``[a-z0-9]{6}.[a-z0-9]{16}``) or the earlier pool-identity pair."""
+    return BootstrapToken.match(text) or JoinToken.parse(text)
+
+
+def bootstrap_line(pool: str, token: BootstrapToken) -> str:
+    """The static-token line of a bootstrap token of ``pool``."""
+    return token_line(str(token), f"{BOOTSTRAP_USER_PREFIX}{token.id}", f"bootstrap-{token.id}",
+                      [BOOTSTRAPPERS_GROUP, f"{BOOTSTRAP_POOL_GROUP_PREFIX}{pool}"])
+
+
+def add_bootstrap_token(token_file: Path, pool: str) -> BootstrapToken:
+    """A new bootstrap token for ``pool``, appended to ``token_file``; earlier ones stay valid."""
+    token = BootstrapToken.generate()
+    try:
+        append_lines(token_file, [bootstrap_line(pool, token)])
+    except OSError as exc:
+        raise JoinTokenError(f"{token_file}: cannot update the token file: {exc.strerror}") from None
+    return token
 
 
 def identity_lines(pool: str, token: JoinToken) -> list[str]:
@@ -88,19 +143,26 @@ def add_identities(token_file: Path, pool: str) -> JoinToken:
 
 
 def _pool_of(line: str) -> str | None:
-    """The pool a token-file line is an identity of, or None."""
-    fields = line.split(",", 2)
-    if len(fields) < 2 or line.lstrip().startswith("#"):
+    """The pool a token-file line is an identity or a bootstrap token of, or None."""
+    if line.lstrip().startswith("#"):
+        return None
+    rows = list(csv.reader([line.strip()], skipinitialspace=True))
+    fields = rows[0] if rows else []
+    if len(fields) < 2:
         return None
     user = fields[1].strip()
     for prefix in (MACHINE_POOL_USER_PREFIX, VOLUME_POOL_USER_PREFIX):
         if user.startswith(prefix):
             return user[len(prefix):]
+    if user.startswith(BOOTSTRAP_USER_PREFIX) and len(fields) > 3:
+        for group in fields[3].split(","):
+            if group.strip().startswith(BOOTSTRAP_POOL_GROUP_PREFIX):
+                return group.strip()[len(BOOTSTRAP_POOL_GROUP_PREFIX):]
     return None
 
 
 def pools_with_identities(token_file: Path) -> dict[str, int]:
-    """Pool name -> how many pool identities (tokens) the token file holds for it."""
+    """Pool name -> how many pool identities and bootstrap tokens the token file holds for it."""
     counts: dict[str, int] = {}
     for line in _read(token_file).splitlines():
         pool = _pool_of(line)
@@ -110,8 +172,9 @@ def pools_with_identities(token_file: Path) -> dict[str, int]:
 
 
 def remove_identities(token_file: Path, pool: str) -> int:
-    """Remove every MachinePool and VolumePool identity of ``pool`` (its hosts can no longer
-    authenticate); returns how many lines went."""
+    """Remove every bootstrap token and MachinePool and VolumePool identity token of ``pool`` (no new
+    host can join with them; hosts running on certificates keep them until they expire); returns how
+    many lines went."""
     lines = _read(token_file).splitlines(keepends=True)
     kept = [line for line in lines if _pool_of(line) != pool]
     if len(kept) != len(lines):
@@ -131,13 +194,6 @@ def load_ca(pem: bytes, origin: str) -> x509.Certificate:
         return x509.load_pem_x509_certificate(pem)
     except ValueError as exc:
         raise JoinTokenError(f"{origin}: not a PEM certificate: {exc}") from None
-
-
-def ca_cert_hash(cert: x509.Certificate) -> str:
-    """kubeadm's ``--discovery-token-ca-cert-hash``: ``sha256:`` and the hex SHA-256 of the SPKI."""
-    spki = cert.public_key().public_bytes(serialization.Encoding.DER,
-                                          serialization.PublicFormat.SubjectPublicKeyInfo)
-    return "sha256:" + hashlib.sha256(spki).hexdigest()
 
 
 def encode_ca(pem: bytes) -> str:
@@ -165,7 +221,8 @@ def check_ca_hash(pem: bytes, expected: str) -> None:
                              "it is not the control plane's CA")
 
 
-def join_command(servers: list[str], token: JoinToken, ca_pem: bytes, pool: str) -> str:
-    """The ``ironpool join`` command line a host runs to serve ``pool``."""
+def join_command(servers: list[str], token: BootstrapToken, ca_pem: bytes, pool: str) -> str:
+    """The ``ironpool join`` command line a host runs to serve ``pool``: the bootstrap token and the
+    CA's hash (kubeadm's ``join ... --token ... --discovery-token-ca-cert-hash ...``)."""
     return shlex.join(["ironpool", "join", ",".join(servers), "--token", str(token),
-                       "--ca-data", encode_ca(ca_pem), "--pool", pool])
+                       "--discovery-token-ca-cert-hash", ca_cert_hash(load_ca(ca_pem, "CA")), "--pool", pool])

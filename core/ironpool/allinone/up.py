@@ -42,9 +42,17 @@ class UpOptions(HostOptions):
     write_client_config: bool = True
     client_config: Path | None = None
     pool_monitor_grace_period: float = 40.0
+    # This host's poollet shares the control plane's process: no partition can come between them, so
+    # it does not fence (joined hosts do, with their own --fence-after).
+    fence_after: float = 0.0
+    fence_margin: float = 10.0
+    cluster_signing_duration: float = 365 * 86400.0  # the client certificates of joined hosts
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        from ironpool.fleet.fence_timing import check_fence_timing
+
+        check_fence_timing(self.fence_after, self.pool_monitor_grace_period, self.fence_margin)
         if self.insecure_http and not is_loopback(self.listen_host):
             raise ValueError(f"--insecure-http serves plain HTTP only on a loopback address, not "
                              f"{self.listen_host}; drop --insecure-http to serve HTTPS there")
@@ -78,6 +86,7 @@ class AllInOne(HostProcess):
         return client
 
     async def start(self, stop: asyncio.Event) -> None:
+        from ironpool.certificates.signer import CsrSigner, SigningOptions
         from ironpool.client.leaderelection import LeaderElectionConfig
         from ironpool.fleet.lifecycle import LifecycleOptions
         from ironpool.fleet.manager import ELECTION_NAME, run_controller_manager
@@ -107,7 +116,9 @@ class AllInOne(HostProcess):
         self.console_token = secrets.token_urlsafe(32)
         self.apiserver = ApiServerRunner(f"sqlite://{dirs.db}", dirs.tokens, opts.listen_host,
                                          opts.listen_port, tls,
-                                         ServerOptions(machinepoollet_token=self.console_token))
+                                         ServerOptions(machinepoollet_token=self.console_token,
+                                                       cluster_ca_pem=(dirs.pki / "ca.crt").read_bytes()
+                                                       if tls else None))
         await self.apiserver.start()
         p.ok("apiserver", self.apiserver.url + ("" if tls else "  (plain HTTP: --insecure-http)"))
 
@@ -137,9 +148,14 @@ class AllInOne(HostProcess):
         p.begin()
         # Elected, so a controller-manager started on its own against this control plane stands by.
         grace = opts.pool_monitor_grace_period
-        lifecycle = LifecycleOptions(grace=grace, monitor_period=min(5.0, grace / 5))
+        lifecycle = LifecycleOptions(grace=grace, monitor_period=min(5.0, grace / 5),
+                                     fence_margin=opts.fence_margin)
         election = LeaderElectionConfig(ELECTION_NAME, lease_duration=15.0, renew_deadline=10.0)
-        self.spawn("controller-manager", run_controller_manager(self._client(), lifecycle, stop, election))
+        # It signs the client certificates of joining hosts with the installation's CA.
+        signer = CsrSigner.load(SigningOptions(dirs.pki / "ca.crt", dirs.pki / "ca.key",
+                                               opts.cluster_signing_duration)) if tls else None
+        self.spawn("controller-manager", run_controller_manager(self._client(), lifecycle, stop, election,
+                                                                signer=signer))
         p.ok("controller-manager", f"pool monitor grace period {grace:g}s")
 
         await self.start_poollets(self._client(), self._client(), stop)
@@ -148,6 +164,7 @@ class AllInOne(HostProcess):
         assert self.apiserver is not None
         return [
             ("API", self.apiserver.url),
+            ("web console", f"{self.apiserver.url}/ui/ (sign in with the token in the token file)"),
             ("CA", self.ca_file or "(none: plain HTTP)"),
             ("token file", str(self.dirs.tokens)),
             ("client config", str(self.client_config_path) if self.client_config_path else "(not written)"),

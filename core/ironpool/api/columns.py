@@ -7,6 +7,8 @@ columns as Kubernetes' priority-1 columns. Getters work on the wire form (plain 
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,10 +30,15 @@ class Column:
     wide: bool = False
 
 
+@functools.lru_cache(maxsize=1024)
+def _steps(path: str) -> tuple[str, ...]:
+    return tuple(path.split("."))
+
+
 def dig(obj: Any, path: str) -> Any:
     """``obj["a"]["b"]...`` for ``path`` ``"a.b"``; None where a step is missing."""
     cur = obj
-    for part in path.split("."):
+    for part in _steps(path):
         if not isinstance(cur, dict):
             return None
         cur = cur.get(part)
@@ -112,6 +119,18 @@ def names(path: str) -> Getter:
     return get
 
 
+def taints(path: str) -> Getter:
+    """Taints as ``kubectl taint`` writes them: ``key=value:effect`` (``key:effect`` without a value),
+    comma-separated."""
+
+    def get(obj: Obj) -> Any:
+        out = [f"{t.get('key')}{'=' + str(t['value']) if t.get('value') else ''}:{t.get('effect')}"
+               for t in dig(obj, path) or [] if isinstance(t, dict)]
+        return ",".join(out) or None
+
+    return get
+
+
 def mapping(path: str) -> Getter:
     """A map as ``k=v,k=v``, sorted by key."""
     return lambda obj: ",".join(f"{k}={v}" for k, v in sorted((dig(obj, path) or {}).items())) or None
@@ -121,12 +140,22 @@ _BINARY_UNITS = (("Ei", 1 << 60), ("Pi", 1 << 50), ("Ti", 1 << 40), ("Gi", 1 << 
                  ("Ki", 1 << 10))
 
 
+_PLAIN_BYTES = re.compile(r"([0-9]{1,18})(Ki|Mi|Gi|Ti|Pi|Ei)?")
+_UNIT_SIZE = dict(_BINARY_UNITS)
+
+
 def human_bytes(value: Any) -> str:
     """A byte quantity for a person: ``24684092Ki`` -> ``23.5Gi`` (tables only; -o yaml stays exact)."""
-    try:
-        n = parse_quantity(value).value()
-    except ValueError:
-        return str(value)
+    # Whole numbers with a binary suffix (what pools report) skip the exact parser: a Table of
+    # thousands of pools renders two of them per row.
+    plain = _PLAIN_BYTES.fullmatch(value) if isinstance(value, str) else None
+    if plain is not None:
+        n = int(plain[1]) * (_UNIT_SIZE[plain[2]] if plain[2] else 1)
+    else:
+        try:
+            n = parse_quantity(value).value()
+        except ValueError:
+            return str(value)
     for unit, size in _BINARY_UNITS:
         if n >= size:
             return f"{n / size:.1f}".removesuffix(".0") + unit

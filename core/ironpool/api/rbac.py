@@ -1,12 +1,13 @@
 """``rbac.authorization.k8s.io/v1``: Role, ClusterRole, RoleBinding, ClusterRoleBinding, shaped as in
 Kubernetes so ``kubectl create role``/``rolebinding`` and manifests written for Kubernetes work as
-they are. Aggregation (``aggregationRule``) is not served."""
+they are. A ClusterRole with an ``aggregationRule`` gets its rules from the ClusterRoles its selectors
+pick (the apiserver's aggregation controller writes them, as Kubernetes' does)."""
 
 from __future__ import annotations
 
 from pydantic import Field
 
-from ironpool.api.meta import ApiModel, ObjectMeta
+from ironpool.api.meta import ApiModel, LabelSelectorSpec, ObjectMeta
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 RBAC_VERSION = "v1"
@@ -72,6 +73,14 @@ class Role(ApiModel):
     """What the role allows, in its namespace."""
 
 
+class AggregationRule(ApiModel):
+    """Where an aggregated ClusterRole's rules come from."""
+
+    cluster_role_selectors: list[LabelSelectorSpec] | None = None
+    """Selectors of the ClusterRoles whose rules the role carries (any selector matching picks one);
+    the controller overwrites the role's own rules with theirs."""
+
+
 class ClusterRole(ApiModel):
     """Rules that apply cluster-wide through a ClusterRoleBinding, or in one namespace through a
     RoleBinding."""
@@ -82,6 +91,9 @@ class ClusterRole(ApiModel):
     """Standard object metadata: name, namespace, labels, annotations and what the server sets."""
     rules: list[PolicyRule] | None = None
     """What the role allows, in every namespace (or in one, through a RoleBinding)."""
+    aggregation_rule: AggregationRule | None = None
+    """If set, the rules are those of the ClusterRoles it selects, kept by the apiserver; writing such
+    a role needs every permission (or ``escalate``), as it may gather any rules."""
 
 
 class RoleBinding(ApiModel):

@@ -144,8 +144,23 @@ class VolumeAccess(ApiModel):
     """Driver-specific attributes of the Volume (its path, ...)."""
 
 
+class VolumeAttachmentStatus(ApiModel):
+    """Which running domain a Volume is attached to read-write (an ironpool addition; at most one at a
+    time, across hosts). The machinepoollet of ``pool`` records it before it starts a domain with the
+    Volume and clears it once that domain is gone; the pool lifecycle controller clears it when it moves
+    the Machine off a pool that fenced itself. Changing it from one holder to another is refused:
+    it must be cleared first."""
+
+    machine_ref: LocalUIDReference
+    """The Machine (name and uid) whose domain holds the Volume."""
+    pool: str
+    """The MachinePool whose host runs that domain."""
+    since: Timestamp | None = None
+    """When the attachment was recorded."""
+
+
 class VolumeStatus(ApiModel):
-    """Reported by the volumepoollet."""
+    """Reported by the volumepoollet (``attachment``: by the machinepoollet of the Machine using it)."""
 
     volume_id: str | None = Field(default=None, alias="volumeID")
     """Identifier of the volume at its runtime."""
@@ -159,6 +174,8 @@ class VolumeStatus(ApiModel):
     """Conditions of the Volume."""
     resources: dict[str, Quantity] | None = None
     """Resources the Volume has (its size as provided)."""
+    attachment: VolumeAttachmentStatus | None = None
+    """The one domain the Volume is attached to read-write, if any."""
 
 
 class Volume(ApiModel):

@@ -69,6 +69,11 @@ class Strategy(Generic[M]):
     def canonicalize(self, obj: Obj) -> None:
         """Fold the JSON form into the one form the store keeps (a Secret's ``stringData``)."""
 
+    def record_requester(self, obj: Obj, name: str, uid: str, groups: list[str],
+                         extra: dict[str, list[str]]) -> None:
+        """Record who creates ``obj`` (a CertificateSigningRequest's ``spec.username``...), in the
+        JSON body before it is decoded: the apiserver's word, not the client's."""
+
     def prepare_for_create(self, obj: Obj) -> None:
         """Set what every new object of the kind starts with (a Namespace's ``Active`` phase)."""
 

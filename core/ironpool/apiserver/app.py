@@ -28,16 +28,20 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ironpool.api import errors
+from ironpool.api.resources import resolve
 from ironpool.apiserver.auth.authentication import Authenticator, User
 from ironpool.apiserver.auth.authorizer import Authorization
 from ironpool.apiserver.auth.impersonation import impersonate, requested
 from ironpool.apiserver.auth.interface import Authorizer
+from ironpool.apiserver.auth.websocket_token import websocket_bearer
 from ironpool.apiserver.controllers.bootstrap import Bootstrap
+from ironpool.apiserver.controllers.clusterrole_aggregation import ClusterRoleAggregationController
 from ironpool.apiserver.controllers.namespace import NamespaceController
 from ironpool.apiserver.controllers.networking import NetworkingController
 from ironpool.apiserver.controllers.resourcequota import ResourceQuotaController
 from ironpool.apiserver.endpoints.access_review import SSAR_PATH, self_subject_access_review
 from ironpool.apiserver.endpoints.bodies import LargeBodies, read_body
+from ironpool.apiserver.endpoints.cluster_info import CLUSTER_INFO_PATH, ClusterInfoEndpoint
 from ironpool.apiserver.endpoints.exec_stream import ExecStreams
 from ironpool.apiserver.endpoints.metrics import Metrics
 from ironpool.apiserver.endpoints.nonresource import NonResourceEndpoints
@@ -57,6 +61,7 @@ from ironpool.apiserver.endpoints.self_reviews import (
     self_subject_review,
     self_subject_rules_review,
 )
+from ironpool.apiserver.endpoints.tables import TableWarmer
 from ironpool.apiserver.endpoints.watch_stream import WatchStreams
 from ironpool.apiserver.options import ServerOptions
 from ironpool.apiserver.registry.generic import Registry
@@ -65,8 +70,9 @@ from ironpool.apiserver.serving.inflight import InFlight
 from ironpool.apiserver.serving.listening import ListenError, UvicornServer, listen
 from ironpool.apiserver.serving.memory_settle import settle_memory
 from ironpool.apiserver.serving.seats import Seats
-from ironpool.apiserver.serving.tls import TlsFiles, client_subject
+from ironpool.apiserver.serving.tls import TlsFiles, client_subject, without_session_tickets
 from ironpool.apiserver.serving.watch_slots import WatchSlots
+from ironpool.apiserver.ui import ManifestsEndpoint, UiAssets
 from ironpool.gc_tuning import collect_less
 from ironpool.store.interface import Store
 
@@ -87,6 +93,8 @@ class ApiServer:
         self.namespaces = NamespaceController(self.registry)
         self.networking = NetworkingController(self.registry)
         self.quotas = ResourceQuotaController(self.registry)
+        self.aggregation = ClusterRoleAggregationController(self.registry)
+        self.registry.observers.append(TableWarmer((resolve("machinepools"), resolve("volumepools"))))
         own = authorize if isinstance(authorize, Authorization) else None
         self.bootstrap = Bootstrap(self.registry, own)  # starts the authorizer's indexes too
         self._started = False
@@ -103,9 +111,9 @@ class ApiServer:
 
     def authenticate(self, request: HTTPConnection) -> User:
         """Who sent the request (its certificate or token), before any impersonation."""
-        user = self.authenticator.authenticate(
-            request.headers.get("authorization"), client_subject(request.scope)
-        )
+        # A browser's websocket carries its token as a subprotocol (:mod:`.auth.websocket_token`).
+        header = request.headers.get("authorization") or websocket_bearer(request.scope)
+        user = self.authenticator.authenticate(header, client_subject(request.scope))
         mark_authenticated(request.scope, user.name)  # 429 past the user's share of connections
         return user
 
@@ -169,6 +177,7 @@ class ApiServer:
             await self.namespaces.resume()
             await self.networking.resume()
             await self.quotas.resume()
+            await self.aggregation.resume()
 
 
 def build_app(
@@ -180,6 +189,7 @@ def build_app(
     authorize = authorize or Authorization(store, options.authorization_mode)
     server = ApiServer(store, authenticator, authorize, options)
     endpoints = NonResourceEndpoints(server)
+    ui = UiAssets()
     routes = [
         Route("/healthz", endpoints.healthz, methods=["GET"]),
         Route("/livez", endpoints.healthz, methods=["GET"]),
@@ -196,6 +206,11 @@ def build_app(
         Route(SSAR_PATH, functools.partial(self_subject_access_review, server), methods=["POST"]),
         Route(SSRR_PATH, functools.partial(self_subject_rules_review, server), methods=["POST"]),
         Route(SSR_PATH, functools.partial(self_subject_review, server), methods=["POST"]),
+        Route("/ui", ui.redirect, methods=["GET"]),
+        Route("/ui/", ui.index, methods=["GET"]),
+        Route("/ui/manifests", ManifestsEndpoint(server).handle, methods=["POST"]),
+        Route("/ui/{name}", ui.file, methods=["GET"]),
+        Route(CLUSTER_INFO_PATH, ClusterInfoEndpoint(options.cluster_ca_pem).handle, methods=["GET"]),
         Route("/api/{rest:path}", server.handle, methods=_ALL_VERBS),
         Route("/apis/{rest:path}", server.handle, methods=_ALL_VERBS),
     ]
@@ -234,7 +249,8 @@ class ResourcePaths:
         if scope["type"] == "http":
             path: str = scope["path"]
             if ((path.startswith("/api/") and path.count("/") >= 3) or (
-                    path.startswith("/apis/") and path.count("/") >= 4)) and path not in REVIEW_PATHS:
+                    path.startswith("/apis/") and path.count("/") >= 4)) and path not in REVIEW_PATHS \
+                    and path != CLUSTER_INFO_PATH:
                 response = await self.server.handle(Request(scope, receive))
                 await response(scope, receive, send)
                 return
@@ -289,6 +305,9 @@ async def serve(
         backlog=4096,
         **protocol_options,
     )
+    config.load()
+    if config.ssl is not None:
+        without_session_tickets(config.ssl)
     on_started = functools.partial(ready, bound) if ready is not None else None
     server = UvicornServer(config, on_started, signals=stop is None)
     collect_less()  # this process serves requests: see ironpool.gc_tuning

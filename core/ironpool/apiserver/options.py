@@ -25,6 +25,8 @@ class ServerOptions:
     when it relays a console (``machines/exec``; None: consoles are refused with a 503 saying so).
     ``stream_ping_interval``: seconds between the websocket pings that keep a console alive while it
     is idle, on both legs (client and poollet); a peer that misses a pong for as long is dropped.
+    ``cluster_ca_pem``: the CA published, unauthenticated, as ``kube-public/cluster-info`` for joining
+    hosts to discover and pin by hash (:mod:`.endpoints.cluster_info`; None: not published).
     """
 
     connections: ConnectionLimits = field(default_factory=ConnectionLimits)
@@ -35,6 +37,7 @@ class ServerOptions:
     authorization_mode: str = "RBAC"
     machinepoollet_token: str | None = None
     stream_ping_interval: float = 20.0
+    cluster_ca_pem: bytes | None = None
 
     def __post_init__(self) -> None:
         if self.authorization_mode not in AUTHORIZATION_MODES:

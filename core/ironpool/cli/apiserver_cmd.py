@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from ironpool.cli.common import setup_logging
+from ironpool.cli.common import F, setup_logging
 from ironpool.cli.connection import read_token
 
 
@@ -20,6 +20,18 @@ def parse_listen(value: str, option: str = "--listen") -> tuple[str, int]:
     if not sep or not port_s.isdigit() or not 0 < int(port_s) < 65536:
         raise click.BadParameter(f"{value!r} is not HOST:PORT", param_hint=option)
     return host.strip("[]") or "0.0.0.0", int(port_s)
+
+
+def etcd_tls_options(f: F) -> F:
+    """``--etcd-cafile``, ``--etcd-certfile`` and ``--etcd-keyfile``: TLS to an etcd store's members."""
+    path = click.Path(exists=True, dir_okay=False)
+    f = click.option("--etcd-keyfile", type=path, default=None,
+                     help="etcd store: the key of --etcd-certfile")(f)
+    f = click.option("--etcd-certfile", type=path, default=None,
+                     help="etcd store: client certificate (PEM) presented to the members (needs "
+                          "--etcd-keyfile)")(f)
+    return click.option("--etcd-cafile", type=path, default=None,
+                        help="etcd store: reach the members over TLS, trusting this CA (PEM)")(f)
 
 
 def etcd_tls(cafile: str | None, certfile: str | None, keyfile: str | None) -> Any:
@@ -43,12 +55,7 @@ def etcd_tls(cafile: str | None, certfile: str | None, keyfile: str | None) -> A
     help="sqlite:///PATH (options: ?history=N&history-bytes=N&ring=N&ring-bytes=N) or "
     "etcd://HOST:PORT[,HOST:PORT...][/KEY-PREFIX] (options: ?compaction-interval=5m&ring=N&ring-bytes=N)",
 )
-@click.option("--etcd-cafile", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="etcd store: reach the members over TLS, trusting this CA (PEM)")
-@click.option("--etcd-certfile", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="etcd store: client certificate (PEM) presented to the members (needs --etcd-keyfile)")
-@click.option("--etcd-keyfile", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="etcd store: the key of --etcd-certfile")
+@etcd_tls_options
 @click.option("--listen", default="127.0.0.1:8443", show_default=True, metavar="HOST:PORT")
 @click.option(
     "--token-file",
@@ -137,6 +144,7 @@ def apiserver(
     from ironpool.apiserver.auth import Authenticator
     from ironpool.apiserver.options import ServerOptions
     from ironpool.store.interface import StoreError, open_store
+    from ironpool.store.schema import SchemaTooNew
 
     setup_logging(log_level)
     host, port = parse_listen(listen)
@@ -151,7 +159,12 @@ def apiserver(
         if tls_cert_file and tls_private_key_file
         else None
     )
+    try:  # published as kube-public/cluster-info for joining hosts (pinned by hash there)
+        cluster_ca = Path(client_ca_file).read_bytes() if client_ca_file else None
+    except OSError as exc:
+        raise click.BadParameter(f"{client_ca_file}: {exc.strerror}", param_hint="--client-ca-file") from None
     options = ServerOptions(
+        cluster_ca_pem=cluster_ca,
         authorization_mode=authorization_mode,
         connections=ConnectionLimits(max_connections, max_unauthenticated_connections, header_read_timeout,
                                      keep_alive_timeout, max_per_user=max_connections_per_user),
@@ -202,3 +215,5 @@ def apiserver(
         run(main())
     except ListenError as exc:
         raise click.BadParameter(str(exc), param_hint="--listen") from None
+    except SchemaTooNew as exc:  # an etcd store is first read here
+        raise click.BadParameter(str(exc), param_hint="--store") from None

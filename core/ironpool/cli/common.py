@@ -69,6 +69,38 @@ def quantity_option(value: str | None, option: str) -> int | None:
     return q
 
 
+def fence_after_option(f: F, default: float = 30.0, why: str = "") -> F:
+    """``--fence-after``: a machinepoollet's self-fencing (:mod:`ironpool.poollet.fencing`)."""
+    return click.option("--fence-after", default=default, show_default=True, type=click.FloatRange(0),
+                        help="Seconds without renewing the pool's Lease (the control plane out of reach) "
+                             "after which this host shuts off its Machines' domains, keeping their disks, "
+                             "before the controller-manager may move them; started again when the "
+                             f"control plane is back and they are still here. 0: never.{why}")(f)
+
+
+def local_fence_after_option(f: F) -> F:
+    """``ironpool up``'s ``--fence-after``: off by default, as its own pool's poollet and the control
+    plane share one process (nothing can cut them apart; a silent Lease there means the process is
+    starved, and fencing would only stop guests that have nowhere else to go)."""
+    return fence_after_option(f, 0.0, " Off by default here: this host's poollet runs in the control "
+                                      "plane's own process, so no partition can come between them.")
+
+
+def fence_margin_option(f: F) -> F:
+    """``--fence-margin``: the controller-manager's wait beyond a pool's fence time."""
+    return click.option("--fence-margin", default=10.0, show_default=True, type=click.FloatRange(0.1),
+                        help="Seconds the controller-manager waits beyond a pool's --fence-after before it "
+                             "moves the pool's Machines (the fence's own time, clock drift).")(f)
+
+
+def cluster_signing_duration_option(f: F) -> F:
+    """``--cluster-signing-duration``: how long the client certificates of joined hosts last."""
+    return click.option("--cluster-signing-duration", default=365 * 86400.0, show_default=True,
+                        type=click.FloatRange(10.0),
+                        help="Seconds the pool client certificates the controller-manager signs are valid (a "
+                             "request may ask for less); joined hosts renew theirs at 70-90 %% of that.")(f)
+
+
 def allocation_options(f: Any) -> Any:
     """``--cpu-allocation-ratio``, ``--reserved-cpu`` and ``--reserved-memory``: how much of the host
     ironpool machines may be given (Nova's ``cpu_allocation_ratio`` and reserved host resources). A

@@ -71,7 +71,7 @@ def image() -> None:
               help="How to print the result.")
 def build(name: str, output_dir: Path | None, data_dir: Path | None, build_cache: Path | None,
           mirror: str | None, rebuild: bool, verbose: bool, fmt: str) -> None:
-    """Build OS image NAME (debian-12) into the image catalog, unless the one there was built from
+    """Build OS image NAME (debian-12, debian-13) into the image catalog, unless the one there was built from
     the same recipe. Boot it by its name (localDisk.image: NAME), as file:// of the printed path, or
     publish it with `ironpool image push REF PATH`. Needs root (mmdebstrap), Debian's mirror, and
     mmdebstrap, fdisk, e2fsprogs, grub-pc-bin and qemu-utils (`make host` installs them)."""

@@ -39,6 +39,8 @@ _COMMANDS: dict[str, str] = {
     "volumepoollet": "ironpool.cli.poollet_cmd:volumepoollet",
     "up": "ironpool.cli.up_cmd:up",
     "down": "ironpool.cli.down_cmd:down",
+    "backup": "ironpool.cli.backup_cmd:backup",
+    "restore": "ironpool.cli.backup_cmd:restore",
     # fleet health and maintenance
     "controller-manager": "ironpool.cli.controller_manager_cmd:controller_manager",
     "cordon": "ironpool.cli.fleet_cmd:cordon",

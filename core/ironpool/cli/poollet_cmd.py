@@ -13,6 +13,7 @@ import click
 from ironpool.cli.common import (
     allocation_options,
     collect_options,
+    fence_after_option,
     gc_options,
     log_level_option,
     quantity_option,
@@ -92,6 +93,15 @@ def _common(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+def _check_fence_after(fence_after: float, heartbeat_interval: float) -> None:
+    from ironpool.poollet.fencing import check_fence_after
+
+    try:
+        check_fence_after(fence_after, heartbeat_interval)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--fence-after") from None
+
+
 def _console_options(address: str | None, token_file: Path | None) -> dict[str, Any]:
     """``exec_address`` and ``exec_token`` of the flags; both or neither."""
     if (address is None) != (token_file is None):
@@ -115,13 +125,14 @@ def _console_options(address: str | None, token_file: Path | None) -> dict[str, 
 @click.option("--exec-token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="the bearer token the apiserver presents (its --machinepoollet-token-file)")
 @allocation_options
+@fence_after_option
 def machinepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server: str | None,
                    token_file: Path | None, region: str | None, zone: str | None, workers: int,
                    heartbeat_interval: float, lease_duration: float, relist_period: float, gc_policy: str,
                    gc_grace: float, gc_max_per_pass: int, log_level: str, addresses: tuple[str, ...],
                    capacity_cpu: str | None, capacity_memory: str | None, exec_address: str | None,
                    exec_token_file: Path | None, cpu_allocation_ratio: float, reserved_cpu: str,
-                   reserved_memory: str) -> None:
+                   reserved_memory: str, fence_after: float) -> None:
     """Announce a MachinePool and drive the Machines bound to it through an IRI machine runtime."""
     from ironpool.iri.client import AsyncMachineRuntimeClient
     from ironpool.poollet.capacity import HostResources, given_capacity
@@ -137,8 +148,9 @@ def machinepoollet(pool: str, provider_id: str, iri_endpoint: str | None, server
         workers=workers, heartbeat_interval=heartbeat_interval, lease_duration=lease_duration,
         relist_period=relist_period, capacity=capacity, reserved=reserved,
         cpu_allocation_ratio=cpu_allocation_ratio, gc=collect_options(gc_policy, gc_grace, gc_max_per_pass),
-        **_console_options(exec_address, exec_token_file),
+        fence_after=fence_after, **_console_options(exec_address, exec_token_file),
     )
+    _check_fence_after(fence_after, heartbeat_interval)
     endpoint = _endpoint("machine", iri_endpoint)
     if capacity is None and not endpoint.startswith("unix://"):
         logging.getLogger("ironpool.poollet").warning(

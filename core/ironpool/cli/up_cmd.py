@@ -11,8 +11,11 @@ import click
 
 from ironpool.cli.common import (
     allocation_options,
+    cluster_signing_duration_option,
     collect_options,
+    fence_margin_option,
     gc_options,
+    local_fence_after_option,
     quantity_option,
     run_in_foreground,
 )
@@ -68,6 +71,9 @@ def _listen(value: str) -> tuple[str, int]:
 @click.option("--pool-monitor-grace-period", default=40.0, show_default=True, type=click.FloatRange(0.5),
               help="Seconds a pool's Lease may go unrenewed before the pool is Ready=Unknown and its "
                    "Machines are evicted.")
+@local_fence_after_option
+@fence_margin_option
+@cluster_signing_duration_option
 @click.option("--registry", "registry_port", type=click.IntRange(0, 65535), default=None, is_flag=False,
               flag_value=5000, metavar="[PORT]",
               help="Also run an OCI registry (Debian's docker-registry) on 127.0.0.1:PORT [5000], its "
@@ -84,7 +90,9 @@ def up(data_dir: Path | None, libvirt_uri: str, listen: str, insecure_http: bool
        capacity_cpu: str | None, capacity_memory: str | None, cpu_allocation_ratio: float, reserved_cpu: str,
        reserved_memory: str,
        capacity_storage: str | None, write_client_config: bool, heartbeat_interval: float,
-       pool_monitor_grace_period: float, registry_port: int | None, gc_policy: str, gc_grace: float,
+       pool_monitor_grace_period: float, fence_after: float, fence_margin: float,
+       cluster_signing_duration: float, registry_port: int | None,
+       gc_policy: str, gc_grace: float,
        gc_max_per_pass: int, log_level: str) -> None:
     """Run ironpool for this host: apiserver (SQLite), scheduler, controller-manager, machinepoollet and
     volumepoollet, libvirt machine and volume runtimes. Ctrl-C stops it; running it again resumes."""
@@ -100,21 +108,27 @@ def up(data_dir: Path | None, libvirt_uri: str, listen: str, insecure_http: bool
         raise click.BadParameter(f"{pool!r} is not a DNS label (lower case a-z, 0-9 and '-'; "
                                  f"e.g. {dns_label(pool)!r})", param_hint="--pool")
     cpu = quantity_option(capacity_cpu, "--capacity-cpu")
-    options = UpOptions(
-        data_dir=data_dir or default_data_dir(), libvirt_uri=libvirt_uri, listen_host=host, listen_port=port,
-        insecure_http=insecure_http,
-        storage_pool=storage_pool or "", share_storage_pool=share_storage_pool, images=images,
-        tiny_image=tiny_image, domain_type=domain_type,
-        network_mode=network_mode, network_bridge=network_bridge,
-        capacity_cpu=cpu, capacity_memory=quantity_option(capacity_memory, "--capacity-memory"),
-        reserved_cpu=quantity_option(reserved_cpu, "--reserved-cpu") or 0,
-        reserved_memory=quantity_option(reserved_memory, "--reserved-memory") or 0,
-        cpu_allocation_ratio=cpu_allocation_ratio,
-        capacity_storage=quantity_option(capacity_storage, "--capacity-storage"),
-        write_client_config=write_client_config, heartbeat_interval=heartbeat_interval, log_level=log_level,
-        gc=collect_options(gc_policy, gc_grace, gc_max_per_pass),
-        pool_monitor_grace_period=pool_monitor_grace_period,
-    )
+    try:
+        options = UpOptions(
+            data_dir=data_dir or default_data_dir(), libvirt_uri=libvirt_uri, listen_host=host,
+            listen_port=port,
+            insecure_http=insecure_http,
+            storage_pool=storage_pool or "", share_storage_pool=share_storage_pool, images=images,
+            tiny_image=tiny_image, domain_type=domain_type,
+            network_mode=network_mode, network_bridge=network_bridge,
+            capacity_cpu=cpu, capacity_memory=quantity_option(capacity_memory, "--capacity-memory"),
+            reserved_cpu=quantity_option(reserved_cpu, "--reserved-cpu") or 0,
+            reserved_memory=quantity_option(reserved_memory, "--reserved-memory") or 0,
+            cpu_allocation_ratio=cpu_allocation_ratio,
+            capacity_storage=quantity_option(capacity_storage, "--capacity-storage"),
+            write_client_config=write_client_config, heartbeat_interval=heartbeat_interval,
+            log_level=log_level,
+            gc=collect_options(gc_policy, gc_grace, gc_max_per_pass),
+            pool_monitor_grace_period=pool_monitor_grace_period, fence_after=fence_after,
+            fence_margin=fence_margin, cluster_signing_duration=cluster_signing_duration,
+        )
+    except ValueError as exc:  # options that do not fit together, named
+        raise click.UsageError(str(exc)) from None
     if pool:
         options.pool = pool
     if provider_id:

@@ -82,6 +82,7 @@ class ServerPool:
         # True: the system's CAs (aiohttp's default context); False: no verification.
         self._ssl: ssl.SSLContext | bool = tls
         self._session: aiohttp.ClientSession | None = None
+        self._streams: set[aiohttp.ClientResponse] = set()  # open watches, cut by aclose
 
     def _open(self) -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=_IDLE_REUSE, ssl=self._ssl)
@@ -121,7 +122,11 @@ class ServerPool:
         try:
             async with self._current().request(method, self.server + path, params=params or None,
                                                timeout=timeout) as resp:
-                yield Stream(resp)
+                self._streams.add(resp)
+                try:
+                    yield Stream(resp)
+                finally:
+                    self._streams.discard(resp)
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise self._failure(exc) from exc
 
@@ -138,7 +143,13 @@ class ServerPool:
         return te.ReadError(str(exc) or type(exc).__name__)
 
     async def aclose(self) -> None:
-        """Close every connection (a later request opens new ones)."""
+        """Close every connection (a later request opens new ones); an open watch ends at once, as if
+        the server had cut it (closing its session alone leaves a TLS stream waiting for the peer)."""
+        for resp in list(self._streams):
+            conn = resp.connection
+            if conn is not None and conn.transport is not None:
+                conn.transport.abort()
+            resp.close()
         if self._session is not None:
             await self._session.close()
             self._session = None

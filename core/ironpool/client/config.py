@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 DEFAULT_NAMESPACE = "default"
-_KEYS = ("server", "token", "ca_file", "insecure", "namespace")
+_KEYS = ("server", "token", "ca_file", "cert_file", "key_file", "insecure", "namespace")
 
 
 class ConfigError(Exception):
@@ -43,6 +43,8 @@ class ClientConfig:
     ca_file: str | None = None
     insecure: bool = False
     namespace: str = DEFAULT_NAMESPACE
+    cert_file: str | None = None  # a client certificate (PEM) and its key: the identity, instead of a token
+    key_file: str | None = None
 
     @classmethod
     def from_file(cls, path: Path) -> ClientConfig:
@@ -78,7 +80,7 @@ class ClientConfig:
             if not all(isinstance(s, str) for s in servers):
                 raise ConfigError(f"{origin}: server must be a URL or a list of URLs")
             data = {**data, "server": ",".join(servers)}
-        for key in ("server", "token", "ca_file", "namespace"):
+        for key in ("server", "token", "ca_file", "cert_file", "key_file", "namespace"):
             value = data.get(key)
             if value is not None and not isinstance(value, str):
                 raise ConfigError(f"{origin}: {key} must be a string, got {type(value).__name__}")
@@ -91,6 +93,8 @@ class ClientConfig:
             ca_file=data.get("ca_file") or None,
             insecure=insecure,
             namespace=str(data.get("namespace") or DEFAULT_NAMESPACE),
+            cert_file=data.get("cert_file") or None,
+            key_file=data.get("key_file") or None,
         )
 
     @classmethod
@@ -122,6 +126,8 @@ class ClientConfig:
         """Self, or a ConfigError telling the user how to configure a server."""
         if not self.servers:
             raise ConfigError("no server configured: set IRONPOOL_SERVER or run `ironpool up`")
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ConfigError("cert_file and key_file go together (a client certificate and its key)")
         for server in self.servers:
             if not server.startswith(("http://", "https://")):
                 raise ConfigError(f"server {server!r} must be an http:// or https:// URL")

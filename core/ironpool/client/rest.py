@@ -57,7 +57,18 @@ def _transport_options(config: ClientConfig) -> dict[str, Any]:
 
 def _verify(config: ClientConfig) -> ssl.SSLContext | bool:
     """How to check the server's certificate: against ``ca_file`` alone (the CA ``ironpool up`` made),
-    else the system's CAs, or not at all with ``insecure``."""
+    else the system's CAs, or not at all with ``insecure``; with ``cert_file``, the context also
+    presents that client certificate."""
+    if config.cert_file and config.key_file:
+        try:
+            ctx = ssl.create_default_context(cafile=config.ca_file)
+            if config.insecure:
+                ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+            ctx.load_cert_chain(config.cert_file, config.key_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"cert_file {config.cert_file}, key_file {config.key_file}, ca_file "
+                              f"{config.ca_file}: cannot load them: {exc}") from None
+        return ctx
     if config.insecure:
         return False
     # A CA is of no use to plain-http servers: a stale ca_file in the config file (left by another
@@ -298,9 +309,23 @@ class AsyncClient:
         from ironpool.client.aio_transport import ServerPool  # aiohttp only where asyncio is used
 
         options = _transport_options(config)  # its headers and TLS check, for aiohttp (.aio_transport)
+        self._tls = options["verify"]
         self._pools = {server: ServerPool(server, options["headers"], options["verify"], timeout)
                        for server in config.servers}
         self.servers = ServerList(config.servers)
+
+    async def reload_client_certificate(self) -> None:
+        """Present the client certificate in ``cert_file`` (rotated there) from now on: load it into
+        the TLS context and close every connection, so no request goes on under the old one
+        (kubelet's rotation closes its connections too; watches reconnect)."""
+        if not (isinstance(self._tls, ssl.SSLContext) and self.config.cert_file and self.config.key_file):
+            raise ConfigError("this client presents no client certificate to reload")
+        try:
+            self._tls.load_cert_chain(self.config.cert_file, self.config.key_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"cert_file {self.config.cert_file}: cannot load it: {exc}") from None
+        for pool in self._pools.values():
+            await pool.aclose()
 
     async def __aenter__(self) -> AsyncClient:
         return self

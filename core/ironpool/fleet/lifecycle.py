@@ -12,6 +12,11 @@ a pool without a Lease (no poollet ever beat for it) is left alone:
   than the time since the taint was added) is evicted through the ``eviction`` subresource: it is
   unbound and the scheduler places it again, keeping its name, uid, NICs and Volume references.
   Volumes are not moved: a Volume lives on its pool's storage.
+- a pool whose poollet fences itself (its Lease publishes ``--fence-after``) is not evicted on the
+  unreachable taint alone: once its Lease has been silent for the fence time plus ``fence_margin``
+  (and the grace period), the controller takes it over (:mod:`ironpool.fleet.takeover`): it marks the
+  Lease, releases the Volumes the pool's domains held, evicts every Machine that does not opt out,
+  and unmarks the Lease when none is left; the taint stays until then.
 
 Pool writes carry the resourceVersion they were decided on, so a concurrent ``ironpool cordon`` or
 poollet write is never overwritten; the next pass decides again.
@@ -32,7 +37,7 @@ from ironpool.api.coordination import Lease
 from ironpool.api.errors import ApiError, Conflict, NotFound
 from ironpool.api.fleet import lease_namespace
 from ironpool.api.meta import now_rfc3339
-from ironpool.api.storage import VolumePool
+from ironpool.api.storage import Volume, VolumePool
 from ironpool.client.events import EventRecorder
 from ironpool.client.informer import Informer
 from ironpool.client.rest import AsyncClient
@@ -51,6 +56,14 @@ from ironpool.fleet.decisions import (
     with_taint,
     without_taint,
 )
+from ironpool.fleet.fence_timing import (
+    DEFAULT_FENCE_MARGIN,
+    published_fence_after,
+    takeover_due,
+    timing_problem,
+    to_move,
+)
+from ironpool.fleet.takeover import Takeover, attached_uid, marked
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +80,8 @@ class LifecycleOptions:
     monitor_period: float = 5.0
     eviction_rate: float = 0.1
     eviction_burst: int = 1
+    #: seconds beyond a pool's published fence time before its Machines are moved
+    fence_margin: float = DEFAULT_FENCE_MARGIN
 
     def __post_init__(self) -> None:
         if self.grace <= 0 or self.monitor_period <= 0:
@@ -75,6 +90,8 @@ class LifecycleOptions:
         if self.eviction_rate <= 0 or self.eviction_burst < 1:
             raise ValueError(f"the eviction rate must be positive and the burst at least 1 "
                              f"(got {self.eviction_rate}, {self.eviction_burst})")
+        if self.fence_margin <= 0:
+            raise ValueError(f"--fence-margin must be positive (got {self.fence_margin})")
 
 
 @dataclass
@@ -86,6 +103,8 @@ class PassReport:
     untainted: list[str] = field(default_factory=list)
     held: list[str] = field(default_factory=list)
     evicted: list[str] = field(default_factory=list)
+    taken_over: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)  # machine pools whose takeover ended
 
 
 def _machine_pool(m: Machine) -> list[str]:
@@ -111,6 +130,8 @@ class PoolLifecycleController:
         self.leases: dict[str, Informer[Lease]] = {
             kind: Informer(client, Lease, namespace=lease_namespace(kind)) for kind in POOL_MODELS}
         self.machines: Informer[Machine] = Informer(client, Machine, indexers={"pool": _machine_pool})
+        self.volumes: Informer[Volume] = Informer(client, Volume, indexers={"attached-uid": attached_uid})
+        self.takeover = Takeover(client, self.volumes)
         self._seen: dict[tuple[str, str], LeaseSeen] = {}
         now = clock()
         self._buckets = {kind: TokenBucket(self.options.eviction_rate, self.options.eviction_burst, now)
@@ -119,7 +140,7 @@ class PoolLifecycleController:
         self.passes = 0  # monitor passes completed (what a test that expects nothing to happen waits for)
 
     def informers(self) -> list[Informer[Any]]:
-        return [*self.pools.values(), *self.leases.values(), self.machines]
+        return [*self.pools.values(), *self.leases.values(), self.machines, self.volumes]
 
     # -- one pass ----------------------------------------------------------------------------------
 
@@ -150,10 +171,17 @@ class PoolLifecycleController:
                 continue
             monitored += 1
             record = lease.metadata.resource_version or ""
-            seen = self._seen[(kind, name)] = observe(self._seen.get((kind, name)), record, now)
+            previous = self._seen.get((kind, name))
+            if previous is not None and record == self.takeover.written.get(name):
+                previous = LeaseSeen(record, previous.at)  # our own mark or unmark: no sign of life
+            seen = self._seen[(kind, name)] = observe(previous, record, now)
+            if kind == "MachinePool":
+                await self._check_fencing(pool, lease, now - seen.at, report)
             if unreachable(seen, now, self.options.grace):
                 down.append(pool)
                 continue
+            if marked(lease):
+                continue  # taken over: the taint stays until every Machine to move has moved
             kept = without_taint(pool.spec.taints, UNREACHABLE)
             if kept is not None and await self._set_taints(kind, pool, kept):
                 log.info("%s %s: its Lease is renewed again; removed the unreachable taint", kind, name)
@@ -196,10 +224,43 @@ class PoolLifecycleController:
 
     # -- eviction ----------------------------------------------------------------------------------
 
+    async def _check_fencing(self, pool: MachinePool, lease: Lease, silent_for: float,
+                             report: PassReport) -> None:
+        """Flag a fence time that does not fit the grace period; take a tainted pool over once its
+        fence is due (its Lease still at the revision seen go silent)."""
+        name = pool.metadata.name or ""
+        fence_after = published_fence_after(lease.metadata.annotations)
+        if fence_after is None:
+            return
+        problem = timing_problem(fence_after, self.options.grace, self.options.fence_margin)
+        if problem:
+            await self._event(pool, "Warning", "FenceTimingMismatch",
+                              f"{problem} (evictions from this pool wait for its fence)")
+        tainted = any(t.key == UNREACHABLE.key for t in pool.spec.taints or ())
+        if (not tainted or marked(lease)
+                or not takeover_due(silent_for, self.options.grace, fence_after, self.options.fence_margin)):
+            return
+        if await self.takeover.mark(lease, lease.metadata.resource_version or ""):
+            message = (f"no Lease renewal seen for {silent_for:.0f}s, past the poollet's fence "
+                       f"({fence_after:g}s) plus --fence-margin {self.options.fence_margin:g}s: its "
+                       "domains are off; moving its machines")
+            log.warning("MachinePool %s taken over: %s", name, message)
+            await self._event(pool, "Warning", "PoolTakenOver", message)
+            report.taken_over.append(name)
+
     async def _evict(self, report: PassReport) -> None:
         wall = self._wall()
         for pool in self.pools["MachinePool"].list():
             taints = pool.spec.taints or []
+            lease = self.leases["MachinePool"].get_by_name(pool.metadata.name or "",
+                                                           lease_namespace("MachinePool"))
+            if marked(lease) or (lease is not None and published_fence_after(lease.metadata.annotations)
+                                 and any(t.effect == "NoExecute" for t in taints)):
+                assert lease is not None
+                seen = self._seen.get(("MachinePool", pool.metadata.name or ""))
+                back = seen is not None and not unreachable(seen, self._clock(), self.options.grace)
+                await self._evict_fenced(pool, lease, back, report)
+                continue
             if not any(t.effect == "NoExecute" for t in taints):
                 continue
             for machine in self.machines.by_index("pool", pool.metadata.name or ""):
@@ -211,10 +272,42 @@ class PoolLifecycleController:
                 if await self._evict_machine(machine, pool.metadata.name or "", taints):
                     report.evicted.append(f"{machine.metadata.namespace}/{machine.metadata.name}")
 
-    async def _evict_machine(self, machine: Machine, pool: str, taints: list[Any]) -> bool:
+    async def _evict_fenced(self, pool: MachinePool, lease: Lease, back: bool, report: PassReport) -> None:
+        """A pool that fences itself: its Machines move only once it is taken over (then all but those
+        opting out, each after its Volumes are released; the mark goes once none is left and the
+        poollet renews again: ``back``); other NoExecute taints evict as usual."""
+        name = pool.metadata.name or ""
+        bound = self.machines.by_index("pool", name)
+        if marked(lease):
+            moving = to_move(bound)
+            for machine in moving:
+                if not await self.takeover.release_volumes(machine, name):
+                    continue
+                if await self._evict_machine(machine, name, [UNREACHABLE], fenced=True):
+                    report.evicted.append(f"{machine.metadata.namespace}/{machine.metadata.name}")
+            if not moving and back and await self.takeover.unmark(lease):
+                log.info("MachinePool %s: every machine to move has moved: takeover ended", name)
+                await self._event(pool, "Normal", "PoolTakeoverEnded",
+                                  "Every machine to move runs elsewhere now: the poollet may start what is "
+                                  "still bound to it.")
+                report.released.append(name)
+            return
+        others = [t for t in pool.spec.taints or () if t.key != UNREACHABLE.key]
+        wall = self._wall()
+        for machine in bound:
+            at = eviction_at(machine.spec.tolerations, others, wall)
+            if not machine.metadata.deletion_timestamp and at is not None and at <= wall \
+                    and await self._evict_machine(machine, name, others):
+                report.evicted.append(f"{machine.metadata.namespace}/{machine.metadata.name}")
+
+    async def _evict_machine(self, machine: Machine, pool: str, taints: list[Any],
+                             fenced: bool = False) -> bool:
         name, ns = machine.metadata.name or "", machine.metadata.namespace
+        # A fenced pool's Machines are evicted on the revision seen bound there: never from the pool
+        # one was placed on since.
+        version = machine.metadata.resource_version if fenced else None
         try:
-            await self.client.evict_raw(MACHINES, name, ns, uid=machine.metadata.uid)
+            await self.client.evict_raw(MACHINES, name, ns, machine.metadata.uid, version)
         except (Conflict, NotFound):
             return False  # unbound, deleted or made again meanwhile: nothing of ours to evict
         except (ApiError, ServerUnreachable) as exc:
@@ -223,6 +316,9 @@ class PoolLifecycleController:
         shown = ", ".join(f"{t.key}:{t.effect}" for t in taints if t.effect == "NoExecute")
         message = (f"Evicted from machine pool {pool} (taint {shown} not tolerated); "
                    "it will be scheduled again")
+        if fenced:
+            message = (f"Evicted from machine pool {pool}, which fenced itself (its domain is off, its "
+                       "volumes released); it will be scheduled again")
         log.warning("machine %s/%s: %s", ns, name, message)
         await self._event(machine, "Warning", "Evicted", message)
         return True

@@ -1,4 +1,4 @@
-"""The Debian 12 guest: what goes into its root file system, made with ``mmdebstrap``.
+"""The Debian guests (12 and 13): what goes into its root file system, made with ``mmdebstrap``.
 
 A minimal Debian from Debian's package mirror with what a platform team configures a machine with:
 the cloud kernel, systemd, OpenSSH, Python (for Ansible), cloud-init and the QEMU guest agent.
@@ -110,13 +110,14 @@ class Recipe:
     disk_size: int = 2 * 1024**3
     cmdline: str = "ro console=ttyS0 quiet"
     files: dict[str, str] = field(default_factory=dict)
+    masked_generators: tuple[str, ...] = MASKED_GENERATORS
 
     def describe(self) -> str:
         lines = [f"name={self.name}", f"suite={self.suite}", f"mirror={self.mirror}",
                  f"packages={','.join(self.packages)}", f"disk_size={self.disk_size}",
                  f"cmdline={self.cmdline}", f"dropped={DROPPED_TREES}",
                  f"initramfs={INITRAMFS_CONF!r}{INITRAMFS_HOOK!r}", f"masked={MASKED_UNITS}",
-                 f"masked_generators={MASKED_GENERATORS}"]
+                 f"masked_generators={self.masked_generators}"]
         lines += [f"file {path}={content!r}" for path, content in sorted(self.files.items())]
         return "\n".join(lines)
 
@@ -136,6 +137,13 @@ def guest_files() -> dict[str, str]:
 
 RECIPES: dict[str, Recipe] = {
     "debian-12": Recipe(name="debian-12", suite="bookworm", files=guest_files()),
+    # trixie's cloud-init (25.1) runs its stages in one process (cloud-init-main) instead of four.
+    # No package pulls in iproute2 there, and cloud-init renders for networkd only where `ip` is
+    # (without it the guest gets no address); systemd's generator of SSH over AF_VSOCK fails in a
+    # guest without a vsock device.
+    "debian-13": Recipe(name="debian-13", suite="trixie", files=guest_files(),
+                        packages=(*PACKAGES, "iproute2"),
+                        masked_generators=(*MASKED_GENERATORS, "systemd-ssh-generator")),
 }
 
 
@@ -198,7 +206,7 @@ def configure(recipe: Recipe, root: Path) -> None:
         link.symlink_to("/dev/null")
     generators = root / "etc/systemd/system-generators"
     generators.mkdir(parents=True, exist_ok=True)
-    for generator in MASKED_GENERATORS:
+    for generator in recipe.masked_generators:
         link = generators / generator
         link.unlink(missing_ok=True)
         link.symlink_to("/dev/null")

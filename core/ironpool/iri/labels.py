@@ -16,3 +16,8 @@ MACHINE_NAME_LABEL = "machinepoollet.ironcore.dev/machine-name"
 # field for them, so the machinepoollet hands them over as an annotation that a runtime without UEFI
 # ignores, keeping the wire IronCore's.
 EFI_VARS_ANNOTATION = "machinepoollet.ironpool.dev/efi-vars"
+
+# ironpool addition: set by a machinepoollet that fences itself (it lost its control plane) on the IRI
+# machines it powers off; a runtime applies that power off at once (libvirt: virDomainDestroy), as a
+# fence must, instead of an ACPI shutdown with a grace period. Removed before power comes back.
+FENCED_ANNOTATION = "machinepoollet.ironpool.dev/fenced"

@@ -8,7 +8,9 @@ collected the first one's volumes):
 - only objects that are :attr:`Owner.OURS` are candidates (see :mod:`ironpool.poollet.ownership`);
   foreign and legacy objects are counted and reported, never deleted;
 - an orphan is deleted only after it was seen orphaned for ``grace`` seconds *and* in two relists, so
-  a fresh or restored database, or an informer that is behind, cannot trigger a mass deletion;
+  a fresh or restored database, or an informer that is behind, cannot trigger a mass deletion (after
+  ``ironpool restore`` what was made after the backup is such an orphan: reported, with the backup's
+  time, for the grace period before it goes);
 - at most ``max_per_pass`` deletions per relist, with a warning when the cap holds some back;
 - ``policy="report"`` never deletes, it only says what it would collect;
 - a failed deletion (a volume still attached to a running domain, say) is retried with backoff and
@@ -43,6 +45,9 @@ class CollectOptions:
     max_per_pass: int = 20
     retry_base: float = 5.0
     retry_cap: float = 300.0
+    #: when the installation's store was restored, the time its backup was taken: an orphan may then
+    #: be what was made after the backup, and its report says so
+    restored_from: str = ""
 
 
 class _Metadata(Protocol):
@@ -169,6 +174,9 @@ class OrphanCollector:
         self._noted &= listed
         plan = ("would be deleted (gc policy: report)" if self.options.policy == "report"
                 else f"deleting it after a {self.options.grace:.0f}s grace period")
+        if self.options.restored_from:
+            plan += (f" (the store was restored from a backup taken at {self.options.restored_from}: "
+                     "it may have been made after that backup)")
         for oid, orphan in self._orphans.items():
             await self._announce(oid, orphan, plan)
         if self.options.policy == "collect":

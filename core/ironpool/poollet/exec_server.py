@@ -12,6 +12,7 @@ poollet calls IRI ``Exec`` and proxies the stream at the URL the runtime returns
 - the Machine must be one of this pool's (404), its IRI machine found by the Machine's uid label,
   and the runtime must open its console (IRI ``FailedPrecondition``, not running or a session
   already open: 409), all answered before the upgrade, with the reason as the body;
+- ``?history=true`` is passed on to the runtime's URL (:mod:`ironpool.api.console_history`);
 - then bytes are relayed between the apiserver's leg and the runtime's console until one ends, and
   the other is closed; pings every ``ping_interval`` seconds keep both legs open while idle.
 """
@@ -31,6 +32,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
+
+from ironpool.api import errors
+from ironpool.api.console_history import wants_history, with_history
 
 log = logging.getLogger(__name__)
 
@@ -80,13 +84,18 @@ class ConsoleEndpoint:
         """Everything that can fail, before the upgrade: the refusal is an HTTP status with a reason."""
         if not self._authorized(request):
             return connection.respond(HTTPStatus.UNAUTHORIZED, "a console is opened by the apiserver only\n")
-        match = _PATH.match(request.path.partition("?")[0])
+        path, _, query = request.path.partition("?")
+        match = _PATH.match(path)
         if match is None:
             return connection.respond(HTTPStatus.NOT_FOUND, f"no console at {request.path}\n")
         namespace, name = match.groups()
         try:
+            history = wants_history(query)
+        except errors.BadRequest as exc:
+            return connection.respond(HTTPStatus.BAD_REQUEST, f"{exc}\n")
+        try:
             machine_id = await self.find(namespace, name)
-            url = await self.open_console(machine_id)
+            url = with_history(await self.open_console(machine_id), history)
         except LookupError as exc:
             return connection.respond(HTTPStatus.NOT_FOUND, f"{exc.args[0] if exc.args else exc}\n")
         except grpc.aio.AioRpcError as exc:

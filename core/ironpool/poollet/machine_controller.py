@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +59,7 @@ from ironpool.poollet.machine_nics import (
 from ironpool.poollet.machine_plan import apply, plan
 from ironpool.poollet.reconciler import PoolObjectReconciler
 from ironpool.poollet.secret_reader import SECRET_RETRY, SecretReader, secret_value
+from ironpool.poollet.volume_attachments import Attachments
 from ironpool.poollet.waiting import Dependency, Waiting, waiting_message
 
 PULL_RETRY = 2.0  # seconds between asking a runtime that is still pulling a machine's image
@@ -77,6 +78,8 @@ class Dependencies:
     nics: dict[str, mpb.NetworkInterface] = field(default_factory=dict)
     nic_refs: dict[str, NicRef] = field(default_factory=dict)  # machine NIC name -> its object
     claims: list[Volume] = field(default_factory=list)
+    #: Volumes free of any attachment: recorded as attached to this machine before its domain uses them
+    attach: list[Volume] = field(default_factory=list)
     nic_claims: list[NetworkInterface] = field(default_factory=list)
     waiting: list[Waiting] = field(default_factory=list)
     #: ``namespace/name`` of the Reservation the Machine is placed within ("" for none)
@@ -129,6 +132,9 @@ class MachineReconciler(PoolObjectReconciler[Machine]):
         self.events = events
         self.nics = nics
         self.networks = networks
+        #: whether a Machine's domain must stay off (the pool fenced itself: ironpool.poollet.fencing)
+        self.holds_off: Callable[[Machine], bool] = lambda _m: False
+        self.attachments = Attachments(client, volumes, pool)
 
     def pool_of(self, machine: Machine) -> str | None:
         ref = machine.spec.machine_pool_ref
@@ -158,6 +164,8 @@ class MachineReconciler(PoolObjectReconciler[Machine]):
         now = now_rfc3339()
         await self._release_unused_claims(machine)
         if not found:
+            if self.holds_off(machine):
+                return DONE  # fenced: nothing starts here until the fence ends (which enqueues it)
             if deps.waiting:
                 await self.patch_status(machine, waiting_status(machine, deps.waiting, now))
                 await self._report_waiting(machine, deps.waiting)
@@ -166,6 +174,7 @@ class MachineReconciler(PoolObjectReconciler[Machine]):
                 return DONE
             await self._claim(machine, deps.claims)
             await self._claim_nics(machine, deps.nic_claims)
+            await self.attachments.attach(machine, deps.attach)
             desired = build_machine(machine, deps.runtime_class, deps.ignition,
                                     list(deps.volumes.values()), list(deps.nics.values()), deps.annotations())
             desired.metadata.labels.update(self.owner_labels)
@@ -195,7 +204,9 @@ class MachineReconciler(PoolObjectReconciler[Machine]):
         else:
             await self._claim(machine, deps.claims)
             await self._claim_nics(machine, deps.nic_claims)
+            await self.attachments.attach(machine, deps.attach)
             iri = await self._update(machine, found[0], deps)
+            await self.attachments.release_unused(machine, iri)
         status = compute_status(machine, iri, self.runtime_name, now, deps.nic_refs)
         iri_gen_raw = iri.metadata.annotations.get(keys.IRI_MACHINE_GENERATION_ANNOTATION, "0")
         if iri.status.observed_generation < int(iri_gen_raw or 0):
@@ -225,7 +236,8 @@ class MachineReconciler(PoolObjectReconciler[Machine]):
         return live[:1]
 
     async def _update(self, machine: Machine, iri: mpb.Machine, deps: Dependencies) -> mpb.Machine:
-        actions = plan(iri, deps.volumes, deps.nics, desired_power(machine), machine.metadata.generation or 0,
+        power = mpb.POWER_OFF if self.holds_off(machine) else desired_power(machine)
+        actions = plan(iri, deps.volumes, deps.nics, power, machine.metadata.generation or 0,
                        {v.name for v in machine.spec.volumes or []},
                        {n.name for n in machine.spec.network_interfaces or []}, deps.annotations())
         return await apply(self.runtime, iri, actions)
@@ -288,7 +300,7 @@ class MachineReconciler(PoolObjectReconciler[Machine]):
                 deps.volumes[v.name] = local_disk_volume(v, devices[v.name], deps.pull_secret)
                 continue
             vol = self.volumes.get(f"{ns}/{obj_name}")
-            reason = self._volume_problem(machine, vol)
+            reason = self._volume_problem(machine, vol) or self.attachments.problem(machine, vol)
             if reason:
                 deps.waiting.append(Waiting(Dependency.VOLUME, f"{ns}/{obj_name}", reason))
                 continue
@@ -302,6 +314,8 @@ class MachineReconciler(PoolObjectReconciler[Machine]):
                                    encryption_data={ENCRYPTION_KEY: key} if key else {})
             deps.volumes[v.name] = connection_volume(v, devices[v.name], src)
             deps.claims.append(vol)
+            if vol.status.attachment is None:
+                deps.attach.append(vol)
         self._resolve_nics(machine, deps)
         return deps
 
@@ -435,6 +449,7 @@ class MachineReconciler(PoolObjectReconciler[Machine]):
             await self.patch_status(machine, {"state": "Terminating"})
 
     async def released(self, machine: Machine) -> None:
+        await self.attachments.release(machine.metadata.uid or "")
         await self._release_unused_claims(machine, all_=True)
 
     # -- API writes ------------------------------------------------------------------------------

@@ -15,10 +15,13 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 
 from ironpool.api.compute import Machine, MachineClass, MachinePool, Reservation
+from ironpool.api.errors import NotFound
+from ironpool.api.fleet import FENCE_AFTER_ANNOTATION
 from ironpool.api.meta import object_key
 from ironpool.api.networking import Network, NetworkInterface
 from ironpool.api.storage import Volume
 from ironpool.client.controller import Controller, ObjectKey
+from ironpool.client.events import EventRecorder
 from ironpool.client.informer import Informer
 from ironpool.client.rest import AsyncClient
 from ironpool.iri.client import AsyncMachineRuntimeClient
@@ -28,6 +31,7 @@ from ironpool.poollet.base import PoolKind, Poollet, PoolletOptions
 from ironpool.poollet.capacity import HostResources
 from ironpool.poollet.classes import ClassMapper
 from ironpool.poollet.exec_server import ConsoleEndpoint
+from ironpool.poollet.fencing import Fencer, check_fence_after
 from ironpool.poollet.machine_controller import MachineReconciler
 from ironpool.poollet.machine_iri import volume_object_name
 from ironpool.poollet.machine_nics import nic_object_name
@@ -36,6 +40,7 @@ from ironpool.poollet.pool import PoolIdentity
 from ironpool.poollet.relist import sleep_or_stop
 from ironpool.poollet.reservation_controller import ReservationReconciler
 from ironpool.poollet.secret_reader import SecretReader
+from ironpool.poollet.volume_attachments import attached_uid_index
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +64,9 @@ class MachinePoolletOptions(PoolletOptions):
     #: the bearer token the apiserver presents to the console endpoint
     exec_token: str | None = None
     exec_ping_interval: float = 20.0
+    #: seconds without a Lease renewal after which the poollet shuts off its Machines' domains
+    #: (:mod:`ironpool.poollet.fencing`); 0: never
+    fence_after: float = 0.0
 
 
 def _machine_indexers() -> dict[str, object]:
@@ -111,7 +119,8 @@ class MachinePoollet(Poollet[mpb.Machine]):
             indexers=_machine_indexers(),  # type: ignore[arg-type]
         )
         self.classes: Informer[MachineClass] = Informer(client, MachineClass)
-        self.volumes: Informer[Volume] = Informer(client, Volume, indexers={"claim-uid": claim_uid_index})
+        self.volumes: Informer[Volume] = Informer(client, Volume, indexers={
+            "claim-uid": claim_uid_index, "attached-uid": attached_uid_index})
         self.secrets = SecretReader(client)  # by name: a pool identity may not list or watch Secrets
         self.nics: Informer[NetworkInterface] = Informer(
             client, NetworkInterface, indexers=_nic_indexers(),  # type: ignore[arg-type]
@@ -135,6 +144,17 @@ class MachinePoollet(Poollet[mpb.Machine]):
             self.mapper, self.runtime_name, delete_requeue=options.delete_requeue, events=self.events,
             nics=self.nics, networks=self.networks,
         )
+        self.fencer: Fencer | None = None
+        if options.fence_after:
+            check_fence_after(options.fence_after, options.heartbeat_interval)
+            self.heartbeat.annotations[FENCE_AFTER_ANNOTATION] = f"{options.fence_after:g}"
+            self.fencer = Fencer(options.fence_after, self.heartbeat, self.machines, runtime,
+                                 lambda: dict(self.reconciler.owner_labels), self._fence_changed,
+                                 self._bound_here)
+            # Its own recorder: an Event that could not be written (still cut off) is written again.
+            self._fence_events = EventRecorder(client, "machinepoollet", dedupe_seconds=0)
+            self.machine_reconciler.holds_off = self.fencer.holds_off
+            self.pool_reconciler.report.extra_conditions.append(self.fencer.condition)
         self._forwarded: dict[tuple[str, int, str, str], None] = {}
         self.object_controller = self.machine_controller = Controller(
             "machine", self.machine_reconciler.reconcile, workers=options.workers)
@@ -250,6 +270,17 @@ class MachinePoollet(Poollet[mpb.Machine]):
         """A Machine evicted and bound elsewhere wants its IRI machine there, not here."""
         return self.machine_reconciler.pool_of(machine) == self.options.pool
 
+    async def after_relist(self, items: Sequence[mpb.Machine]) -> None:
+        await super().after_relist(items)
+        if self.machines.has_synced and self.volumes.has_synced:
+            live = {m.metadata.labels.get(keys.MACHINE_UID_LABEL, "") for m in items}
+            if self.fencer is not None:
+                self.fencer.forget_gone(live)
+            try:
+                await self.machine_reconciler.attachments.sweep(live, self.machines.list())
+            except Exception as exc:  # the next relist sweeps again
+                log.debug("releasing stale volume attachments failed: %s", exc)
+
     async def delete_orphan(self, runtime_id: str) -> None:
         await self.runtime.delete_machine(runtime_id, missing_ok=True)
 
@@ -283,9 +314,30 @@ class MachinePoollet(Poollet[mpb.Machine]):
                 log.info("deleting runtime reservation %s: its Reservation is gone", found.metadata.id)
                 await rr.delete_runtime(found.metadata.id)
 
+    async def _bound_here(self, key: str, uid: str) -> bool:
+        """Whether the Machine ``key`` with ``uid`` is bound to this pool, read from the apiserver."""
+        ns, _, name = key.partition("/")
+        try:
+            live = await self.client.get(Machine, name, ns)
+        except NotFound:
+            return False
+        return bool(live.metadata.uid == uid and self.wants_here(live))
+
+    async def _report_fence(self, type_: str, reason: str, message: str) -> bool:
+        meta = {"name": self.options.pool, "uid": self.pool_report.uid}
+        pool = MachinePool.model_validate({"metadata": meta})
+        return await self._fence_events.record(pool, type_, reason, message)
+
+    def _fence_changed(self) -> None:
+        """Fenced or restored: every Machine is reconciled (power as declared, or held off) and the
+        pool's ``Fenced`` condition written."""
+        self.enqueue_all()
+        self.pool_controller.enqueue(self.pool_key)
+
     def loops(self, stop: asyncio.Event) -> Sequence[Awaitable[None]]:
+        fencing = () if self.fencer is None else (self.fencer.run(stop, self._report_fence),)
         return (self._forward_events(stop), self.reservation_controller.run(stop),
-                self._resync_reservations(stop))
+                self._resync_reservations(stop), *fencing)
 
     async def _resync_reservations(self, stop: asyncio.Event) -> None:
         while not await sleep_or_stop(stop, self.options.resync_period):

@@ -109,6 +109,8 @@ class PoolReport:
         self.report_interval = report_interval
         self.health = ProbeHealth()
         self.collection: OrphanCollector | None = None  # its findings go on the pool's conditions
+        #: more conditions (the machinepoollet's ``Fenced``): each gives one, or None for none yet
+        self.extra_conditions: list[Callable[[Any, str], dict[str, Any] | None]] = []
         self.uid: str | None = None
         self._last_write = 0.0
 
@@ -134,6 +136,7 @@ class PoolReport:
         if self.collection is not None:
             c = self.collection
             conditions.append(c.status.condition(c.what, c.options.grace, previous, now))
+        conditions += [c for c in (extra(previous, now) for extra in self.extra_conditions) if c is not None]
         return conditions
 
     async def write(self, pool: Any, status: dict[str, Any]) -> None:

@@ -92,6 +92,7 @@ class Rig:
     host_cpu: str = "4"
     host_memory: str = "4Gi"
     heartbeat_interval: float = 2.0
+    fence_after: float | None = None  # the hosts' --fence-after (None: join's default)
     etcd_data: Path | None = None  # default ROOT/etcd; tests put it in /dev/shm, where fsync is free
     scheduler_args: list[str] = field(default_factory=list)
     controller_manager_args: list[str] = field(default_factory=list)
@@ -160,7 +161,7 @@ class Rig:
         return cls(
             root=Path(state["root"]), images=Path(state["images"]), host_count=state["host_count"],
             host_cpu=state["host_cpu"], host_memory=state["host_memory"],
-            heartbeat_interval=state["heartbeat_interval"],
+            heartbeat_interval=state["heartbeat_interval"], fence_after=state.get("fence_after"),
             controller_manager_args=state.get("controller_manager_args", []),
             etcd_data=Path(state["etcd_data"]) if state.get("etcd_data") else None,
             scheduler_args=state["scheduler_args"],
@@ -285,8 +286,12 @@ class Rig:
             wait_until(lambda s=s: bool(s.metrics()), 30, s.name, s.proc)  # type: ignore[misc]
 
     def _start_controller_manager(self) -> None:
+        # It signs the joining hosts' client certificates with the control plane's CA.
+        signing = ("--cluster-signing-cert-file", str(self.ca_file),
+                   "--cluster-signing-key-file", str(self.ca_file.with_name("ca.key")))
         self.controller_manager = self._proc("controller-manager",
-                                             ironpool("controller-manager", *self.controller_manager_args),
+                                             ironpool("controller-manager", *signing,
+                                                      *self.controller_manager_args),
                                              IRONPOOL_CONFIG=str(self.admin_config))
         self.controller_manager.start()  # no readiness endpoint to wait on; a failure shows in `status`
 
@@ -314,6 +319,7 @@ class Rig:
             *command[1:], "--data-dir", str(data_dir), "--images", str(self.images), "--no-tiny-image",
             "--capacity-cpu", self.host_cpu, "--capacity-memory", self.host_memory,
             "--heartbeat-interval", str(self.heartbeat_interval), "--provider-id", f"ironpool-rig://{name}",
+            *(("--fence-after", str(self.fence_after)) if self.fence_after is not None else ()),
         ))
         host = Host(name, str(data_dir), proc)
         self.hosts[name] = host

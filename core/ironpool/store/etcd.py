@@ -12,6 +12,9 @@ guards commit at one revision or not at all; a list is a range read at one revis
 ``start_after``; a watch is an etcd watch from ``revision + 1`` (local watchers share one, see
 :mod:`.etcd_watch`); a compacted revision is etcd's "required revision has been compacted".
 
+The schema version is the key ``KEY-PREFIX#schema``, checked before the first call
+(:mod:`.etcd_schema`).
+
 Compaction runs as in kube-apiserver: every ``compaction-interval`` (default 5m, 0 = never) one
 apiserver, elected by a compare-and-swap on a counter key, compacts to the revision it saw one
 interval earlier, so every watcher has at least one interval to catch up.
@@ -23,10 +26,8 @@ import asyncio
 import builtins
 import contextlib
 import logging
-import re
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from typing import Any
-from urllib.parse import parse_qs
 
 import orjson
 
@@ -37,12 +38,17 @@ from ironpool.store.etcd_client import (
     LONG_CALL_TIMEOUT,
     EtcdConnection,
     EtcdTls,
-    parse_endpoints,
     rpc,
 )
+from ironpool.store.etcd_schema import ensure_schema
+from ironpool.store.etcd_url import duration as _duration
+from ironpool.store.etcd_url import parse_url
+from ironpool.store.etcd_url import range_end as _range_end
 from ironpool.store.etcd_watch import Feed, watch_batches
 from ironpool.store.interface import (
     DEFAULT_RING_BYTES,
+    SCAN_PAGE_BYTES,
+    SCAN_PAGE_KEYS,
     Document,
     EventType,
     Guard,
@@ -51,6 +57,7 @@ from ironpool.store.interface import (
     RawStorePage,
     RevisionCompacted,
     RevisionConflict,
+    ScanPage,
     Store,
     StoreError,
     StoreEvent,
@@ -63,41 +70,9 @@ log = logging.getLogger("ironpool.store.etcd")
 DEFAULT_RING = 8192
 DEFAULT_COMPACTION_INTERVAL = 300.0
 _CHUNK = 1000  # keys per range request of a long list
+_SCAN_FIRST_KEYS = 16  # keys of a scan's first range request (documents may be up to 1.5 MiB each)
 _GUARDS = b"#guard"
 _COMPACT_KEY = b"#compact_rev_key"
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
-def _range_end(key: bytes) -> bytes:
-    """The smallest key above every key starting with ``key`` (etcd's prefix range end)."""
-    end = bytearray(key)
-    for i in reversed(range(len(end))):
-        if end[i] < 0xFF:
-            end[i] += 1
-            return bytes(end[: i + 1])
-    return b"\0"
-
-
-def _duration(value: str, name: str) -> float:
-    match = _DURATION.match(value)
-    if match is None:
-        raise ValueError(f"--store: etcd option {name}={value!r} must be a duration such as 300s or 5m")
-    return float(match.group(1)) * _UNIT[match.group(2)]
-
-
-def parse_url(rest: str) -> tuple[list[str], str, dict[str, str]]:
-    """``HOST:PORT,...[/PREFIX][?OPTIONS]`` (what follows ``etcd://``) into its parts."""
-    rest, _, query = rest.partition("?")
-    hosts, slash, prefix = rest.partition("/")
-    options = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
-    unknown = set(options) - {"ring", "ring-bytes", "compaction-interval"}
-    if unknown:
-        raise ValueError(f"--store: unknown etcd option(s) {sorted(unknown)}; "
-                         "known: compaction-interval, ring, ring-bytes")
-    return parse_endpoints(hosts), (slash + prefix).rstrip("/"), options
-
-
 class EtcdStore(Store):
     """:class:`Store` on an etcd v3 cluster (see the module docstring for layout and guarantees).
 
@@ -134,6 +109,8 @@ class EtcdStore(Store):
         # instead of a read round trip (get_recent; the write's compare on mod_revision keeps it exact).
         self._recent = RecentObjects()
         self._feed_lock = asyncio.Lock()
+        self._schema_lock = asyncio.Lock()
+        self._schema_checked = False
         self._compacted = 0
         self._compactor: asyncio.Task[None] | None = None
         self._closed = False
@@ -177,17 +154,30 @@ class EtcdStore(Store):
             self._compactor = asyncio.get_running_loop().create_task(self._compact_periodically(),
                                                                      name="ironpool-etcd-compactor")
 
+    async def _schema(self) -> None:
+        """Check the schema version once, before the first call (:mod:`.etcd_schema`)."""
+        if self._schema_checked:
+            return
+        async with self._schema_lock:
+            if not self._schema_checked:
+                where = f"etcd://{','.join(self.endpoints)}{self.prefix}"
+                await ensure_schema(self.conn, self._root, where)
+                self._schema_checked = True
+
     async def _kv(self, what: str, method: str, request: Any, timeout: float = CALL_TIMEOUT) -> Any:
         self._start()
+        await self._schema()
 
         async def attempt(_index: int, kv: Any) -> Any:
             return await getattr(kv, method)(request, timeout=timeout)
 
         return await self.conn.call(what, attempt)
 
-    async def _read(self, start: bytes, end: bytes | None, revision: int, limit: int) -> Any:
+    async def _read(self, start: bytes, end: bytes | None, revision: int, limit: int,
+                    keys_only: bool = False) -> Any:
         m = rpc()
-        request = m.RangeRequest(key=start, range_end=end or b"", revision=revision, limit=limit)
+        request = m.RangeRequest(key=start, range_end=end or b"", revision=revision, limit=limit,
+                                 keys_only=keys_only)
         try:
             return await self._kv("range", "Range", request, LONG_CALL_TIMEOUT if end else CALL_TIMEOUT)
         except RevisionCompacted:
@@ -281,6 +271,36 @@ class EtcdStore(Store):
                     return RawStorePage(items[:limit], read_rev, True)
         return RawStorePage(items, read_rev, False)
 
+    async def scan_raw(
+        self, prefix: str, *, start_after: str | None = None, revision: int | None = None,
+        until: str | None = None, keys_only: bool = False, page_bytes: int = SCAN_PAGE_BYTES,
+    ) -> AsyncGenerator[ScanPage, None]:
+        if revision is not None and revision < 0:
+            raise StoreError(f"revision {revision} is not valid")
+        start, end = self._range(prefix, start_after)
+        if until is not None:
+            end = min(end, self._root + until.encode() + b"\0")
+        read_rev = revision or 0
+        root = len(self._root)
+        # etcd bounds a range by keys, not bytes: the first page asks for a few, the following ones
+        # for as many as fill page_bytes at the sizes seen so far.
+        count = SCAN_PAGE_KEYS if keys_only else max(1, min(_SCAN_FIRST_KEYS, page_bytes // 4096))
+        while start < end:
+            resp = await self._read(start, end, read_rev, count, keys_only=keys_only)
+            read_rev = read_rev or int(resp.header.revision)
+            kvs = resp.kvs
+            keys = [kv.key[root:].decode() for kv in kvs]
+            items = [] if keys_only else [codec.raw_at(kv.value, kv.mod_revision) for kv in kvs]
+            more = bool(resp.more and kvs)
+            yield ScanPage(keys, items, read_rev, more)
+            if not more:
+                return
+            start = kvs[-1].key + b"\0"
+            if items:
+                average = max(1, sum(len(i) for i in items) // len(items))
+                count = max(1, min(SCAN_PAGE_KEYS, page_bytes // average))
+        yield ScanPage([], [], read_rev or await self.current_revision(), False)
+
     async def current_revision(self) -> int:
         resp = await self._read(self._root + _COMPACT_KEY, None, 0, 1)
         return int(resp.header.revision)
@@ -301,6 +321,7 @@ class EtcdStore(Store):
         into the store's error, or into success when a retry finds its own earlier write."""
         request = txn.write_request(key, compare, op, guards, self._guard_key)
         self._start()
+        await self._schema()
         tries = 0
 
         async def attempt(_index: int, kv: Any) -> Any:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import builtins
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -113,6 +113,23 @@ class RawStorePage:
     items: list[bytes]
     revision: int
     more: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ScanPage:
+    """A page of a scan (:meth:`Store.scan_raw`): keys in order and, unless the scan reads keys only,
+    each one's JSON; the revision every page of the scan is read at; and whether more may follow."""
+
+    keys: list[str]
+    items: list[bytes]
+    revision: int
+    more: bool = False
+
+
+SCAN_PAGE_BYTES = 4 * 1024 * 1024
+"""About how many bytes of JSON a page of a scan holds (a page ends at the first document past it)."""
+SCAN_PAGE_KEYS = 1000
+"""The most keys a page of a scan holds (what ends a page of small documents, or of keys only)."""
 
 
 DECODED_MAX = 16 * 1024
@@ -229,6 +246,22 @@ class Store(ABC):
         """:meth:`list` without a predicate, as JSON bytes (backends override it to skip decoding)."""
         page = await self.list(prefix, limit=limit, start_after=start_after, revision=revision)
         return RawStorePage([orjson.dumps(doc) for doc in page.items], page.revision, page.more)
+
+    @abstractmethod
+    def scan_raw(
+        self, prefix: str, *, start_after: str | None = None, revision: int | None = None,
+        until: str | None = None, keys_only: bool = False, page_bytes: int = SCAN_PAGE_BYTES,
+    ) -> AsyncGenerator[ScanPage, None]:
+        """The keys under ``prefix`` after ``start_after`` and up to ``until`` (inclusive), in key
+        order, a page at a time as they are taken: a list of any size is held a page at a time
+        (``page_bytes`` of JSON, at most :data:`SCAN_PAGE_KEYS` keys), never whole.
+
+        Every page is read at one revision: ``revision``, or the latest when the first page is read
+        (it raises what :meth:`list` raises, RevisionCompacted for a revision no longer kept, before
+        yielding anything). A later page may still raise RevisionCompacted when the store compacts
+        past the scan's revision while it runs (a client reading a list for longer than the history
+        lasts), as etcd fails a paged list then.
+        """
 
     @abstractmethod
     async def create(self, key: str, obj: Document, *, guards: Sequence[Guard] = ()) -> Document:

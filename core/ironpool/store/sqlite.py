@@ -32,16 +32,18 @@ import asyncio
 import builtins
 import itertools
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 from urllib.parse import parse_qs
 
 import orjson
 
 from ironpool.store.interface import (
     DEFAULT_RING_BYTES,
+    SCAN_PAGE_BYTES,
+    SCAN_PAGE_KEYS,
     Document,
     EventType,
     Guard,
@@ -51,13 +53,15 @@ from ironpool.store.interface import (
     KeyNotFound,
     RawStorePage,
     RevisionConflict,
+    ScanPage,
     Store,
     StoreError,
     StoreEvent,
     StorePage,
 )
 from ironpool.store.sqlite_log import DEFAULT_HISTORY, DEFAULT_HISTORY_BYTES, EventLog
-from ironpool.store.sqlite_schema import TYPE_CODE, connect, exclusive_lock, prefix_end
+from ironpool.store.sqlite_rows import object_rows
+from ironpool.store.sqlite_schema import TYPE_CODE, connect, exclusive_lock
 from ironpool.store.sqlite_wal import WalKeeper
 from ironpool.store.waiters import PrefixWaiters
 
@@ -126,7 +130,12 @@ class SQLiteStore(Store):
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             self._lock = exclusive_lock(path)
         self.path = path
-        self._db = connect(path)
+        try:
+            self._db = connect(path)
+        except BaseException:
+            if self._lock is not None:
+                self._lock.close()  # a refused file (a newer schema) leaves no lock behind
+            raise
         self._log = EventLog(self._db, self.history, self.history_bytes)
         self._rev = self._log.last_revision
         # ring[i] has revision ring_base + i; revisions are contiguous because every write lands here.
@@ -162,7 +171,7 @@ class SQLiteStore(Store):
         predicate: Callable[[Document], bool] | None = None,
     ) -> StorePage:
         read_rev = self._read_revision(limit, revision)
-        rows = self._rows(prefix, start_after, read_rev)
+        rows = object_rows(self._db, prefix, start_after, read_rev, read_rev == self._rev)
         items: builtins.list[Document] = []
         more = False
         for _key, raw in rows:
@@ -179,7 +188,7 @@ class SQLiteStore(Store):
         self, prefix: str, *, limit: int = 0, start_after: str | None = None, revision: int | None = None
     ) -> RawStorePage:
         read_rev = self._read_revision(limit, revision)
-        rows = self._rows(prefix, start_after, read_rev)
+        rows = object_rows(self._db, prefix, start_after, read_rev, read_rev == self._rev)
         if not limit:
             return RawStorePage([raw for _key, raw in rows], read_rev, False)
         items = [raw for _key, raw in itertools.islice(rows, limit + 1)]
@@ -196,39 +205,42 @@ class SQLiteStore(Store):
         self._log.check_kept(read_rev)
         return read_rev
 
-    def _rows(self, prefix: str, start_after: str | None, read_rev: int) -> Iterable[tuple[str, bytes]]:
-        """``(key, value)`` under ``prefix`` after ``start_after`` at ``read_rev``, in key order."""
-        end = prefix_end(prefix)
-        after = start_after or ""
-        rows: Iterable[tuple[str, bytes]]
-        if read_rev == self._rev:
-            sql = "SELECT key, value FROM objects WHERE key >= ? AND key > ?"
-            params: list[Any] = [prefix, after]
-            if end is not None:
-                sql += " AND key < ?"
-                params.append(end)
-            rows = self._db.execute(sql + " ORDER BY key", params)
-        else:
-            rows = self._snapshot_rows(prefix, end, after, read_rev)
-        return rows
+    async def scan_raw(
+        self, prefix: str, *, start_after: str | None = None, revision: int | None = None,
+        until: str | None = None, keys_only: bool = False, page_bytes: int = SCAN_PAGE_BYTES,
+    ) -> AsyncGenerator[ScanPage, None]:
+        read_rev = self._read_revision(0, revision)
+        after = start_after
+        while True:
+            # A page is one statement, run before the loop turns; the next page reads at read_rev.
+            page = self._scan_page(prefix, after, until, read_rev, keys_only, page_bytes)
+            yield page
+            if not page.more:
+                return
+            after = page.keys[-1]
 
-    def _snapshot_rows(
-        self, prefix: str, end: str | None, after: str, rev: int
-    ) -> Iterable[tuple[str, bytes]]:
-        """Rows of the keys under ``prefix`` as they were at ``rev``, in key order."""
-        bound = "" if end is None else " AND key < :end"
-        sql = f"""
-            SELECT key, value FROM objects
-             WHERE key >= :prefix AND key > :after{bound} AND mod_rev <= :rev
-            UNION ALL
-            SELECT e.key, e.prev FROM events e JOIN (
-                SELECT key, MIN(rev) AS first FROM events
-                 WHERE rev > :rev AND key >= :prefix AND key > :after{bound} GROUP BY key
-            ) c ON e.rev = c.first
-             WHERE e.prev IS NOT NULL
-            ORDER BY 1
-        """
-        return self._db.execute(sql, {"prefix": prefix, "after": after, "end": end, "rev": rev})
+    def _scan_page(self, prefix: str, after: str | None, until: str | None, read_rev: int, keys_only: bool,
+                   page_bytes: int) -> ScanPage:
+        self._check_open()
+        self._log.check_kept(read_rev)  # compacted past the scan's revision since its first page
+        keys: builtins.list[str] = []
+        items: builtins.list[bytes] = []
+        size = 0
+        rows = object_rows(self._db, prefix, after, read_rev, read_rev == self._rev, keys_only=keys_only,
+                           limit=SCAN_PAGE_KEYS + 1)
+        try:
+            for key, raw in rows:
+                if until is not None and key > until:
+                    return ScanPage(keys, items, read_rev, False)
+                if len(keys) >= SCAN_PAGE_KEYS or size >= page_bytes:
+                    return ScanPage(keys, items, read_rev, True)
+                keys.append(key)
+                if not keys_only:
+                    items.append(bytes(raw))
+                    size += len(raw)
+        finally:
+            rows.close()
+        return ScanPage(keys, items, read_rev, False)
 
     async def current_revision(self) -> int:
         return self._rev

@@ -10,6 +10,9 @@
   highest removed revision is kept in ``meta`` as ``compacted``.
 * ``guards(key, value, rev)`` holds the guard keys (:class:`~ironpool.store.interface.Guard`), each
   with the revision of the object write that last set it; they have no history.
+
+``PRAGMA user_version`` records the schema version (:mod:`.schema`); :func:`connect` migrates an
+older file and refuses a newer one before creating or changing anything.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ import contextlib
 import fcntl
 import os
 import sqlite3
+from collections.abc import Callable
 from typing import IO
 
 from ironpool.store.interface import EventType, StoreError
+from ironpool.store.schema import SCHEMA_VERSION, SchemaInvalid, check_not_newer
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS objects (
@@ -71,8 +76,70 @@ def connect(path: str) -> sqlite3.Connection:
     # After a checkpoint SQLite reuses the WAL file from its start but keeps its size; past this limit
     # it truncates it instead, so one burst of large writes does not leave a file of its size behind.
     db.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
-    db.executescript(_SCHEMA)
+    try:
+        migrate(db, path)
+    except BaseException:
+        db.close()
+        raise
     return db
+
+
+# The columns each table of release 0 (schema version 0) had: what the step from it checks first.
+_V0_COLUMNS = {
+    "objects": ["key", "value", "create_rev", "mod_rev"],
+    "events": ["rev", "type", "key", "value", "prev"],
+    "meta": ["name", "value"],
+    "guards": ["key", "value", "rev"],
+}
+
+
+def _from_v0(db: sqlite3.Connection, path: str) -> None:
+    """Release 0 kept no version. Its layout is version 1's, so the step checks that the tables are
+    release 0's (a foreign file is refused, not stamped) and adds what it lacked (guards)."""
+    for table, columns in _V0_COLUMNS.items():
+        found = [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
+        if found and found != columns:
+            raise SchemaInvalid(f"{path}: table {table} has columns {found}, not ironpool's {columns}; "
+                                "is this an ironpool database?")
+    _create_tables(db)
+
+
+def _create_tables(db: sqlite3.Connection) -> None:
+    # One statement at a time: executescript would commit the migration's transaction first.
+    for statement in filter(str.strip, _SCHEMA.split(";")):
+        db.execute(statement)
+
+
+#: version -> the step that migrates a file of that version to the next one (inside one transaction)
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection, str], None]] = {0: _from_v0}
+
+
+def schema_version(db: sqlite3.Connection) -> int:
+    (version,) = db.execute("PRAGMA user_version").fetchone()
+    return int(version)
+
+
+def migrate(db: sqlite3.Connection, path: str) -> None:
+    """Bring the file to :data:`SCHEMA_VERSION`: a new file gets the tables, an older one the
+    migration steps from its version up; a newer one is refused (SchemaTooNew) untouched."""
+    found = schema_version(db)
+    check_not_newer(path, found)
+    if found == SCHEMA_VERSION:
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        found = schema_version(db)  # another connection may have migrated it meanwhile
+        tables = db.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()[0]
+        if found == 0 and not tables:
+            _create_tables(db)
+        else:
+            for version in range(found, SCHEMA_VERSION):
+                MIGRATIONS[version](db, path)
+        db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 def exclusive_lock(path: str) -> IO[bytes]:

@@ -1,7 +1,7 @@
 """cloud-init beside Ignition, on real libvirt and QEMU through the runtime's IRI, with the tiny
 image: Ignition still arrives through fw_cfg, and with user data there is no fw_cfg entry but one
 more virtio disk (the seed). What a Debian guest makes of its seed (user data, hostname, instance
-id, static address) is checked end to end in tests/e2e/test_up_debian.py.
+id, static address) is checked end to end in tests/ansible/test_playbooks.py, on the example.
 """
 
 from __future__ import annotations

@@ -47,6 +47,10 @@ def libvirt_networks() -> set[str]:
         conn.close()
 
 
+def virsh(*args: str) -> None:
+    subprocess.run(["virsh", "-c", LIBVIRT_URI, *args], capture_output=True, check=True, timeout=30)
+
+
 def qemu_devices(machine_id: str) -> set[str]:
     out = subprocess.run(["virsh", "-c", LIBVIRT_URI, "qemu-monitor-command", f"ironpool-{machine_id}",
                           '{"execute": "qom-list", "arguments": {"path": "/machine/peripheral"}}'],
@@ -180,8 +184,29 @@ def test_guest_gets_its_address_in_every_mode_and_ssh_goes_through_the_forward(
     assert qemu_ids("eth3")[1] in qemu_devices(mid)
     second = handles(runtime, mid)["eth3"]
     assert second.startswith("user://127.0.0.1:") and second != handle
-    stub.DetachNetworkInterface(mpb.DetachNetworkInterfaceRequest(machine_id=mid, name="eth3"))
+
+    # -- a guest that cannot answer the unplug (paused) keeps the NIC, and the runtime says so --
+    virsh("suspend", f"ironpool-{mid}")
+    with pytest.raises(grpc.RpcError) as pending:
+        stub.DetachNetworkInterface(mpb.DetachNetworkInterfaceRequest(machine_id=mid, name="eth3"))
+    assert pending.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "eth3" in (pending.value.details() or "")
+    assert handles(runtime, mid)["eth3"] == second
+    assert qemu_ids("eth3")[1] in qemu_devices(mid)
+    virsh("resume", f"ironpool-{mid}")
+
+    def detached() -> bool:
+        try:
+            stub.DetachNetworkInterface(mpb.DetachNetworkInterfaceRequest(machine_id=mid, name="eth3"))
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                raise
+            return False
+        return True
+
+    wait_for(detached, GUEST_SECONDS, "the detach of eth3 once the guest runs again")
     assert qemu_ids("eth3")[1] not in qemu_devices(mid)
+    assert "eth3" not in handles(runtime, mid)
 
     # -- the forward survives a restart of the runtime (QEMU holds it; the record names it) ---
     runtime.kill9()

@@ -20,7 +20,7 @@ from machine_runtime_helpers import (
     session_domains,
 )
 
-from tests.helpers.qemu_dirs import qemu_tmpdir
+from tests.helpers.qemu_dirs import copy_image, qemu_tmpdir
 from tests.helpers.runtimes import LIBVIRT_URI
 from tests.helpers.wait import wait_for
 
@@ -297,7 +297,7 @@ def test_reconnects_when_libvirtd_drops_the_connection(runtime: RuntimeProc, tes
 def test_image_gone_later_is_pending_with_a_warning(runtime: RuntimeProc, test_session: str) -> None:
     """An image removed from the catalog after create: power on gives a Warning event and Pending."""
     workdir = qemu_tmpdir("imi-")
-    shutil.copytree(runtime.images / "tiny", workdir / "images" / "vanishing")
+    copy_image(runtime.images / "tiny", workdir / "images" / "vanishing")
     own = RuntimeProc(workdir=workdir, images=workdir / "images")
     try:
         own.start()

@@ -24,7 +24,8 @@ from machine_runtime_helpers import (
     session_domains,
 )
 
-from tests.helpers.qemu_dirs import qemu_tmpdir
+from tests.helpers.guests import UEFI_GUEST_SECONDS
+from tests.helpers.qemu_dirs import copy_image, qemu_tmpdir
 from tests.helpers.wait import wait_for
 
 VENDOR = uuid.UUID("5b1e4e6e-3a0f-4b52-9f0c-6f7e1a2b3c4d")
@@ -47,7 +48,7 @@ def uefi_runtime(tiny_images: Path, test_session: str) -> Iterator[RuntimeProc]:
         pytest.fail(f"{firmware.OVMF_CODE} is missing: run scripts/setup-host.sh (it installs Debian's ovmf)")
     catalog = qemu_tmpdir("imu-cat-")
     for name in ("tiny", "tiny-uefi"):
-        shutil.copytree(tiny_images / "tiny", catalog / name)
+        copy_image(tiny_images / "tiny", catalog / name)
     (catalog / "tiny-uefi" / "firmware").write_text("uefi\n")
     try:
         with running_runtime("imu-", test_session, images=catalog, classes=CLASSES_YAML + UEFI_CLASS) as proc:
@@ -79,7 +80,7 @@ def test_uefi_machine_boots_ovmf_keeps_its_efi_vars_and_leaves_no_nvram(
     # The guest booted under UEFI and the firmware handed it the variable (efivarfs lists NAME-GUID).
     line = wait_for(
         lambda: next((ln for ln in _console(uefi_runtime, mid).splitlines() if "firmware " in ln), None),
-        120, "the guest to report its firmware",
+        UEFI_GUEST_SECONDS, "the guest to report its firmware",
     )  # fmt: skip
     assert "firmware efi" in line, line
     assert f"IronpoolTest-{VENDOR}" in line, line
@@ -91,7 +92,7 @@ def test_uefi_machine_boots_ovmf_keeps_its_efi_vars_and_leaves_no_nvram(
     uefi_runtime.wait_state(mid, "MACHINE_SUSPENDED", 30)
     assert nvram.is_file()
     uefi_runtime.stub.UpdateMachinePower(mpb.UpdateMachinePowerRequest(machine_id=mid, power=mpb.POWER_ON))
-    wait_for(lambda: _console(uefi_runtime, mid).count(f"IronpoolTest-{VENDOR}") >= 2, 120,
+    wait_for(lambda: _console(uefi_runtime, mid).count(f"IronpoolTest-{VENDOR}") >= 2, UEFI_GUEST_SECONDS,
              "the guest to boot again and list the variable")  # fmt: skip
 
     uefi_runtime.stub.DeleteMachine(mpb.DeleteMachineRequest(machine_id=mid))
@@ -135,7 +136,7 @@ def test_a_host_without_the_firmware_refuses_uefi_machines_naming_it(
     tiny_images: Path, test_session: str
 ) -> None:
     catalog = qemu_tmpdir("imu-cat-")
-    shutil.copytree(tiny_images / "tiny", catalog / "tiny-uefi")
+    copy_image(tiny_images / "tiny", catalog / "tiny-uefi")
     (catalog / "tiny-uefi" / "firmware").write_text("uefi\n")
     missing = str(catalog / "no-OVMF_CODE.fd")
     try:

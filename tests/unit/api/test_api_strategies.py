@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 import pytest
 from ironpool.api import errors
-from ironpool.api.columns import AGE, NAME, Column, age, field, free_of, human_bytes, involved
+from ironpool.api.columns import AGE, NAME, Column, age, field, free_of, human_bytes, involved, taints
 from ironpool.api.compute import DEFAULT_IGNITION_KEY, Machine
 from ironpool.api.core import Namespace
 from ironpool.api.fieldpath import FieldErrors
@@ -26,7 +26,7 @@ def test_every_served_resource_is_a_registered_strategy_in_order() -> None:
         "MachineClass", "MachinePool", "Machine", "Reservation", "VolumeClass", "VolumePool", "Volume",
         "VolumeSnapshot",
         "ResourceQuota", "Network", "NetworkInterface", "Prefix", "Secret", "Namespace", "Event", "Lease",
-        "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding",
+        "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding", "CertificateSigningRequest",
     ]
     for info in RESOURCES:
         assert strategy_for(info).info is info
@@ -144,6 +144,10 @@ def test_columns() -> None:
     assert free_of("cpu")(pool) == "7/8"
     assert free_of("memory")(pool) == "15Gi/?"
     assert free_of("storage")(pool) is None
+    tainted = {"spec": {"taints": [{"key": "pool.ironpool.dev/unschedulable", "effect": "NoSchedule"},
+                                   {"key": "team", "value": "a", "effect": "NoExecute"}]}}
+    assert taints("spec.taints")(tainted) == "pool.ironpool.dev/unschedulable:NoSchedule,team=a:NoExecute"
+    assert taints("spec.taints")(pool) is None
     assert involved({"involvedObject": {"kind": "Machine", "name": "m"}}) == "machine/m"
     assert age(None) == "<none>" and age("garbage") == "?"
     assert Column("X", field("a.b")).get({"a": {"b": 1}}) == 1

@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from ironpool.api.strategies.classes import MachineClassStrategy, VolumeClassStrategy
+from ironpool.api.strategies.csr import CertificateSigningRequestStrategy
 from ironpool.api.strategies.event import EventStrategy
 from ironpool.api.strategies.lease import LeaseStrategy
 from ironpool.api.strategies.machine import MachineStrategy
@@ -68,4 +69,5 @@ STRATEGIES: tuple[Strategy[Any], ...] = (
     EventStrategy(),
     LeaseStrategy(),
     RoleStrategy(), ClusterRoleStrategy(), RoleBindingStrategy(), ClusterRoleBindingStrategy(),
+    CertificateSigningRequestStrategy(),
 )

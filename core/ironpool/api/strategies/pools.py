@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ironpool.api.columns import AGE, NAME, Column, cond_status, count, field, free_of, names
+from ironpool.api.columns import AGE, NAME, Column, cond_status, count, field, free_of, names, taints
 from ironpool.api.compute import COMPUTE_GROUP, COMPUTE_VERSION, MachinePool
 from ironpool.api.fieldpath import FieldErrors, index, label_value, qualified_name
 from ironpool.api.meta import Taint
@@ -60,7 +60,7 @@ class MachinePoolStrategy(PoolStrategy):
         Column("CPU", free_of("cpu")), Column("MEMORY", free_of("memory")), AGE,
         Column("PROVIDERID", field("spec.providerID"), wide=True),
         Column("STATE", field("status.state"), wide=True),
-        Column("TAINTS", count("spec.taints"), wide=True),
+        Column("TAINTS", taints("spec.taints"), wide=True),
         Column("MACHINECLASSES", names("status.availableMachineClasses"), wide=True),
     )
 
@@ -78,4 +78,5 @@ class VolumePoolStrategy(PoolStrategy):
         Column("STORAGE", free_of("storage")), AGE,
         Column("PROVIDERID", field("spec.providerID"), wide=True),
         Column("VOLUMECLASSES", names("status.availableVolumeClasses"), wide=True),
+        Column("TAINTS", taints("spec.taints"), wide=True),
     )

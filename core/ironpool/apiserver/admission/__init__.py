@@ -13,6 +13,8 @@ in-memory view current with the writes of the other apiservers too.
 The default chain is :func:`default_chain`: ``NamespaceLifecycle``, ``VolumeSnapshotSource`` (a
 Volume restored from a snapshot is bound to the snapshot's pool, :mod:`.volume_snapshot_source`),
 ``VolumeResizePolicy`` (a Volume's size changes only as its class allows, :mod:`.volume_resize`),
+``ExclusiveVolumeAttachment`` (a Volume's ``status.attachment`` is never taken from its holder,
+:mod:`.volume_attachment`),
 ``CapacityAdmission``,
 ``IPAM`` (addresses, MACs and prefixes, :mod:`.ipam`), then ``ResourceQuota`` (a namespace's
 Machines and Volumes within its quotas, :mod:`.resource_quota`; last, as in Kubernetes).
@@ -27,6 +29,7 @@ from ironpool.apiserver.admission.ipam import IPAMAdmission
 from ironpool.apiserver.admission.namespace_lifecycle import NamespaceLifecycle
 from ironpool.apiserver.admission.plugin import AdmissionChain, AdmissionPlugin, Attributes, Operation
 from ironpool.apiserver.admission.resource_quota import ResourceQuotaAdmission
+from ironpool.apiserver.admission.volume_attachment import ExclusiveVolumeAttachment
 from ironpool.apiserver.admission.volume_resize import VolumeResizePolicy
 from ironpool.apiserver.admission.volume_snapshot_source import VolumeSnapshotSource
 from ironpool.store.interface import Store
@@ -35,7 +38,8 @@ __all__ = ["AdmissionChain", "AdmissionPlugin", "Attributes", "Operation", "defa
 
 
 def default_chain(store: Store) -> AdmissionChain:
-    """The apiserver's chain: namespace lifecycle, a restored volume's pool, volume resize policy, pool
-    capacity, IP address management, then resource quotas."""
+    """The apiserver's chain: namespace lifecycle, a restored volume's pool, volume resize policy, a
+    volume's one attachment, pool capacity, IP address management, then resource quotas."""
     return AdmissionChain([NamespaceLifecycle(store), VolumeSnapshotSource(store), VolumeResizePolicy(store),
-                           CapacityAdmission(store), IPAMAdmission(store), ResourceQuotaAdmission(store)])
+                           ExclusiveVolumeAttachment(), CapacityAdmission(store), IPAMAdmission(store),
+                           ResourceQuotaAdmission(store)])

@@ -14,7 +14,9 @@ A pool identity may read classes and namespaces; get objects of its kind and lis
 with ``fieldSelector=spec.<kind>PoolRef.name=<pool>`` (what the poollet's informer asks for);
 create events; get, create, update and patch its own pool (and its status); update/patch objects
 bound to its pool (spec unchanged, except clearing a stale ``spec.claimRef`` of a volume) and their
-status. Secrets, Volumes and NetworkInterfaces it may get only along the pool graph
+status; of a Volume's status only ``status.attachment``, set to one of its own Machines that
+references the Volume, or cleared when its pool holds it. Secrets, Volumes and NetworkInterfaces it
+may get only along the pool graph
 (:mod:`ironpool.apiserver.auth.pool_graph`, Kubernetes' Node authorizer): while a Machine (or, for a
 volume pool, a Volume) bound to it references them; it may never list or watch Secrets. The same
 graph decides its claims: a machine pool sets ``spec.claimRef`` of a Volume only to a Machine bound
@@ -41,6 +43,10 @@ No pool identity opens a console (``machines/exec``), not even of its own Machin
 
 Each pool identity gets, creates, updates and patches its own heartbeat Lease (named after the pool,
 in its kind's lease namespace, :mod:`ironpool.api.fleet`) and no other.
+
+Each pool identity creates and reads CertificateSigningRequests, to renew its client certificate; the
+certificate controller approves only a request for the requester's own name
+(:mod:`ironpool.certificates.approver`).
 """
 
 from __future__ import annotations
@@ -51,30 +57,38 @@ from dataclasses import dataclass
 from typing import Any
 
 from ironpool.api import errors
-from ironpool.api.fleet import MACHINE_POOL_LEASE_NAMESPACE, VOLUME_POOL_LEASE_NAMESPACE
+from ironpool.api.fleet import (
+    MACHINE_POOL_LEASE_NAMESPACE,
+    MACHINE_POOL_USER_PREFIX,
+    MACHINE_POOLS_GROUP,
+    VOLUME_POOL_LEASE_NAMESPACE,
+    VOLUME_POOL_USER_PREFIX,
+    VOLUME_POOLS_GROUP,
+)
 from ironpool.api.reservation import pool_finalizer
 from ironpool.api.resources import RESOURCES, ResourceInfo
 from ironpool.api.selectors import parse_field_selector
 from ironpool.api.storage import VOLUME_POOL_LABEL
 from ironpool.apiserver.auth.authentication import User
 from ironpool.apiserver.auth.interface import Conditions, ObjectCheck
-from ironpool.apiserver.auth.pool_graph import GRAPH_RESOURCES, MACHINES, PoolGraph, confirm, edges_of
+from ironpool.apiserver.auth.pool_claims import (
+    BOUND_METADATA,
+    CLAIM,
+    Deny,
+    machine_in_pool,
+    nic_claims_for_pool,
+    volume_attachments_for_pool,
+    volume_claims_for_pool,
+    without,
+)
+from ironpool.apiserver.auth.pool_graph import GRAPH_RESOURCES, PoolGraph, confirm
 from ironpool.store.interface import Document, Store
-
-MACHINE_POOL_USER_PREFIX = "compute.ironcore.dev:system:machinepool:"
-MACHINE_POOLS_GROUP = "compute.ironcore.dev:system:machinepools"
-VOLUME_POOL_USER_PREFIX = "storage.ironcore.dev:system:volumepool:"
-VOLUME_POOLS_GROUP = "storage.ironcore.dev:system:volumepools"
 
 _BY_PLURAL: dict[str, ResourceInfo] = {r.plural: r for r in RESOURCES}
 VOLUMES_INFO = _BY_PLURAL["volumes"]
 _READ = frozenset({"get", "list", "watch"})
 _WRITE = frozenset({"update", "patch"})
 _SHARED_READ = frozenset({"namespaces"})
-# What a poollet may change on the main resource of an object bound to its pool.
-_BOUND_METADATA = (("metadata", "finalizers"), ("metadata", "labels"), ("metadata", "annotations"))
-_CLAIM = (("spec", "claimRef"), ("metadata", "generation"))
-_NIC_CLAIM = (("spec", "machineRef"), ("spec", "providerID"), ("metadata", "generation"), *_BOUND_METADATA)
 _NETWORKING_READ = frozenset({"networks", "networkinterfaces", "prefixes"})
 _LEASE_NAMESPACE = {"machine": MACHINE_POOL_LEASE_NAMESPACE, "volume": VOLUME_POOL_LEASE_NAMESPACE}
 
@@ -161,6 +175,10 @@ def authorize_pool(
         return None
     if base == "events" and verb == "create":
         return None
+    if base == "certificatesigningrequests" and not sub and (verb == "create" or verb in _READ):
+        # Renewing its own client certificate (Kubernetes' selfnodeclient): the certificate controller
+        # approves a request only for the requester's own name, which the apiserver records.
+        return None
     if pool is None:
         raise deny(f"the user name does not name a {kind.name} pool")
     if verb == "get" and base in GRAPH_RESOURCES and not (kind is VOLUME and base == "volumes"):
@@ -199,7 +217,9 @@ def authorize_pool(
         if verb in ("list", "watch"):
             return None  # the poollet's informer; a machine's volumes live in any volume pool
         if verb in _WRITE and not sub:
-            return Conditions(objects=_claims_for_pool(deny, pool))
+            return Conditions(objects=volume_claims_for_pool(deny, pool))
+        if verb in _WRITE and sub == "status":
+            return Conditions(objects=volume_attachments_for_pool(deny, pool))
     if kind is MACHINE and base == "reservations":
         if verb in _READ:
             return None  # the reservation controller's informer: a Reservation may name any pool
@@ -209,7 +229,7 @@ def authorize_pool(
         if verb in _READ:
             return None  # what a machine's NICs need: their Networks and ephemeral Prefixes
         if base == "networkinterfaces" and verb in _WRITE and not sub:
-            return Conditions(objects=_nic_claims_for_pool(deny, pool))
+            return Conditions(objects=nic_claims_for_pool(deny, pool))
     if kind is VOLUME:
         if base == "machines" and verb == "get":
             return None  # to tell a live claim from a stale one
@@ -221,9 +241,6 @@ def authorize_pool(
             if verb in _WRITE:
                 return Conditions(objects=_held_snapshot(deny, pool, status=sub == "status"))
     raise deny()
-
-
-Deny = Callable[[str], errors.Forbidden]
 
 
 def _along_graph(deny: Deny, graph: PoolGraph | None, kind: PoolKind, pool: str, plural: str,
@@ -264,22 +281,6 @@ def _pool_of(doc: Document, kind: PoolKind) -> str | None:
     return str(name) if name else None
 
 
-def _without(doc: Document, paths: tuple[tuple[str, ...], ...]) -> dict[str, Any]:
-    """A shallow copy of ``doc`` without the fields at ``paths`` (the original is not touched)."""
-    out = dict(doc)
-    for path in paths:
-        cur = out
-        for key in path[:-1]:
-            child = cur.get(key)
-            if not isinstance(child, dict):
-                break
-            cur[key] = child = dict(child)
-            cur = child
-        else:
-            cur.pop(path[-1], None)
-    return out
-
-
 def _creates_own(deny: Deny, pool: str, what: str) -> ObjectCheck:
     """A create condition: the object (its pool, or its heartbeat Lease) is named after the pool."""
 
@@ -304,15 +305,15 @@ def _bound(deny: Deny, kind: PoolKind, pool: str, status: bool) -> ObjectCheck:
         if status or new is None:
             return
         assert old is not None
-        allowed: tuple[tuple[str, ...], ...] = _BOUND_METADATA
+        allowed: tuple[tuple[str, ...], ...] = BOUND_METADATA
         old_claim = (old.get("spec") or {}).get("claimRef")
         if kind is VOLUME and old_claim and not (new.get("spec") or {}).get("claimRef"):
             # The volumepoollet releases claims of gone Machines (IronCore's volumerelease controller).
-            if await _machine_in_pool(store, old["metadata"].get("namespace"), old_claim, "") is not None:
+            if await machine_in_pool(store, old["metadata"].get("namespace"), old_claim, "") is not None:
                 name = old_claim.get("name")
                 raise deny(f'machine "{name}" still exists; only a stale claim may be cleared')
-            allowed = _BOUND_METADATA + _CLAIM
-        if _without(old, allowed) != _without(new, allowed):
+            allowed = BOUND_METADATA + CLAIM
+        if without(old, allowed) != without(new, allowed):
             claim = " (and clear a stale spec.claimRef)" if kind is VOLUME else ""
             raise deny(
                 f"a {kind.name} pool identity may change only the finalizers, labels and annotations "
@@ -338,94 +339,15 @@ def _reservation_part(deny: Deny, pool: str, status: bool) -> ObjectCheck:
         if old is None or new is None:
             return
         if status:
-            same = others(old) == others(new) and _without(old.get("status") or {}, (("pools",),)) == \
-                _without(new.get("status") or {}, (("pools",),))
+            same = others(old) == others(new) and without(old.get("status") or {}, (("pools",),)) == \
+                without(new.get("status") or {}, (("pools",),))
             if not same:
                 raise deny(f'a machine pool identity may change only the state of pool "{pool}"\'s part')
             return
         finalizers = (("metadata", "finalizers"),)
         changed = set(old["metadata"].get("finalizers") or ()) ^ set(new["metadata"].get("finalizers") or ())
-        if _without(old, finalizers) != _without(new, finalizers) or changed - {mine}:
+        if without(old, finalizers) != without(new, finalizers) or changed - {mine}:
             raise deny(f'a machine pool identity may only add or remove its finalizer "{mine}"')
-
-    return check
-
-
-async def _claimant(store: Store, namespace: str | None, claim: dict[str, Any]) -> Document | None:
-    """The Machine a claim names, or None if it is gone (or replaced: another uid): a stale claim."""
-    machine = await store.get(_BY_PLURAL["machines"].key(namespace, str(claim.get("name") or "")))
-    if machine is None or (claim.get("uid") and machine["metadata"].get("uid") != claim["uid"]):
-        return None
-    return machine
-
-
-async def _machine_in_pool(
-    store: Store, namespace: str | None, claim: dict[str, Any], pool: str
-) -> bool | None:
-    """True if the claim's Machine is bound to ``pool``, False if to another pool, None if it is gone
-    (or replaced: another uid), i.e. the claim is stale."""
-    machine = await _claimant(store, namespace, claim)
-    return None if machine is None else _pool_of(machine, MACHINE) == pool
-
-
-async def _may_claim(store: Store, claimed: Document, claim: dict[str, Any], pool: str, plural: str) -> bool:
-    """Whether ``pool`` may make the claim ``claim`` on ``claimed`` (a Volume or NetworkInterface):
-    along the pool graph, as for a get, i.e. the claiming Machine is live, bound to ``pool`` and
-    references the object (a pool cannot take what none of its Machines asks for)."""
-    meta = claimed.get("metadata") or {}
-    machine = await _claimant(store, meta.get("namespace"), claim)
-    if machine is None or _pool_of(machine, MACHINE) != pool:
-        return False
-    edges = edges_of(MACHINES, machine)
-    return edges is not None and (plural, str(meta.get("name") or "")) in edges[2]
-
-
-def _claims_for_pool(deny: Deny, pool: str) -> ObjectCheck:
-    """A machine pool sets ``spec.claimRef`` of a Volume for its own Machines and clears claims of its
-    own or of gone Machines; nothing else of the Volume. Reads the claimed Machine (claims are rare)."""
-
-    async def check(old: Document | None, new: Document | None, store: Store) -> None:
-        if old is None or new is None:
-            raise deny("a machine pool identity may only change spec.claimRef of volumes")
-        if _without(old, _CLAIM) != _without(new, _CLAIM):
-            raise deny("a machine pool identity may change only spec.claimRef of a volume")
-        old_claim = (old.get("spec") or {}).get("claimRef")
-        new_claim = (new.get("spec") or {}).get("claimRef")
-        if old_claim == new_claim:
-            return
-        namespace = old["metadata"].get("namespace")
-        if new_claim and not await _may_claim(store, old, new_claim, pool, "volumes"):
-            raise deny(f'machine "{new_claim.get("name")}" is not a live machine bound to pool "{pool}" '
-                       "that references this volume")
-        if old_claim and await _machine_in_pool(store, namespace, old_claim, pool) is False:
-            raise deny(f'the volume is claimed by machine "{old_claim.get("name")}" of another pool')
-
-    return check
-
-
-def _nic_claims_for_pool(deny: Deny, pool: str) -> ObjectCheck:
-    """A machine pool sets ``spec.machineRef`` of a NetworkInterface to its own Machines and clears
-    claims of its own or of gone Machines; of a NIC its Machine holds it writes ``spec.providerID``
-    and metadata. Reads the claimed Machine (claims are rare)."""
-
-    async def check(old: Document | None, new: Document | None, store: Store) -> None:
-        if old is None or new is None:
-            raise deny("a machine pool identity may only update network interfaces")
-        if _without(old, _NIC_CLAIM) != _without(new, _NIC_CLAIM):
-            raise deny("a machine pool identity may change only spec.machineRef, spec.providerID, "
-                       "finalizers, labels and annotations of a network interface")
-        namespace = old["metadata"].get("namespace")
-        old_ref = (old.get("spec") or {}).get("machineRef")
-        new_ref = (new.get("spec") or {}).get("machineRef")
-        if new_ref == old_ref:  # providerID or metadata: only of a NIC one of its Machines holds
-            if not old_ref or await _machine_in_pool(store, namespace, old_ref, pool) is not True:
-                raise deny(f'the network interface is not claimed by a machine bound to pool "{pool}"')
-            return
-        if new_ref and not await _may_claim(store, old, new_ref, pool, "networkinterfaces"):
-            raise deny(f'machine "{new_ref.get("name")}" is not a live machine bound to pool "{pool}" '
-                       "that references this network interface")
-        if old_ref and await _machine_in_pool(store, namespace, old_ref, pool) is False:
-            raise deny(f'the network interface is claimed by machine "{old_ref.get("name")}" of another pool')
 
     return check
 
@@ -453,7 +375,7 @@ def _held_snapshot(deny: Deny, pool: str, status: bool) -> ObjectCheck:
             return
         if holder(new) not in (None, pool):
             raise deny(f'a volume pool identity may label a volume snapshot only with its own pool "{pool}"')
-        if _without(old, _BOUND_METADATA) != _without(new, _BOUND_METADATA):
+        if without(old, BOUND_METADATA) != without(new, BOUND_METADATA):
             raise deny("a volume pool identity may change only the finalizers, labels and annotations "
                        "of a volume snapshot it holds")
 

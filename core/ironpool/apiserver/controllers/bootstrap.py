@@ -8,7 +8,8 @@ where tools that need a stable cluster id read the uid of ``kube-system``. It is
 database, and cannot be deleted, so a restart keeps it and a fresh or lost database gets a new one.
 The poollets label every runtime object they create with it and collect only objects carrying their
 own. Default ClusterRoles and bindings that are missing are made again at each start; one still
-annotated ``autoupdate: "true"`` gets its rules (or subjects) back.
+annotated ``autoupdate: "true"`` gets its rules (an aggregated role its aggregationRule, a binding its
+subjects) back.
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ class Bootstrap:
     async def _reconcile(self, obj: dict[str, Any]) -> None:
         info = resolve(obj["kind"])
         name = obj["metadata"]["name"]
-        fields = ("rules",) if obj["kind"] == "ClusterRole" else ("subjects",)
+        # An aggregated role's rules are the aggregation controller's to keep: its rule is put back.
+        fields = ("subjects",) if obj["kind"] != "ClusterRole" else (
+            ("aggregationRule",) if "aggregationRule" in obj else ("rules",))
         try:
             await self.registry.create(info, None, obj)
             return

@@ -26,7 +26,6 @@ from ironpool.api import errors
 from ironpool.api.group_aliases import fold_group_case
 from ironpool.api.resource_info import ResourceInfo
 from ironpool.apiserver.endpoints.request_parsing import RequestInfo
-from ironpool.apiserver.registry.listing import ListPage
 from ironpool.store.interface import Document
 
 
@@ -73,13 +72,6 @@ def served_raw(t: RequestInfo, raw: bytes) -> bytes:
         return served + raw[len(stored):]
     obj = orjson.loads(raw)
     return orjson.dumps(served_doc(t, obj)) if isinstance(obj, dict) else raw
-
-
-def served_list(t: RequestInfo, page: ListPage) -> bytes:
-    """The ``<Kind>List`` of one page, in the request's group (as :func:`.listing.list_json` makes it)."""
-    head = orjson.dumps({"apiVersion": t.served.api_version, "kind": f"{t.info.kind}List",
-                         "metadata": page.metadata})
-    return head[:-1] + b',"items":[' + b",".join(served_raw(t, item) for item in page.items) + b"]}"
 
 
 def served_error(t: RequestInfo, exc: errors.ApiError) -> errors.ApiError:

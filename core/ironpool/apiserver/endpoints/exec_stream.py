@@ -11,7 +11,8 @@ pool, which calls IRI ``Exec`` and streams the URL it returns. Here:
    ``admin`` grant it, ``view`` does not, no pool identity may), the pool's daemon found
    (:class:`~ironpool.apiserver.registry.subresources.exec_handler.ExecHandler`: 400 unbound, 409 not
    running, 503 no endpoint) and dialled with the apiserver's bearer token for poollets;
-   every refusal is an HTTP answer with a ``Status`` body, before the upgrade;
+   every refusal is an HTTP answer with a ``Status`` body, before the upgrade; ``?history=true``
+   is passed on (:mod:`ironpool.api.console_history`: the console's recent output first);
 3. then bytes flow both ways: stdin (channel 0) to the poollet, everything the console prints to
    the client on stdout (channel 1). Websocket pings on both legs
    (:attr:`~ironpool.apiserver.options.ServerOptions.stream_ping_interval`) keep an idle console
@@ -36,6 +37,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from ironpool.api import errors
 from ironpool.api.channels import CLOSE, ERROR, STDIN, STDOUT, SUBPROTOCOLS, V5, frame, unframe
+from ironpool.api.console_history import wants_history, with_history
 from ironpool.apiserver.auth import Authorizer, User
 from ironpool.apiserver.endpoints.request_parsing import cached_request_info
 from ironpool.apiserver.endpoints.responses import error_response
@@ -98,10 +100,11 @@ class ExecStreams:
         if subprotocol is None:
             raise errors.BadRequest(f"{t.resource} needs the websocket subprotocol "
                                     f"{' or '.join(SUBPROTOCOLS)}; offered: {', '.join(offered) or 'none'}")
+        history = wants_history(ws.scope.get("query_string", b"").decode("latin-1"))
         target = await self.handler.target(self.registry, t.info, t.namespace, t.name)
-        return subprotocol, await self._dial(target)
+        return subprotocol, await self._dial(target, history)
 
-    async def _dial(self, target: ExecTarget) -> ClientConnection:
+    async def _dial(self, target: ExecTarget, history: bool = False) -> ClientConnection:
         if not self.poollet_token:
             raise errors.ServiceUnavailable(
                 "this apiserver has no credentials for machinepoollets (--machinepoollet-token-file): "
@@ -109,9 +112,9 @@ class ExecStreams:
         headers = {"Authorization": f"Bearer {self.poollet_token}"}
         where = f"the machinepoollet of pool {target.pool} ({target.url})"
         try:
-            return await connect(target.url, additional_headers=headers, open_timeout=self.open_timeout,
-                                 ping_interval=self.ping_interval, ping_timeout=self.ping_interval,
-                                 max_size=_MAX_MESSAGE, proxy=None)
+            return await connect(with_history(target.url, history), additional_headers=headers,
+                                 open_timeout=self.open_timeout, ping_interval=self.ping_interval,
+                                 ping_timeout=self.ping_interval, max_size=_MAX_MESSAGE, proxy=None)
         except InvalidStatus as exc:
             status = exc.response.status_code
             message = exc.response.body.decode(errors="replace").strip() if exc.response.body else ""

@@ -1,13 +1,13 @@
 """Bodies kubectl sends as Kubernetes protobuf, read into their JSON form.
 
 kubectl's typed clients send built-in kinds as ``application/vnd.kubernetes.protobuf``: ``kubectl
-create namespace|secret|role|rolebinding|clusterrole|clusterrolebinding`` and ``kubectl auth can-i``
-(the reviews). A body is the ``k8s\\x00`` magic and a ``runtime.Unknown`` (``typeMeta`` 1: apiVersion
-1, kind 2; ``raw`` 2: the object). Each kind's fields are read by the field numbers of Kubernetes'
-``generated.proto`` (:data:`KINDS`); what the server owns (uid, timestamps, status) and what kubectl
-never sends are skipped, as are unknown fields, and empty strings and false are left out, as the JSON
-encoding leaves them (``omitempty``). Other kinds are a 415 naming the ones read, as a
-client asking for JSON is always answered.
+create namespace|secret|role|rolebinding|clusterrole|clusterrolebinding``, ``kubectl certificate
+approve|deny`` and ``kubectl auth can-i`` (the reviews). A body is the ``k8s\\x00`` magic and a
+``runtime.Unknown`` (``typeMeta`` 1: apiVersion 1, kind 2; ``raw`` 2: the object). Each kind's
+fields are read by the field numbers of Kubernetes' ``generated.proto`` (:data:`KINDS`); what the
+server owns (uid, timestamps, status) and what kubectl never sends are skipped, as are unknown
+fields, and empty strings and false are left out, as the JSON encoding leaves them (``omitempty``).
+Other kinds are a 415 naming the ones read, as a client asking for JSON is always answered.
 """
 
 from __future__ import annotations
@@ -58,6 +58,17 @@ _RBAC = "rbac.authorization.k8s.io/v1"
 _BINDING: Message = {1: ("metadata", _OBJECT_META), 2: ("subjects", Repeated(_SUBJECT)),
                      3: ("roleRef", _ROLE_REF)}
 _ROLE: Message = {1: ("metadata", _OBJECT_META), 2: ("rules", Repeated(_POLICY_RULE))}
+# A CSR as ``kubectl certificate approve|deny`` sends it back (the approval subresource reads only the
+# conditions; spec.expirationSeconds, an int, and the conditions' times are the server's to keep).
+_CSR_CONDITION: Message = {1: ("type", STRING), 2: ("reason", STRING), 3: ("message", STRING),
+                           6: ("status", STRING)}
+_CSR: Message = {
+    1: ("metadata", _OBJECT_META),
+    2: ("spec", {1: ("request", BYTES), 2: ("username", STRING), 3: ("uid", STRING),
+                 4: ("groups", Repeated(STRING)), 5: ("usages", Repeated(STRING)),
+                 7: ("signerName", STRING)}),
+    3: ("status", {1: ("conditions", Repeated(_CSR_CONDITION)), 2: ("certificate", BYTES)}),
+}
 #: the kinds read from protobuf, by (apiVersion, kind)
 KINDS: dict[tuple[str, str], Message] = {
     ("v1", "Namespace"): {1: ("metadata", _OBJECT_META), 2: ("spec", {1: ("finalizers", Repeated(STRING))})},
@@ -67,6 +78,7 @@ KINDS: dict[tuple[str, str], Message] = {
     (_RBAC, "ClusterRole"): _ROLE,
     (_RBAC, "RoleBinding"): _BINDING,
     (_RBAC, "ClusterRoleBinding"): _BINDING,
+    ("certificates.k8s.io/v1", "CertificateSigningRequest"): _CSR,
 }
 _RESOURCE_ATTRIBUTES: Message = {1: ("namespace", STRING), 2: ("verb", STRING), 3: ("group", STRING),
                                  4: ("version", STRING), 5: ("resource", STRING), 6: ("subresource", STRING),

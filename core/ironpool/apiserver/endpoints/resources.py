@@ -25,15 +25,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ironpool.api import errors
+from ironpool.api.resources import strategy_for
 from ironpool.apiserver.auth import Authorizer, ObjectCheck, User
 from ironpool.apiserver.endpoints.aliased import (
     served_doc,
     served_error,
-    served_list,
     served_raw,
     stored_body,
 )
 from ironpool.apiserver.endpoints.bodies import APPLY_PATCH, JSON, JSON_PATCH, STRATEGIC_PATCH, media_type
+from ironpool.apiserver.endpoints.list_responses import list_response
 from ironpool.apiserver.endpoints.request_parsing import (
     RequestInfo,
     WriteOptions,
@@ -118,22 +119,21 @@ class ResourceEndpoints:
         if verb == "watch":
             return "WATCH", await self.watches.response(request, t, user.name)
         options = list_options(request)
-        # A filtered list decodes and matches every object, a chunk per turn: one of the user's seats.
-        seat = self.seats.hold(user.name) if options.label_selector or options.field_selector else None
-        async with seat or contextlib.nullcontext():
-            table = table_version(request.headers.get("accept"))
-            if table is not None:
-                include = include_object(request.query_params.get("includeObject"))
-                page = await self.registry.list_page(info, ns, options)
-                items = page.items
-                if t.aliased and include == "Object":  # the rows embed the objects themselves
-                    items = [served_raw(t, i) for i in items]
-                body = writer_for(info).table(items, page.metadata, include, table)
-                return "LIST", Response(body, media_type=JSON)
-            if t.aliased:
-                page = await self.registry.list_page(info, ns, options)
-                return "LIST", Response(served_list(t, page), media_type=JSON)
-            return "LIST", Response(await self.registry.list(info, ns, options), media_type=JSON)
+        table = table_version(request.headers.get("accept"))
+        include = include_object(request.query_params.get("includeObject")) if table is not None else "None"
+        held = contextlib.AsyncExitStack()
+        streams = False
+        try:
+            if options.label_selector or options.field_selector:
+                # A filtered list matches every object, a slice per turn: one of the user's seats,
+                # held until its body is written.
+                await held.enter_async_context(self.seats.hold(user.name))
+            listed = await self.registry.list_stream(info, ns, options)
+            response, streams = list_response(t, listed, table, include, held.aclose)
+        finally:
+            if not streams:
+                await held.aclose()
+        return "LIST", response
 
     async def create(self, request: Request, user: User, t: RequestInfo) -> tuple[str, Response]:
         """``create`` in a collection."""
@@ -143,6 +143,7 @@ class ResourceEndpoints:
             raise errors.MethodNotAllowed(f"create {info.plural} under /namespaces/{{namespace}}/")
         body = await self.read_body(request)
         stored_body(t, body)
+        _record_requester(info, body, user)
         opts = WriteOptions.of(request)
         dropped = opts.unknown_fields(info, body)
         created = await self.registry.create(info, ns, body, dry_run=dry_run(request),
@@ -187,6 +188,8 @@ class ResourceEndpoints:
             obj = await reg.update(info, ns, name, body, subresource=subresource, dry_run=dry, check=check,
                                    manager=opts.manager)
         elif ctype == APPLY_PATCH:
+            _record_requester(info, body, user)  # an apply may create: the same word as a POST
+
             def may_create() -> ObjectCheck | None:
                 # Applying to a missing object creates it: that takes the right to create.
                 created = self.authorize(user, "create", info.plural, ns, None, group=t.group)
@@ -217,6 +220,13 @@ class ResourceEndpoints:
         obj = await self.registry.delete(info, ns, name, options, dry_run=dry_run(request),
                                          check=cond.objects if cond else None)
         return "DELETE", json_response(served_doc(t, obj))
+
+
+def _record_requester(info: Any, body: Any, user: User) -> None:
+    """Who asks is the server's word, not the body's (a CertificateSigningRequest's spec.username)."""
+    if isinstance(body, dict):
+        strategy_for(info).record_requester(body, user.name, user.uid, sorted(user.groups),
+                                            {k: list(v) for k, v in user.extra})
 
 
 def _handler(t: RequestInfo) -> SubresourceHandler:

@@ -32,6 +32,9 @@ _DESCRIPTIONS = {
     AGE.header: "Time since the object was created (metadata.creationTimestamp).",
 }
 _CACHE_LIMIT = 20_000
+#: objects larger than this are not cached: the cache's key is the object's JSON, and a Table of
+#: thousands of large objects must not keep them all alive (a streamed list holds a page of them)
+_CACHED_MAX = 16 * 1024
 
 
 @functools.lru_cache(maxsize=256)
@@ -86,14 +89,24 @@ def _age_json(seconds: int) -> bytes:
     return orjson.dumps(age_of(seconds))
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Row:
     """A row's JSON around its age cells, the creation time, and the object's metadata JSON
-    (without managedFields: no printer needs them, and they would double a Table's size)."""
+    (without managedFields: no printer needs them, and they would double a Table's size; made on
+    first use, as ``includeObject=None`` needs none)."""
 
     pieces: list[bytes]
     created: float | None
-    metadata: bytes
+    raw: bytes  # the object (the row cache's key: no more memory)
+    _metadata: bytes | None = None
+
+    @property
+    def metadata(self) -> bytes:
+        if self._metadata is None:
+            meta = dict(orjson.loads(self.raw).get("metadata") or {})
+            meta.pop("managedFields", None)
+            self._metadata = orjson.dumps(meta)
+        return self._metadata
 
 
 class TableWriter:
@@ -115,19 +128,23 @@ class TableWriter:
         ]
         self._rows: dict[bytes, _Row] = {}
 
-    def _row(self, raw: bytes) -> _Row:
+    def _row(self, raw: bytes, obj: dict[str, Any] | None = None) -> _Row:
         row = self._rows.get(raw)
         if row is None:
-            obj = orjson.loads(raw)
-            meta = dict(obj.get("metadata") or {})
-            meta.pop("managedFields", None)
+            obj = orjson.loads(raw) if obj is None else obj
+            meta = obj.get("metadata") or {}
             cells = [_AGE_MARK if c is AGE else _cell(c.get(obj)) for c in self.columns]
-            row = _Row(orjson.dumps(cells).split(_AGE_JSON), _epoch(meta.get("creationTimestamp")),
-                       orjson.dumps(meta))
-            if len(self._rows) >= _CACHE_LIMIT:
-                self._rows.clear()
-            self._rows[raw] = row
+            row = _Row(orjson.dumps(cells).split(_AGE_JSON), _epoch(meta.get("creationTimestamp")), raw)
+            if len(raw) <= _CACHED_MAX:
+                if len(self._rows) >= _CACHE_LIMIT:
+                    self._rows.clear()
+                self._rows[raw] = row
         return row
+
+    def warm(self, doc: dict[str, Any]) -> None:
+        """Render the row of ``doc`` as just stored (the store keeps ``orjson.dumps`` of it: the same
+        bytes a list or watch answers with), so the first Table asked for after a write is ready."""
+        self._row(orjson.dumps(doc), doc)
 
     def row(self, raw: bytes, include: str, version: str, now: float) -> bytes:
         """One row of the stored object ``raw``."""
@@ -149,14 +166,34 @@ class TableWriter:
               headers: bool = True) -> bytes:
         """A Table of ``items`` with the list ``metadata``; without column definitions unless ``headers``."""
         now = time.time()
+        rows = b",".join([self.row(raw, include, version, now) for raw in items])
+        return self.head(metadata, version, headers) + rows + b"]}"
+
+    def head(self, metadata: dict[str, Any], version: str, headers: bool = True) -> bytes:
+        """A Table's JSON up to its first row (a list streamed row by row writes its rows after it,
+        separated by commas, then ``]}``)."""
         head = orjson.dumps({
             "kind": "Table",
             "apiVersion": f"{TABLE_GROUP}/{version}",
             "metadata": metadata,
             "columnDefinitions": self.definitions if headers else [],
         })
-        rows = b",".join([self.row(raw, include, version, now) for raw in items])
-        return head[:-1] + b',"rows":[' + rows + b"]}"
+        return head[:-1] + b',"rows":['
+
+
+class TableWarmer:
+    """A commit observer that renders the Table rows of the kinds people watch as Tables by the
+    thousand (MachinePools and VolumePools: the web console's fleet page, ``kubectl get mp``) as they
+    are written, so a fleet's first Table costs no rendering (0.1-0.3 s of CPU for 5,000 pools). The
+    cost: some 25 us per pool write, and the row cache's keys are the objects' bytes (at most
+    ``_CACHE_LIMIT`` of them, some 40 MB for pools of 2 KB, before it starts over)."""
+
+    def __init__(self, infos: tuple[ResourceInfo, ...]) -> None:
+        self.infos = infos
+
+    def committed(self, info: ResourceInfo, key: str, doc: dict[str, Any] | None) -> None:
+        if doc is not None and info in self.infos:
+            writer_for(info).warm(doc)
 
 
 @functools.cache

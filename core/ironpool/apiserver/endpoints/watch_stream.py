@@ -74,7 +74,7 @@ class WatchStreams:
         if start:
             await wait_for_revision(self.store, start)
         bookmarks = options.allow_watch_bookmarks
-        options.predicate()  # a malformed selector is a 400 before the stream starts
+        options.selection()  # a malformed selector is a 400 before the stream starts
         version = table_version(request.headers.get("accept"))
         table = None
         if version is not None:

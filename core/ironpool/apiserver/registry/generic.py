@@ -54,11 +54,9 @@ from ironpool.apiserver.registry.fieldmanager import (
 )
 from ironpool.apiserver.registry.json_patch import apply_json_patch, parse_json_patch
 from ironpool.apiserver.registry.keylocks import KeyLocks
+from ironpool.apiserver.registry.list_stream import StreamedList, open_list
 from ironpool.apiserver.registry.listing import (
     ListOptions,
-    ListPage,
-    list_json,
-    list_page,
     parse_resource_version,
     revision_of,
 )
@@ -194,13 +192,11 @@ class Registry:
             raise not_found(info, name)
         return raw
 
-    async def list(self, info: ResourceInfo, namespace: str | None, options: ListOptions) -> bytes:
-        """The ``<Kind>List`` JSON of one page."""
-        return await list_json(self.store, info, namespace, options)
-
-    async def list_page(self, info: ResourceInfo, namespace: str | None, options: ListOptions) -> ListPage:
-        """One page of objects as stored JSON, with the list's metadata."""
-        return await list_page(self.store, info, namespace, options)
+    async def list_stream(self, info: ResourceInfo, namespace: str | None,
+                          options: ListOptions) -> StreamedList:
+        """A list (or a page of it) as stored JSON, its first page read, the rest read as it is
+        written (:func:`.list_stream.open_list`)."""
+        return await open_list(self.store, info, namespace, options)
 
     def watch(
         self, info: ResourceInfo, namespace: str | None, options: ListOptions,

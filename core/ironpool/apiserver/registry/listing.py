@@ -1,6 +1,8 @@
-"""Reads of collections: list pages (``limit``/``continue``, selectors) and watches.
+"""Reads of collections: the options of a list (``limit``/``continue``, selectors, resourceVersion)
+and watches; the list itself is read and written as a stream (:mod:`.list_stream`).
 
-A list is served from the store's JSON without decoding when no selector applies, and a continue
+A list is served from the store's JSON, never decoded and encoded again: without a selector as it is,
+with one after matching each object mostly without decoding it (:mod:`.selection`). A continue
 token pins the first page's revision, so a paged list is one consistent snapshot (as etcd gives
 Kubernetes). A watch starts from a list (no resourceVersion) or a revision, and with selectors
 reports objects entering and leaving the selection as ADDED and DELETED.
@@ -12,7 +14,7 @@ import asyncio
 import base64
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +23,7 @@ import orjson
 
 from ironpool.api import errors
 from ironpool.api.resource_info import ResourceInfo
-from ironpool.api.selectors import parse_field_selector, parse_label_selector
+from ironpool.apiserver.registry.selection import Selection
 from ironpool.store.interface import Document, RevisionCompacted, Store, StoreEvent
 
 
@@ -73,18 +75,9 @@ class ListOptions:
     send_initial_events: bool | None = None  # a watch starts with the current objects, then a bookmark
     allow_watch_bookmarks: bool = False
 
-    def predicate(self) -> Callable[[Document], bool] | None:
-        labels = parse_label_selector(self.label_selector) if self.label_selector else None
-        fields = parse_field_selector(self.field_selector) if self.field_selector else None
-        if labels is None and fields is None:
-            return None
-
-        def matches(obj: Document) -> bool:
-            if labels is not None and not labels.matches(obj.get("metadata", {}).get("labels") or {}):
-                return False
-            return fields is None or bool(fields.matches(obj))
-
-        return matches
+    def selection(self) -> Selection | None:
+        """What the selectors select (None: everything); 400 for a malformed one."""
+        return Selection.parse(self.label_selector, self.field_selector)
 
     def validate(self, watch: bool) -> int | None:
         """The requested revision (None: the latest), after Kubernetes' checks of the options
@@ -152,19 +145,22 @@ async def wait_for_revision(store: Store, revision: int) -> int:
 
 
 @dataclass(frozen=True)
-class ListPage:
-    """One page of a list as the store's JSON: the items, and the list's ``metadata``."""
+class ListStart:
+    """Where a list starts, from its options: the objects' prefix, what selects them, the key it
+    continues after, and the revision it reads at (None: the latest)."""
 
-    items: list[bytes]
-    metadata: dict[str, Any]
+    prefix: str
+    selection: Selection | None
+    start_after: str | None
+    revision: int | None
 
 
-async def list_page(
-    store: Store, info: ResourceInfo, namespace: str | None, options: ListOptions
-) -> ListPage:
-    """One page of objects, with ``resourceVersion`` and (when more follow) ``continue``."""
+async def list_start(store: Store, info: ResourceInfo, namespace: str | None,
+                     options: ListOptions) -> ListStart:
+    """The options of a list checked (400/422 as Kubernetes answers them) and resolved against the
+    store; waits for a requested revision this apiserver has not seen yet."""
     requested = options.validate(watch=False)
-    predicate = options.predicate()
+    selection = options.selection()
     prefix = info.prefix(namespace)
     start_after: str | None = None
     revision: int | None = None
@@ -180,64 +176,63 @@ async def list_page(
             revision = requested
     if options.limit < 0:
         raise errors.BadRequest("limit: must not be negative")
-    try:
-        if predicate is None:
-            # The common case needs no decoding: the stored JSON is spliced into the response.
-            raw = await store.list_raw(
-                prefix, limit=options.limit, start_after=start_after, revision=revision
-            )
-            revision, more, items = raw.revision, raw.more, raw.items
-            last = orjson.loads(items[-1])["metadata"] if more and items else None
-        else:
-            matched, revision, more = await filtered(store, prefix, predicate, limit=options.limit,
-                                                     start_after=start_after, revision=revision)
-            items = [data for data, _ in matched]
-            last = matched[-1][1]["metadata"] if more and matched else None
-    except RevisionCompacted:
-        if not options.continue_token:
-            raise errors.Expired(f"too old resource version: {revision} (the history before it has been "
-                                 "compacted)") from None
-        raise errors.Expired(
-            "the continue token has expired: the list's revision was compacted; restart the list"
-        ) from None
-    list_meta: dict[str, Any] = {"resourceVersion": str(revision)}
-    if last is not None:
-        list_meta["continue"] = encode_continue(info.key(last.get("namespace"), last["name"]), revision)
-    return ListPage(items, list_meta)
+    return ListStart(prefix, selection, start_after, revision)
 
 
-FILTER_CHUNK = 100  # objects decoded and matched between two turns of the event loop (a few ms)
+def expired(options: ListOptions, revision: int | None) -> errors.Expired:
+    """The 410 of a list whose revision has been compacted."""
+    if not options.continue_token:
+        return errors.Expired(f"too old resource version: {revision} (the history before it has been "
+                              "compacted)")
+    return errors.Expired("the continue token has expired: the list's revision was compacted; "
+                          "restart the list")
 
 
-async def filtered(store: Store, prefix: str, predicate: Callable[[Document], bool], *, limit: int = 0,
+FILTER_SLICE = 0.001  # seconds of matching between two turns of the event loop
+
+
+async def filtered(store: Store, prefix: str, selection: Selection, *, limit: int = 0,
                    start_after: str | None = None, revision: int | None = None,
-                   ) -> tuple[list[tuple[bytes, Document]], int, bool]:
-    """The objects under ``prefix`` that ``predicate`` selects (as stored JSON and decoded), the
-    revision read at, and whether more follow past ``limit``. The rows are read at once (one
-    consistent snapshot); decoding and matching, the costly part, hand the event loop over every
-    :data:`FILTER_CHUNK` objects, so a large filtered list delays other requests (``/healthz``, a
-    pool's heartbeat) by one chunk, not by the whole list."""
+                   ) -> tuple[list[bytes], int, bool]:
+    """The objects under ``prefix`` that ``selection`` selects (as stored JSON), the revision read
+    at, and whether more follow past ``limit``. The rows are read at once (one consistent snapshot);
+    matching them, the costly part, hands the event loop over every :data:`FILTER_SLICE`, so a large
+    filtered list delays other requests (``/healthz``, a pool's heartbeat) by about that much, not
+    by the whole list. Time, not a count of objects, ends a slice: a document costs from
+    microseconds (its labels read alone) to milliseconds (a large one decoded for a field selector)."""
     raw = await store.list_raw(prefix, start_after=start_after, revision=revision)
-    matched: list[tuple[bytes, Document]] = []
+    matched: list[bytes] = []
     more = False
-    for i, data in enumerate(raw.items):
-        if i and not i % FILTER_CHUNK:
+    clock = time.perf_counter
+    turn_ends = clock() + FILTER_SLICE
+    for data in raw.items:
+        if clock() >= turn_ends:
             await asyncio.sleep(0)
-        doc = orjson.loads(data)
-        if predicate(doc):
+            turn_ends = clock() + FILTER_SLICE
+        if selection.matches_stored(data):
             if limit and len(matched) >= limit:
                 more = True
                 break
-            matched.append((data, doc))
+            matched.append(data)
     return matched, raw.revision, more
 
 
-async def list_json(store: Store, info: ResourceInfo, namespace: str | None, options: ListOptions) -> bytes:
-    """The ``<Kind>List`` JSON of one page."""
-    page = await list_page(store, info, namespace, options)
-    kind = f"{info.kind}List"
-    head = orjson.dumps({"apiVersion": info.api_version, "kind": kind, "metadata": page.metadata})
-    return head[:-1] + b',"items":[' + b",".join(page.items) + b"]}"
+def list_head(api_version: str, kind: str, metadata: dict[str, Any]) -> bytes:
+    """A ``<kind>List``'s JSON up to its first item (its items follow, separated by commas, then ``]}``)."""
+    head = orjson.dumps({"apiVersion": api_version, "kind": f"{kind}List", "metadata": metadata})
+    return head[:-1] + b',"items":['
+
+
+def list_pieces(api_version: str, kind: str, metadata: dict[str, Any], items: Iterable[bytes]) -> list[bytes]:
+    """The ``<kind>List`` JSON of ``items`` (each an object's JSON) as pieces that make it in order:
+    a list of megabytes is written from its items as stored, never copied into one ``bytes``."""
+    pieces = [list_head(api_version, kind, metadata)]
+    for item in items:
+        pieces += (item, b",")
+    if len(pieces) > 1:
+        pieces.pop()  # the last item's comma
+    pieces.append(b"]}")
+    return pieces
 
 
 async def watch(
@@ -255,7 +250,7 @@ async def watch(
     (the user's seat, :mod:`ironpool.apiserver.serving.seats`).
     Raises errors.Expired when the revision has been compacted.
     """
-    predicate = options.predicate()
+    selection = options.selection()
     start = parse_resource_version(options.resource_version, "resourceVersion")
     prefix = info.prefix(namespace)
     matching: set[str] = set()
@@ -264,27 +259,27 @@ async def watch(
             if not start or options.send_initial_events:
                 # With sendInitialEvents (client-go's streaming list) the state is at least as new
                 # as the requested revision: the current one.
-                start, current = await current_objects(store, info, prefix, predicate)
+                start, current = await current_objects(store, info, prefix, selection)
                 async for data, obj in current:
-                    if predicate is not None:
+                    if selection is not None:
                         m = obj["metadata"]
                         matching.add(info.key(m.get("namespace"), m["name"]))
                     yield "ADDED", obj, data, revision_of(obj)
                 if options.send_initial_events:
                     yield "BOOKMARK", initial_events_end(info, start), None, start
-            elif predicate is not None:
-                selected, _, _ = await filtered(store, prefix, predicate,
+            elif selection is not None:
+                selected, _, _ = await filtered(store, prefix, selection,
                                                 revision=min(start, await store.current_revision()))
-                matching = {info.key(o["metadata"].get("namespace"), o["metadata"]["name"])
-                            for _, o in selected}
+                metas = (orjson.loads(data)["metadata"] for data in selected)
+                matching = {info.key(m.get("namespace"), m["name"]) for m in metas}
         events: AsyncIterator[StoreEvent] = aiter(store.watch(prefix, start))
         async for event in events:
-            if predicate is None:
+            if selection is None:
                 yield event.type, None if event.raw is not None else event.object, event.raw, event.revision
                 continue
             was = event.key in matching
             obj = event.object
-            now_matches = event.type != "DELETED" and predicate(obj)
+            now_matches = event.type != "DELETED" and selection.matches(obj)
             if now_matches:
                 matching.add(event.key)
                 yield ("MODIFIED" if was else "ADDED"), obj, event.raw, event.revision
@@ -301,9 +296,9 @@ INITIAL_PAGE = 32  # objects a watch's initial events read from the store at a t
 
 
 async def current_objects(
-    store: Store, info: ResourceInfo, prefix: str, predicate: Callable[[Document], bool] | None
+    store: Store, info: ResourceInfo, prefix: str, selection: Selection | None
 ) -> tuple[int, AsyncIterator[tuple[bytes, Document]]]:
-    """The revision of now, and the objects under ``prefix`` at it that ``predicate`` selects (as
+    """The revision of now, and the objects under ``prefix`` at it that ``selection`` selects (as
     stored JSON and decoded), read :data:`INITIAL_PAGE` at a time as they are taken: a watch whose
     client reads slowly (or not at all) holds one page, not the whole collection, decoded."""
     first = await store.list_raw(prefix, limit=INITIAL_PAGE)
@@ -311,14 +306,12 @@ async def current_objects(
     async def pages() -> AsyncIterator[tuple[bytes, Document]]:
         page = first
         while True:
-            last: Document | None = None
             for data in page.items:
-                last = orjson.loads(data)
-                if predicate is None or predicate(last):
-                    yield data, last
-            if not page.more or last is None:
+                if selection is None or selection.matches_stored(data):
+                    yield data, orjson.loads(data)
+            if not page.more or not page.items:
                 return
-            m = last["metadata"]
+            m = orjson.loads(page.items[-1])["metadata"]  # where the next page starts
             page = await store.list_raw(prefix, limit=INITIAL_PAGE, revision=first.revision,
                                         start_after=info.key(m.get("namespace"), m["name"]))
 

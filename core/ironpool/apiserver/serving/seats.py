@@ -2,14 +2,14 @@
 and fairness gives each flow its seats.
 
 Most requests run start to end in one go (a get, a create up to its group commit). Two kinds take
-many turns of the event loop, a chunk of objects at a time: a filtered list (every object decoded and
-matched) and a watch's initial events (every object of its collection sent). Each such request
-holds one of its user's :data:`SEATS_PER_USER` seats while it works; more wait their turn (a list at
-most :data:`QUEUE_PER_USER` deep, then 429 with ``Retry-After``; a watch, already counted by its
-slot, waits without bound). So one user's many costly requests take turns among themselves, and a
-request of anyone else (``/healthz``, an administrator, a pool's heartbeat) waits behind at most a
-few chunks, whatever that user sends. A watch's seat is given back once its initial events are
-sent, as Kubernetes counts a watch in flight until then.
+many turns of the event loop, some objects at a time: a filtered list (every object matched) and a
+watch's initial events (every object of its collection sent). Each such request holds one of its
+user's :data:`SEATS_PER_USER` seats while it works; more wait their turn (a list at most
+:data:`QUEUE_PER_USER` deep, then 429 with ``Retry-After``; a watch, already counted by its slot,
+waits without bound). So one user's many costly requests take turns among themselves, and a request
+of anyone else (``/healthz``, an administrator, a pool's heartbeat) waits behind at most a few turns'
+work, whatever that user sends. A watch's seat is given back once its initial events are sent, as
+Kubernetes counts a watch in flight until then.
 """
 
 from __future__ import annotations

@@ -40,6 +40,18 @@ class TlsFiles:
         return options
 
 
+def without_session_tickets(context: ssl.SSLContext) -> None:
+    """Send no TLS 1.3 session tickets on ``context``'s connections.
+
+    OpenSSL sends them right after the handshake, unasked. A client with a reader thread (the sync
+    websockets client of ``ironpool console``) then reads them in that thread while its other thread
+    writes the request: one SSL object used by two threads at once, which now and then loses the
+    request, and the server sees a connection that never speaks (a few consoles in a thousand,
+    opened over TLS in bursts). Resumption buys little here, as clients keep their connections open.
+    """
+    context.num_tickets = 0
+
+
 class TlsIdentityProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol that tells the app who the verified client certificate names."""
 

@@ -3,6 +3,8 @@
 ``Exec`` returns ``<base-url>/exec/<token>`` (as IronCore's providers do); the first websocket
 connection to that path gets the domain's serial console via ``virDomainOpenConsole`` as binary
 messages both ways. A token is good once and for ``token_ttl`` seconds; one session per machine.
+``?history=true`` on that URL sends the tail of the domain's serial log first
+(:mod:`ironpool.api.console_history`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import secrets
 import threading
 import time
@@ -22,6 +25,8 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from ironpool.api.console_history import HISTORY_BYTES, wants_history
+from ironpool.api.errors import BadRequest
 from ironpool.runtime.errors import FailedPrecondition
 
 from .driver import MachineDriver
@@ -156,6 +161,7 @@ class ConsoleServer:
         return f"{self.base_url}/exec/{token}"
 
     def _claim(self, path: str) -> str | None:
+        path = path.partition("?")[0]
         if not path.startswith("/exec/"):
             return None
         with self._lock:
@@ -166,18 +172,41 @@ class ConsoleServer:
             return tok.machine_id
 
     async def _check(self, connection: ServerConnection, request: Request) -> Response | None:
+        try:
+            history = wants_history(request.path.partition("?")[2])
+        except BadRequest as exc:
+            return connection.respond(HTTPStatus.BAD_REQUEST, f"{exc}\n")
         machine_id = self._claim(request.path)
         if machine_id is None:
             return connection.respond(HTTPStatus.NOT_FOUND, "unknown or expired console token\n")
         connection_state: Any = connection
         connection_state.ironpool_machine_id = machine_id
+        connection_state.ironpool_history = history
         return None
+
+    def _history(self, machine_id: str) -> bytes:
+        """The tail of the machine's serial log (:mod:`ironpool.api.console_history`), from a line's
+        start where there is one; b'' when there is no log."""
+        try:
+            with open(self.driver.console_log(machine_id), "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                f.seek(max(0, size - HISTORY_BYTES))
+                data = f.read(HISTORY_BYTES)
+        except OSError:
+            return b""
+        if size > HISTORY_BYTES and b"\n" in data:
+            data = data[data.index(b"\n") + 1:]
+        return data
 
     async def _handle(self, ws: ServerConnection) -> None:
         machine_id: str = getattr(ws, "ironpool_machine_id", "")
         loop = asyncio.get_running_loop()
         stream: _ConsoleStream | None = None
         try:
+            # The history is read before the stream opens: what the guest prints from then on comes
+            # live, once (a line printed between the two may be missed, never shown twice).
+            history = await asyncio.to_thread(self._history, machine_id) \
+                if getattr(ws, "ironpool_history", False) else b""
             try:
                 guest = await asyncio.to_thread(self.driver.guest, machine_id)
                 stream = await asyncio.to_thread(_ConsoleStream, self.driver.host.conn, guest.dom, loop)
@@ -187,6 +216,8 @@ class ConsoleServer:
             console = stream
 
             async def pump_out() -> None:
+                if history:
+                    await ws.send(history)
                 while (data := await console.output.get()) is not None:
                     await ws.send(data)
                 await ws.close(1000, "console closed")

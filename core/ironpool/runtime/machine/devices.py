@@ -17,10 +17,10 @@ from typing import Protocol, TypeVar
 import libvirt
 
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as machine_pb2
-from ironpool.runtime.errors import Internal, NotFound
+from ironpool.runtime.errors import FailedPrecondition, Internal, NotFound, Unavailable
 from ironpool.runtime.images import ImageResolver
 
-from . import disks, records, volume_secrets
+from . import disks, records, volume_secrets, writers
 from .domain_xml import disk_element, interface_element, nic_alias, to_string, volume_alias
 from .guest import Guest
 from .host_networks import HostNetworks
@@ -72,8 +72,12 @@ class MachineDevices:
                     volume_secrets.define(guest.dom.connect(), rec.id, vrec, key)
                 if vrec.path:
                     xml, what = to_string(disk_element(vrec)), f"volume {vrec.name!r}"
-                    self._attach(entry, guest, xml, what, "AttachDetachVolumeFailed", "AttachVolume")
-            except Internal:
+                    with writers.START_LOCK:  # no other running domain of this host may write it
+                        if vrec.kind == "connection" and guest.is_active():
+                            writers.refuse_second_writer(guest.dom.connect(), [vrec.path], rec.domain_name,
+                                                         "volume.connection")
+                        self._attach(entry, guest, xml, what, "AttachDetachVolumeFailed", "AttachVolume")
+            except (Internal, FailedPrecondition):
                 volume_secrets.remove(guest.dom.connect(), vrec)
                 if vrec.owned:
                     Path(vrec.path).unlink(missing_ok=True)
@@ -93,13 +97,21 @@ class MachineDevices:
             self.record_event(entry.rec, failed, message, "Warning", action)
             raise Internal(f"{what}: attaching failed: {message}") from exc
 
+    def _detach(self, entry: Entry, unplug: Callable[[], None], action: str) -> None:
+        """Run ``unplug``; a guest still holding the device is a Warning event (the caller retries)."""
+        try:
+            unplug()
+        except Unavailable as exc:
+            self.record_event(entry.rec, exc.reason, exc.message, "Warning", action)
+            raise
+
     def detach_volume(self, machine_id: str, name: str) -> None:
         entry = self.index.get_live(machine_id)
         with entry.lock:
             vrec = self._attached(entry, name, entry.rec.volume(name), "volume")
             guest = self.guest(entry.rec)
             if vrec.path:
-                guest.detach_device("disk", volume_alias(name))
+                self._detach(entry, lambda: guest.detach_device("disk", volume_alias(name)), "DetachVolume")
             volume_secrets.remove(guest.dom.connect(), vrec)  # only while attached
             entry.rec.volumes.remove(vrec)
             self.persist(entry, guest)
@@ -181,9 +193,9 @@ class MachineDevices:
             guest = self.guest(entry.rec)
             if nrec.mode == "user":
                 if guest.is_active():
-                    self.user_nics.unplug(guest, nrec)
+                    self._detach(entry, lambda: self.user_nics.unplug(guest, nrec), "DetachNIC")
             else:
-                guest.detach_device("interface", nic_alias(name))
+                self._detach(entry, lambda: guest.detach_device("interface", nic_alias(name)), "DetachNIC")
             entry.rec.nics.remove(nrec)
             self.persist(entry, guest)
             self.release_networks([nrec])

@@ -21,23 +21,18 @@ import libvirt
 
 from ironpool.iri import guest_data
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as machine_pb2
+from ironpool.iri.labels import FENCED_ANNOTATION
 from ironpool.runtime.errors import Internal, IriError, NotFound
 from ironpool.runtime.events import EventRing, RuntimeEvent
 from ironpool.runtime.images import Credentials, Image, ImageResolver
 from ironpool.runtime.metadata import check_string_map
 from ironpool.runtime.qemu_access import check_reachable, make_dirs
 
-from . import disks, firmware, records, seed, volume_secrets
+from . import disks, firmware, records, seed, volume_secrets, writers
 from .capacity import CapacityPolicy
 from .classes import MachineClassSpec
 from .devices import MachineDevices
-from .domain_xml import (
-    DomainOptions,
-    domain_element,
-    metadata_xml,
-    parse_metadata,
-    to_string,
-)
+from .domain_xml import DomainOptions, domain_element, metadata_xml, parse_metadata, to_string
 from .guest import Guest
 from .host import Host
 from .host_networks import HostNetworks
@@ -336,7 +331,8 @@ class MachineDriver:
                     guest.resume_if_paused()  # a start interrupted by a restart of the runtime
             else:
                 entry.pause_events = 2 if users else 0
-                guest.start((lambda: self._plug_user_nics(entry, guest, users)) if users else None)
+                writers.start_alone(self.host.conn, entry.rec, lambda: guest.start(
+                    (lambda: self._plug_user_nics(entry, guest, users)) if users else None))
                 ms = (time.monotonic() - t) * 1000
                 log.debug("machine %s: domain started in %.0f ms", entry.rec.id, ms)
             entry.error = ""
@@ -408,6 +404,9 @@ class MachineDriver:
                 guest = self._guest(entry.rec)
                 if entry.rec.power == POWER_ON:
                     self._start_domain(entry, guest)
+                elif guest.is_active() and FENCED_ANNOTATION in entry.rec.annotations:
+                    guest.destroy()  # a fence stops now: no grace period for the guest's own shutdown
+                    self.record_event(entry.rec, "Fenced", "destroyed, disks kept", "Warning", "Shutdown")
                 elif guest.is_active():
                     self._shutdown(entry, guest, lambda: entry.rec.power == POWER_OFF)
             except (IriError, libvirt.libvirtError) as exc:

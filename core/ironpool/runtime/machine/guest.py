@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +17,7 @@ import libvirt
 import libvirt_qemu
 
 from ironpool.runtime import libvirt_util
-from ironpool.runtime.errors import Internal
+from ironpool.runtime.errors import Internal, Unavailable
 
 from .domain_xml import find_device, to_string
 from .model import METADATA_KEY, METADATA_NS
@@ -135,11 +136,15 @@ class Guest:
     def attach_device(self, xml: str) -> None:
         self.dom.attachDeviceFlags(xml, self.affect())
 
-    def detach_device(self, tag: str, alias: str) -> None:
+    def detach_device(self, tag: str, alias: str, release_timeout: float = 10.0) -> None:
         """Remove the ``tag`` device called ``alias`` from the running guest and the definition.
 
         Each side is looked up in its own XML: a device attached while the guest was off is only
-        in the definition. Raises :class:`Internal` when libvirt refuses.
+        in the definition. Unplugging from a running guest is a request the guest answers (ACPI):
+        libvirt waits a few seconds for it and then returns with the device still there, so this
+        waits until QEMU has really let go, up to ``release_timeout`` seconds, and raises
+        :class:`Unavailable` (the caller retries) while the guest holds on; the definition keeps
+        the device until then. Raises :class:`Internal` when libvirt refuses.
         """
         for flags, xml_flags in (
             (libvirt.VIR_DOMAIN_AFFECT_LIVE, 0),
@@ -151,12 +156,33 @@ class Guest:
             dev = find_device(self.dom.XMLDesc(xml_flags), tag, alias)
             if dev is None:
                 continue
+            refused = ""
             try:
                 self.dom.detachDeviceFlags(to_string(dev), flags)
             except libvirt.libvirtError as exc:
                 if live and not self.is_active():
                     continue
-                raise Internal(f"detaching {alias} failed: {exc.get_error_message()}") from exc
+                if not live:
+                    raise Internal(f"detaching {alias} failed: {exc.get_error_message()}") from exc
+                # An unplug already under way is refused again; waiting below tells the cases apart.
+                refused = f" (libvirt: {exc.get_error_message()})"
+            if live:
+                self._wait_released(tag, alias, release_timeout, refused)
+
+    def _wait_released(self, tag: str, alias: str, timeout: float, refused: str) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if not self.is_active() or find_device(self.dom.XMLDesc(0), tag, alias) is None:
+                    return
+            except libvirt.libvirtError:
+                if not self.is_active():
+                    return
+                raise
+            if time.monotonic() > deadline:
+                raise Unavailable(f"the guest has not released {alias} within {timeout:.0f}s{refused}; "
+                                  "the detach is retried", reason="DetachPending")
+            time.sleep(0.1)  # polling QEMU's device list: libvirt's removal event is not ours to wait on
 
     def grow_disk_live(self, target: str, size: int, what: str) -> bool:
         """Grow disk ``target`` (``what``, for messages) of the running guest to ``size`` bytes,

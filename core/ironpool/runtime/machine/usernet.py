@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 import libvirt
 
-from ironpool.runtime.errors import Internal
+from ironpool.runtime.errors import Internal, Unavailable
 
 from .guest import Guest
 from .model import NicRecord
@@ -120,17 +120,23 @@ class UserNics:
 
     def unplug(self, guest: Guest, nic: NicRecord) -> None:
         """Remove ``nic`` from the running domain: the guest lets go of the device (ACPI hot-unplug),
-        then its user network goes."""
+        then its user network goes. A guest that has not let go within ``unplug_timeout`` leaves
+        both in place and raises :class:`Unavailable`, so the caller keeps the NIC and retries."""
         netdev_id, device_id = qemu_ids(nic.name)
         try:
             if device_id in self.present(guest):
-                guest.qmp("device_del", id=device_id)
+                refused = ""
+                try:
+                    guest.qmp("device_del", id=device_id)
+                except libvirt.libvirtError as exc:
+                    # An unplug already under way is refused again; the wait below tells them apart.
+                    refused = f" (QEMU: {exc.get_error_message()})"
                 deadline = time.monotonic() + self.unplug_timeout
                 while device_id in self.present(guest):
                     if time.monotonic() > deadline:
-                        log.warning("domain %s: guest did not release NIC %r within %.0fs", guest.name,
-                                    nic.name, self.unplug_timeout)
-                        break
+                        raise Unavailable(f"network interface {nic.name!r}: the guest has not released the "
+                                          f"device within {self.unplug_timeout:.0f}s{refused}; the detach is "
+                                          "retried", reason="DetachPending")
                     time.sleep(0.1)
         except libvirt.libvirtError as exc:
             if guest.is_active():

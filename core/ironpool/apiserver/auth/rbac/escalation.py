@@ -2,7 +2,8 @@
 hold themselves (or with the ``escalate`` verb on it), and a binding only to a role whose rules they
 hold (or with the ``bind`` verb on that role); held means in the namespace of the Role or
 RoleBinding, cluster-wide for the cluster kinds. So the ``admin`` of a namespace can hand out
-``edit`` there, but cannot bind ``cluster-admin``."""
+``edit`` there, but cannot bind ``cluster-admin``. A ClusterRole with an ``aggregationRule`` may
+gather any rules, so writing one needs every permission (or ``escalate``), as in Kubernetes."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from ironpool.apiserver.auth.authentication import User
 from ironpool.apiserver.auth.pool_authorizer import forbidden
+from ironpool.apiserver.auth.rbac.defaults import FULL_AUTHORITY
 from ironpool.apiserver.auth.rbac.index import RBACIndex
 from ironpool.apiserver.auth.rbac.rules import Rule, compile_rules
 from ironpool.store.interface import Document
@@ -59,7 +61,7 @@ def check_escalation(index: RBACIndex, user: User, verb: str, resource: str, nam
     if resource in ROLE_KINDS:
         if index.allows(user, "escalate", RBAC_GROUP, resource, "", namespace, name):
             return
-        wanted = compile_rules(new.get("rules"))
+        wanted = compile_rules(FULL_AUTHORITY if new.get("aggregationRule") else new.get("rules"))
     else:
         ref: Any = new.get("roleRef") or {}
         kind, role = str(ref.get("kind") or ""), str(ref.get("name") or "")

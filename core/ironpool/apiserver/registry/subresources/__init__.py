@@ -1,6 +1,7 @@
 """The handlers of the subresources kinds declare on their strategies
 (:mod:`ironpool.api.subresources`), one module each: ``status`` (:mod:`.status`), ``binding``
-(:mod:`.binding`), ``eviction`` (:mod:`.eviction`), ``exec`` (:mod:`.exec_handler`: where a console
+(:mod:`.binding`), ``approval`` of a CSR (:mod:`.approval`), ``eviction`` (:mod:`.eviction`),
+``exec`` (:mod:`.exec_handler`: where a console
 is served; the stream itself is :mod:`ironpool.apiserver.endpoints.exec_stream`); what a handler is:
 :mod:`.handler`.
 
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ironpool.api.resources import RESOURCES, subresources_of
+from ironpool.apiserver.registry.subresources.approval import ApprovalHandler
 from ironpool.apiserver.registry.subresources.binding import BindingHandler
 from ironpool.apiserver.registry.subresources.eviction import EvictionHandler
 from ironpool.apiserver.registry.subresources.exec_handler import ExecHandler
@@ -23,7 +25,8 @@ from ironpool.apiserver.registry.subresources.handler import SubresourceHandler
 from ironpool.apiserver.registry.subresources.status import StatusHandler
 
 HANDLERS: dict[str, SubresourceHandler[Any]] = {
-    h.name: h for h in (StatusHandler(), BindingHandler(), EvictionHandler(), ExecHandler())
+    h.name: h
+    for h in (StatusHandler(), BindingHandler(), EvictionHandler(), ExecHandler(), ApprovalHandler())
 }
 
 
