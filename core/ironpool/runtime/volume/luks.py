@@ -21,6 +21,11 @@ from ironpool.runtime.errors import Internal, InvalidArgument
 __all__ = ["ENCRYPTION_ATTRIBUTE", "LUKS", "encryption_key", "format_luks"]
 
 MAX_KEY_BYTES = 4096
+# QEMU times PBKDF2 by the thread's CPU time to choose LUKS's iteration counts, and gives up when a
+# round measured 0 ms: on a loaded or virtualised host a round can go uncharged. A new try measures
+# anew; anything else qemu-img says is not retried.
+_PBKDF_UNMEASURED = "Unable to get accurate CPU usage"
+CREATE_ATTEMPTS = 5
 
 
 def encryption_key(secret_data: Mapping[str, bytes], field: str) -> bytes:
@@ -40,9 +45,18 @@ def format_luks(
 ) -> None:
     """Write ``path`` anew as a qcow2 of ``capacity`` bytes with LUKS encryption under ``key``, empty
     or holding a copy of ``source`` (its format and file: an image or a snapshot)."""
-    _with_key(key, lambda secret: [
-        "create", "-q", "-f", "qcow2", "--object", secret,
-        "-o", "encrypt.format=luks,encrypt.key-secret=volkey", path, str(capacity)], timeout)
+
+    def create(secret: str) -> list[str]:
+        options = "encrypt.format=luks,encrypt.key-secret=volkey"
+        return ["create", "-q", "-f", "qcow2", "--object", secret, "-o", options, path, str(capacity)]
+
+    for attempt in range(1, CREATE_ATTEMPTS + 1):
+        try:
+            _with_key(key, create, timeout)
+            break
+        except Internal as e:
+            if _PBKDF_UNMEASURED not in str(e) or attempt == CREATE_ATTEMPTS:
+                raise
     if source is not None:
         fmt, src = source
         # -n: into the encrypted file just made, which the target options open with the key.
