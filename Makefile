@@ -10,7 +10,7 @@ STAMP := $(VENV)/.synced
 # uv uses this machine's Python, never one it downloads; UV_NO_CACHE=1 makes it fetch everything anew.
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: host venv lock demo test lint stubs clean rig rig-down
+.PHONY: host venv lock demo test lint stubs clean rig rig-down chaos
 
 host:
 	bash scripts/setup-host.sh
@@ -50,6 +50,10 @@ rig: host venv
 
 rig-down: venv
 	bash scripts/rig.sh down
+
+# Ten minutes of faults on a rig while Ansible declares and deletes Machines; prints the invariants.
+chaos: host venv
+	$(PY) bench/chaos.py
 
 lint: venv
 	$(VENV)/bin/ruff check core pulumi_provider tests bench

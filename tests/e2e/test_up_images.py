@@ -173,13 +173,18 @@ stringData:
         running(name, guests=3)
     up.cli("delete", "machine", "wrong-digest")
 
-    # The cache holds whole images only, and knows who uses them.
-    listing = json.loads(up.cli("image", "ls", "--image-cache", str(cache), "-o", "json").stdout)
+    # The cache holds whole images only, and knows who uses them. oci-disk's overlay goes once its
+    # poollet has had the runtime delete the domain, which the deletion of the Machine only starts.
+    def by_digest_once_oci_disk_went() -> dict[str, Any] | None:
+        listing = json.loads(up.cli("image", "ls", "--image-cache", str(cache), "-o", "json").stdout)
+        images = {i["digest"]: i for i in listing["images"]}
+        users = [u["user"].split()[0] for u in images[disk_digest]["users"]]
+        return images if users == ["volume"] else None
+
+    by_digest = wait_for(by_digest_once_oci_disk_went, 60, "oci-disk's overlay gone from the cache's users")
     assert list((cache / "tmp").iterdir()) == []
-    by_digest = {i["digest"]: i for i in listing["images"]}
     # oci-tiny, late, chart and private: four references, one content, one copy in the cache
     assert len(by_digest[tiny_digest]["users"]) == 4
     assert set(by_digest[tiny_digest]["refs"]) == {
         f"127.0.0.1:{own}/os/tiny:1", f"{reg}/os/late:1", f"{reg}/os/chart:1", f"{locked}/os/tiny:1"}
-    assert [u["user"].split()[0] for u in by_digest[disk_digest]["users"]] == ["volume"]  # oci-disk went
 

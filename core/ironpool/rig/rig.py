@@ -305,8 +305,10 @@ class Rig:
 
     # -- hosts -----------------------------------------------------------------------------------
 
-    def add_host(self, name: str, wait: bool = True) -> Host:
-        """Issue a join token for pool ``name`` and start ``ironpool join`` with it, as a new host would."""
+    def add_host(self, name: str, wait: bool = True, servers: str | None = None) -> Host:
+        """Issue a join token for pool ``name`` and start ``ironpool join`` with it, as a new host would;
+        ``servers`` (comma-separated URLs) replaces the apiservers the join command names, e.g. with
+        proxies a chaos run cuts to partition the host."""
         argv = ironpool("join-token", "create", "--pool", name, "--data-dir", str(self.control))
         created = subprocess.run(argv,
                                  capture_output=True, text=True, check=False)
@@ -314,6 +316,8 @@ class Rig:
             raise RigError(f"ironpool join-token create --pool {name}: {created.stderr.strip()}")
         command = created.stdout.strip().split()
         assert command[:2] == ["ironpool", "join"], command
+        if servers is not None:
+            command[2] = servers
         data_dir = self.root / "hosts" / name
         proc = self._proc(name, ironpool(
             *command[1:], "--data-dir", str(data_dir), "--images", str(self.images), "--no-tiny-image",
