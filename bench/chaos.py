@@ -10,17 +10,19 @@ controller-manager) has three hosts joined with ``ironpool join``; the third rea
 through proxies the run cuts. Every Machine boots the tiny image under QEMU.
 
 - **Declarer**: ``ansible-playbook`` with ``ironpool.iaas.machine`` and ``ironpool.iaas.volume``, run
-  after run: each run declares two new Machines (every third run one of them with a new Volume) and
-  deletes the oldest beyond ``--live``. A task that succeeded is an acknowledged write; one that
-  failed (its apiserver died under it) leaves that object's state uncertain, and the next run
-  declares it again, as a user would run the playbook again.
+  after run: the first declares ``--steady`` Machines kept to the end (they live long enough for a
+  partition to evict them); each run declares two new Machines (every third run one of them with a
+  new Volume) and deletes the oldest of those beyond ``--live``. A task that succeeded is an
+  acknowledged write; one that failed (its apiserver died under it) leaves that object's state
+  uncertain, and the next run declares it again, as a user would run the playbook again.
 - **Faults**, one at a time, every 10-30 s: SIGKILL of an apiserver, of the leading scheduler, of an
   etcd member, of the controller-manager or of a host's ``ironpool join`` (its poollets and
   runtimes), each started again after 2-8 s; or a partition of the third host (its proxies cut) for
   either less than its fence time or long enough for its Machines to be evicted.
 - **Sampler**: every 0.2 s, libvirt's running domains: a Machine (by uid) running in two domains, or a
   disk file open read-write by two running domains, is a violation. Every 2 s, the API: a pool
-  whose bound Machines need more cpu or memory than it has is a violation.
+  whose bound Machines need more cpu or memory than it has is a violation; a Machine seen bound to
+  another pool than before counts as moved (evicted from a partitioned host and placed again).
 
 At the end, with every part running again and the partition healed: every acknowledged write is
 there (present Machines and Volumes exist, deleted ones are gone), the uncertain ones are declared once
@@ -52,8 +54,11 @@ import libvirt
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # for tests.helpers
 
+from ironpool.api.errors import ApiError  # noqa: E402
 from ironpool.api.quantity import parse_quantity  # noqa: E402
 from ironpool.api.resources import resolve  # noqa: E402
+from ironpool.client.transport_errors import TransportError  # noqa: E402
+from ironpool.client.wire import ServerUnreachable  # noqa: E402
 from ironpool.rig.rig import Rig  # noqa: E402
 from ironpool.runtime.machine.domain_xml import parse_metadata  # noqa: E402
 from ironpool.runtime.machine.model import METADATA_NS  # noqa: E402
@@ -125,10 +130,10 @@ class Sampler(threading.Thread):
 class Declarer(threading.Thread):
     """``ansible-playbook`` run after run: new Machines (some with a Volume), the oldest deleted."""
 
-    def __init__(self, rig: Rig, workdir: Path, live: int) -> None:
+    def __init__(self, rig: Rig, workdir: Path, live: int, steady: int) -> None:
         super().__init__(daemon=True)
         self.stop = threading.Event()
-        self.workdir, self.live = workdir, live
+        self.workdir, self.live, self.steady = workdir, live, steady
         self.env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(workdir),
                     "IRONPOOL_CONFIG": str(rig.admin_config),
                     "ANSIBLE_COLLECTIONS_PATH": str(REPO / "ansible_collection"),
@@ -151,7 +156,10 @@ class Declarer(threading.Thread):
 
     def step(self, i: int) -> None:
         new = [f"c{i:03d}-{k}" for k in range(2)]
-        present = [name for (kind, name), want in self.desired.items() if kind == "machine" and want]
+        if i == 0:
+            new += [f"steady-{k}" for k in range(self.steady)]
+        present = [name for (kind, name), want in self.desired.items()
+                   if kind == "machine" and want and not name.startswith("steady-")]
         for name in new:
             self.desired["machine", name] = True
         if i % 3 == 0:
@@ -161,8 +169,8 @@ class Declarer(threading.Thread):
             self.desired["machine", name] = False
             if name in self.volume_of:
                 self.desired["volume", self.volume_of[name]] = False
-        keys = [*(("machine", n) for n in new), *sorted(k for k, want in self.desired.items() if not want
-                                                     and self.acked.get(k) is not False)]
+        keys = [*(("machine", n) for n in new), *(("volume", v) for n in new if (v := self.volume_of.get(n))),
+                *sorted(k for k, want in self.desired.items() if not want and self.acked.get(k) is not False)]
         self.declare(sorted(set(keys) | self.uncertain))
 
     def declare(self, keys: list[tuple[str, str]]) -> None:
@@ -266,32 +274,48 @@ class Faults(threading.Thread):
         # Half the cuts end before the host fences itself; the others last until its Machines were
         # evicted and ran elsewhere.
         seconds = self.rng.choice([self.rng.uniform(1, FENCE_AFTER - 1), self.rng.uniform(30, 45)])
-        self.log.append(f"{time.strftime('%H:%M:%S')} partition host3 for {seconds:.0f}s")
+        started = time.strftime("%H:%M:%S")
+        client = self.rig.client()
+        there = set(_bound(client, "host3"))
         for p in self.proxies:
             p.cut()
         self.counts["partitions"] += 1
         time.sleep(seconds)
+        moved = there - set(_bound(client, "host3"))
         for p in self.proxies:
             p.heal()
+        self.counts["partition_machines_moved"] += len(moved)
+        self.log.append(f"{started} partition host3 for {seconds:.0f}s: {len(there)} Machines there, "
+                        f"{len(moved)} moved before it healed")
 
 
-def pool_overcommit(client: Any) -> list[str]:
-    """Pools whose bound Machines need more cpu or memory than the pool has."""
+def _bound(client: Any, pool: str) -> list[str]:
+    """The Machines bound to ``pool``."""
+    return [m["metadata"]["name"] for m in client.list_raw(MACHINES, "default").items
+            if (m["spec"].get("machinePoolRef") or {}).get("name") == pool]
+
+
+def _amount(quantity: object) -> float:
+    return parse_quantity(str(quantity)).milli_value() / 1000
+
+
+def pool_overcommit(client: Any, machines: list[dict[str, Any]]) -> list[str]:
+    """Pools whose bound ``machines`` need more cpu or memory than the pool has."""
     classes = {c["metadata"]["name"]: c.get("capabilities") or {} for c in client.list_raw(CLASSES).items}
     need: dict[str, list[float]] = {}
-    for m in client.list_raw(MACHINES, "default").items:
+    for m in machines:
         pool = (m["spec"].get("machinePoolRef") or {}).get("name")
         caps = classes.get((m["spec"].get("machineClassRef") or {}).get("name", ""), {})
         if pool and caps:
             used = need.setdefault(pool, [0.0, 0.0])
-            used[0] += parse_quantity(str(caps.get("cpu", 0)))
-            used[1] += parse_quantity(str(caps.get("memory", 0)))
+            used[0] += _amount(caps.get("cpu", 0))
+            used[1] += _amount(caps.get("memory", 0))
     out = []
     for p in client.list_raw(POOLS).items:
         capacity = (p.get("status") or {}).get("allocatable") or {}
         used = need.get(p["metadata"]["name"], [0.0, 0.0])
         for i, resource in enumerate(("cpu", "memory")):
-            if resource in capacity and used[i] > parse_quantity(str(capacity[resource])):
+            if resource in capacity and used[i] > _amount(capacity[resource]):
                 out.append(f"pool {p['metadata']['name']}: {resource} {used[i]:g} bound, "
                            f"allocatable {capacity[resource]}")
     return out
@@ -355,7 +379,7 @@ def check_end(rig: Rig, declarer: Declarer, sampler: Sampler) -> tuple[list[str]
                    if u in uids and len(d) != 1]
     violations += [f"machine {n}: no running domain at the end" for u, n in uids.items()
                    if n in want and u not in domains]
-    violations += pool_overcommit(client)
+    violations += pool_overcommit(client, client.list_raw(MACHINES, "default").items)
     return violations, {"uncertain_then_declared_again": uncertain, "machines_at_end": len(want)}
 
 
@@ -363,8 +387,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--live", type=int, default=8, help="Machines kept at once (default 8)")
-    parser.add_argument("--keep", action="store_true", help="keep the run's folder (logs) afterwards")
+    parser.add_argument("--live", type=int, default=8, help="short-lived Machines kept at once (default 8)")
+    parser.add_argument("--steady", type=int, default=6,
+                        help="Machines kept from the first run to the end (default 6)")
+    parser.add_argument("--keep", action="store_true", help="keep the run's folder and its logs afterwards")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
@@ -384,19 +410,32 @@ def main() -> int:
     try:
         rig.add_host("host3", servers=",".join(f"https://127.0.0.1:{p.port}" for p in proxies))
         rig.save()
-        sampler, declarer, faults = Sampler(), Declarer(rig, folder, args.live), Faults(rig, proxies, rng)
+        sampler, faults = Sampler(), Faults(rig, proxies, rng)
+        declarer = Declarer(rig, folder, args.live, args.steady)
         sampler.start()
         declarer.start()
         faults.start()
         client = rig.client()
         end = time.monotonic() + args.minutes * 60
+        tick = 0
+        placed: dict[str, str] = {}  # Machine -> the pool it was last seen bound to
+        moved = 0  # Machines seen bound to another pool than before: evicted and placed again
         while time.monotonic() < end:
             time.sleep(2)
-            with contextlib.suppress(Exception):  # an apiserver killed under the check: the next counts
-                violations += pool_overcommit(client)
-            print(f"chaos: {int(end - time.monotonic())}s left; {dict(faults.counts)}; "
-                  f"{dict(declarer.counts)}", file=sys.stderr, end="\r")
-        print(file=sys.stderr)
+            # An apiserver killed under the check: the next check counts.
+            with contextlib.suppress(ServerUnreachable, ApiError, TransportError):
+                machines = client.list_raw(MACHINES, "default").items
+                for m in machines:
+                    name, pool = m["metadata"]["name"], (m["spec"].get("machinePoolRef") or {}).get("name")
+                    if pool and placed.setdefault(name, pool) != pool:
+                        placed[name] = pool
+                        moved += 1
+                violations += pool_overcommit(client, machines)
+            tick += 1
+            if tick % 15 == 0:
+                print(f"chaos: {int(end - time.monotonic())}s left; {dict(faults.counts)}; "
+                      f"{dict(declarer.counts)}", file=sys.stderr, flush=True)
+        print("chaos: faults stopped; checking the invariants", file=sys.stderr, flush=True)
         faults.stop.set()
         faults.join()
         declarer.stop.set()
@@ -411,12 +450,15 @@ def main() -> int:
         violations += sampler.violations + end_violations + faults.errors
         result.update(faults.counts, **declarer.counts, **end_counts,
                       machines_declared=sum(1 for k, _ in declarer.desired if k == "machine"),
+                      machines_moved=moved,
                       volumes_declared=sum(1 for k, _ in declarer.desired if k == "volume"),
                       libvirt_samples=sampler.samples, fault_log=faults.log,
                       declarer_errors=declarer.errors[-5:])
     finally:
         for p in proxies:
             p.close()
+        if args.keep:
+            shutil.copytree(rig.logs, folder / "logs", dirs_exist_ok=True)
         problems = rig.down()
         shutil.rmtree(etcd_data, ignore_errors=True)
         if not args.keep and not problems:
