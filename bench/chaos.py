@@ -276,12 +276,13 @@ class Faults(threading.Thread):
         seconds = self.rng.choice([self.rng.uniform(1, FENCE_AFTER - 1), self.rng.uniform(30, 45)])
         started = time.strftime("%H:%M:%S")
         client = self.rig.client()
-        there = set(_bound(client, "host3"))
+        there = {name for name, pool in _placements(client).items() if pool == "host3"}
         for p in self.proxies:
             p.cut()
         self.counts["partitions"] += 1
         time.sleep(seconds)
-        moved = there - set(_bound(client, "host3"))
+        now = _placements(client)  # a Machine the loop deleted meanwhile has not moved
+        moved = {name for name in there if now.get(name) not in (None, "host3")}
         for p in self.proxies:
             p.heal()
         self.counts["partition_machines_moved"] += len(moved)
@@ -289,10 +290,10 @@ class Faults(threading.Thread):
                         f"{len(moved)} moved before it healed")
 
 
-def _bound(client: Any, pool: str) -> list[str]:
-    """The Machines bound to ``pool``."""
-    return [m["metadata"]["name"] for m in client.list_raw(MACHINES, "default").items
-            if (m["spec"].get("machinePoolRef") or {}).get("name") == pool]
+def _placements(client: Any) -> dict[str, str | None]:
+    """Each Machine's pool (None: not bound)."""
+    return {m["metadata"]["name"]: (m["spec"].get("machinePoolRef") or {}).get("name")
+            for m in client.list_raw(MACHINES, "default").items}
 
 
 def _amount(quantity: object) -> float:
