@@ -72,7 +72,7 @@ class Sampler:
         self._stop.set()
         self._thread.join(10)
 
-    def _owner(self, dom: libvirt.virDomain) -> tuple[str, str] | None:
+    def _owner(self, dom: libvirt.virDomain) -> tuple[str, str]:
         name = dom.name()
         if name not in self._labels:
             rec = parse_metadata(dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, METADATA_NS, 0))
@@ -88,7 +88,9 @@ class Sampler:
                 running: dict[str, list[str]] = {}
                 for dom in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE):
                     try:
-                        if not dom.name().startswith("ironpool-") or (owner := self._owner(dom)) is None:
+                        # Only a poollet's Machines carry a uid: the domains other tests (or another
+                        # checkout's suite) run on this libvirtd directly through a runtime have none.
+                        if not dom.name().startswith("ironpool-") or not (owner := self._owner(dom))[0]:
                             continue
                     except (libvirt.libvirtError, ValueError, KeyError, TypeError):
                         continue
