@@ -61,26 +61,35 @@ def start_apiserver(tmp: Path, db_path: Path | None = None, port: int | None = N
         first, second = token_file.read_text().splitlines()[:2]
         admin, user = first.split(",")[0], second.split(",")[0]
     db = db_path or tmp / "ironpool.db"
-    port = port or free_port()
-    log_path = tmp / f"apiserver-{port}.log"
-    log = open(log_path, "ab")  # noqa: SIM115 - handed to the child process
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ironpool.cli.main", "apiserver", "--store", store_url or f"sqlite:///{db}",
-         "--listen", f"127.0.0.1:{port}", "--token-file", str(token_file)],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    url = f"http://127.0.0.1:{port}"
+    # A free port can be taken by another worker's process before ours binds it: then that process
+    # answers /readyz, so ready means our admin token is accepted, and a port lost that way is
+    # replaced by another (unless the caller asked for this one).
+    for _ in range(1 if port else 5):
+        chosen = port or free_port()
+        log_path = tmp / f"apiserver-{chosen}.log"
+        log = open(log_path, "ab")  # noqa: SIM115 - handed to the child process
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ironpool.cli.main", "apiserver", "--store", store_url or f"sqlite:///{db}",
+             "--listen", f"127.0.0.1:{chosen}", "--token-file", str(token_file)],
+            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        url = f"http://127.0.0.1:{chosen}"
 
-    def ready() -> bool:
-        if proc.poll() is not None:
-            pytest.fail(f"apiserver exited with {proc.returncode}: {log_path.read_text()[-2000:]}")
-        try:
-            return httpx.get(f"{url}/readyz", timeout=0.5).status_code == 200
-        except httpx.HTTPError:
-            return False
+        def ready(proc: subprocess.Popen[bytes] = proc, url: str = url) -> bool:
+            if proc.poll() is not None:
+                return True
+            try:
+                return httpx.get(f"{url}/api", headers={"Authorization": f"Bearer {admin}"},
+                                 timeout=0.5).status_code == 200
+            except httpx.HTTPError:
+                return False
 
-    wait_until(ready, timeout=30, message="apiserver /readyz")
-    return ApiServer(url, admin, user, db, token_file, proc, log_path)
+        wait_until(ready, timeout=30, message="apiserver answering with its admin token")
+        if proc.poll() is None:
+            return ApiServer(url, admin, user, db, token_file, proc, log_path)
+        if "Address already in use" not in log_path.read_text():
+            break
+    pytest.fail(f"apiserver exited with {proc.returncode}: {log_path.read_text()[-2000:]}")
 
 
 def stop_apiserver(server: ApiServer) -> None:
