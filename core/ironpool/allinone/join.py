@@ -68,6 +68,16 @@ def _cause(exc: BaseException) -> BaseException:
     return exc
 
 
+def _unreachable(servers: str, exc: BaseException) -> JoinError:
+    """The join's error for a request that got no answer: a CA that did not sign the server's
+    certificate, or no control plane at ``servers``."""
+    cause = _cause(exc)
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        return JoinError(f"{servers}: the server's certificate is not signed by the CA given "
+                         f"({cause.verify_message})")
+    return JoinError(f"cannot reach the control plane at {servers}: {cause or exc}")
+
+
 class Join(HostProcess):
     """The running host; ``run`` starts it, waits for ``stop`` and shuts it down."""
 
@@ -164,11 +174,7 @@ class Join(HostProcess):
         except errors.ApiError as exc:
             raise JoinError(f"{servers}: the {identity} certificate request was refused: {exc}") from None
         except Exception as exc:
-            cause = _cause(exc)
-            if isinstance(cause, ssl.SSLCertVerificationError):
-                raise JoinError(f"{servers}: the server's certificate is not signed by the CA given "
-                                f"({cause.verify_message})") from None
-            raise JoinError(f"cannot reach the control plane at {servers}: {cause or exc}") from None
+            raise _unreachable(servers, exc) from None
 
     async def _check_access(self, identity: str, client: Any) -> None:
         """One request as ``identity``, so a wrong token, CA or address is said before anything starts."""
@@ -191,11 +197,7 @@ class Join(HostProcess):
         except errors.ApiError:
             return  # the apiserver answered: reachable and authenticated
         except Exception as exc:
-            cause = _cause(exc)
-            if isinstance(cause, ssl.SSLCertVerificationError):
-                raise JoinError(f"{servers}: the server's certificate is not signed by the CA given "
-                                f"({cause.verify_message})") from None
-            raise JoinError(f"cannot reach the control plane at {servers}: {cause or exc}") from None
+            raise _unreachable(servers, exc) from None
 
     async def start(self, stop: asyncio.Event) -> None:
         from ironpool.client.rest import AsyncClient
