@@ -96,15 +96,18 @@ def test_example_playbooks_check_converge_idempotence_inventory_teardown(up: UpI
     # web-1 is the guest its NoCloud seed describes (the suite's one Debian guest booted to the end):
     # over SSH with the key the example's user data handed over, its hostname, its instance id (the
     # Machine's uid) and the address IPAM allocated, set statically (DHCP would show a lease time).
-    # Its QEMU guest agent tells the host the same, and its serial console (machines/exec) answers a
-    # new line with Debian's login prompt, named for it.
+    # cloud-init finished every stage without an error (the image runs the config stage's modules in
+    # the final stage's process). Its QEMU guest agent tells the host the same, and its serial console
+    # (machines/exec) answers a new line with Debian's login prompt, named for it.
     web = machines["web-1"]
     address = web["status"]["networkInterfaces"][0]["ips"][0]
     out = ssh.wait_run(web["metadata"]["annotations"][SSH_ENDPOINT], up.config_path.parent / "id_ed25519",
-                       "hostname; cloud-init query instance_id; ip -4 -o addr show scope global",
+                       "hostname; cloud-init query instance_id; ip -4 -o addr show scope global; "
+                       "cloud-init status --wait",
                        DEBIAN_SSH_DEADLINE, "SSH into web-1 with the example's key")
     lines = out.splitlines()
     assert lines[:2] == ["web-1", web["metadata"]["uid"]], out
+    assert lines[-1] == "status: done", out
     assert any(f"inet {address}/24" in line and "valid_lft forever" in line for line in lines), out
     domain = machine_domain(web["status"]["machineID"])[1]
     report = wait_for(lambda: agent_report(domain), 120, "web-1's guest agent answering")

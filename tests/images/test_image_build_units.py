@@ -41,8 +41,13 @@ def test_configure_quiets_the_guest_and_keeps_what_cloud_init_needs(tmp_path: Pa
     assert "blacklist ata_piix\n" in (root / "etc/modprobe.d/ironpool-guest.conf").read_text()
     cfg = yaml.safe_load((root / "etc/cloud/cloud.cfg.d/90-ironpool.cfg").read_text())
     assert cfg["datasource_list"] == ["NoCloud", "None"]
-    assert "grub-dpkg" not in cfg["cloud_config_modules"] and "runcmd" in cfg["cloud_config_modules"]
-    assert {"scripts-user", "power-state-change"} <= set(cfg["cloud_final_modules"])
+    # bookworm's config stage runs in the final stage's process: its modules first, in their order
+    # (runcmd writes the script that scripts-user runs), and its own unit does not start.
+    assert cfg["cloud_config_modules"] == []
+    final = cfg["cloud_final_modules"]
+    assert final[:len(debian.CONFIG_MODULES)] == list(debian.CONFIG_MODULES) and "grub-dpkg" not in final
+    assert final.index("runcmd") < final.index("scripts-user") and final[-1] == "power-state-change"
+    assert os.readlink(root / "etc/systemd/system/cloud-config.service") == "/dev/null"
     assert not (root / "etc/ssh/ssh_host_rsa_key").exists()  # each guest makes its own
     assert sorted(p.name for p in (root / "usr/share/doc/bash").iterdir()) == ["copyright"]
     assert (root / "etc/machine-id").read_text() == ""
@@ -51,13 +56,18 @@ def test_configure_quiets_the_guest_and_keeps_what_cloud_init_needs(tmp_path: Pa
 def test_debian_13_gets_iproute2_and_no_vsock_ssh_generator(tmp_path: Path) -> None:
     """trixie's cloud-init renders the network only where `ip` is, and nothing there pulls iproute2
     in; its systemd adds an SSH generator that fails without a vsock device. debian-12's recipe is
-    untouched by either."""
+    untouched by either. trixie keeps cloud-init's config stage."""
     trixie, bookworm = debian.RECIPES["debian-13"], debian.RECIPES["debian-12"]
     assert trixie.suite == "trixie" and "iproute2" in trixie.packages
     assert "iproute2" not in bookworm.packages
     debian.configure(trixie, tmp_path)
     assert os.readlink(tmp_path / "etc/systemd/system-generators/systemd-ssh-generator") == "/dev/null"
     assert "systemd-ssh-generator" not in bookworm.masked_generators
+    # trixie's stages share one process already (its units only signal it): the config stage stays.
+    cfg = yaml.safe_load((tmp_path / "etc/cloud/cloud.cfg.d/90-ironpool.cfg").read_text())
+    assert cfg["cloud_config_modules"] == list(debian.CONFIG_MODULES)
+    assert cfg["cloud_final_modules"] == list(debian.FINAL_MODULES)
+    assert not (tmp_path / "etc/systemd/system/cloud-config.service").exists()
 
 
 def _fake_build(images: Path, name: str, recipe: str) -> Path:
