@@ -9,7 +9,11 @@ with the key its cloud-init user data handed over; prints one JSON line.
 - ``domain_type``: ``kvm`` or ``qemu`` (TCG): guests here are emulated, where KVM works the figures
   are bound by the guest's boot instead;
 - ``boot``: for the first machine of ``one``, the guest's own view (``systemd-analyze``): kernel and
-  userspace time, and when cloud-init's stages finished.
+  userspace time, and when cloud-init's stages finished;
+- ``qemu_cpu_s``: the CPU its QEMU process used, for the first machine of ``one`` when SSH answered
+  and when cloud-init had finished, and for ``ten_at_once`` per machine (mean) when the last answered,
+  with ``host_busy_pct``, the host's CPU busy over that phase: where it is near 100, the figure is
+  bound by CPU (emulated guests sharing the host's cores), not by waits.
 
 - ``build``: ``ironpool image build IMAGE`` into the catalog (instant when its recipe is
   unchanged: ``cached``); with ``--build-cold``, first into an empty folder with an empty package
@@ -153,6 +157,20 @@ def _boot_figures(stub: mgrpc.MachineRuntimeStub, mid: str, key: Path) -> dict[s
     return {"systemd_analyze": lines[:2], "slowest_units": lines[2:10], "ssh_critical_chain": ssh_chain}
 
 
+def _qemu_cpu(mid: str) -> float:
+    """Seconds of CPU the machine's QEMU process has used (libvirt writes its pid; root reads it)."""
+    pid = Path(f"/run/libvirt/qemu/ironpool-{mid}.pid").read_text().strip()
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def _host_ticks() -> tuple[int, int]:
+    """``(busy, total)`` clock ticks of all the host's CPUs so far (``/proc/stat``)."""
+    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
 def _domain_type(mid: str) -> str:
     import libvirt
 
@@ -256,19 +274,25 @@ def main() -> None:
             one.append(took)
             print(f"one machine: SSH answered {took:.1f}s after CreateMachine", file=sys.stderr, flush=True)
             if i == 0:
+                cpu = {"to_ssh": round(_qemu_cpu(mid), 1)}
                 result["domain_type"] = _domain_type(mid)
                 result["boot"] = _boot_figures(stub, mid, key)
+                cpu["to_cloud_init_done"] = round(_qemu_cpu(mid), 1)  # with the SSH that asked
+                result["qemu_cpu_s"] = cpu
             _delete_all(stub, [mid])  # not timed
         if one:
             result["one"] = _seconds(one)
 
         if args.at_once and not missed:
+            host_before = _host_ticks()
             t0 = time.monotonic()
             deadline = t0 + args.timeout
             with ThreadPoolExecutor(max_workers=args.at_once) as pool:
                 futures = [pool.submit(_create_until_ssh, stub, label, 1000 + i, key, public, args.image,
                                        deadline) for i in range(args.at_once)]
                 done = [f.result() for f in futures]
+            cpu_at_last = [_qemu_cpu(mid) for mid, _ in done]
+            host_after = _host_ticks()
             answered = [took for _, took in done if took is not None]
             late = [mid for mid, took in done if took is None]
             missed = bool(late)
@@ -279,6 +303,9 @@ def main() -> None:
                 "all_reachable_s": None if late else round(time.monotonic() - t0, 1)}
             if answered:
                 figures.update(_seconds(answered))
+            busy, total = (after - before for after, before in zip(host_after, host_before, strict=True))
+            figures["qemu_cpu_s_mean"] = round(statistics.mean(cpu_at_last), 1)
+            figures["host_busy_pct"] = round(100 * busy / max(total, 1), 1)
             if late:
                 figures["not_answered"] = {mid: _console_tail(workdir / "state", mid) for mid in late}
             result["ten_at_once" if args.at_once == 10 else f"at_once_{args.at_once}"] = figures
