@@ -25,7 +25,7 @@ its own (from 198.18.0.0/15, which nothing routes) and SSH forwarded on 127.0.0.
 this talks to.
 
 Usage: python bench/guests.py [--image debian-12] [--runs 3] [--at-once 10] [--memory 512Mi] [--build-cold]
-                              [--keep-workdir]
+                              [--keep-workdir] [--vcpu-slice-ms 100]
 """
 
 from __future__ import annotations
@@ -222,6 +222,8 @@ def main() -> None:
     parser.add_argument("--build-cold", action="store_true",
                         help="also time the image build from an empty package cache (downloads it all)")
     parser.add_argument("--keep-workdir", action="store_true", help="keep the runtime's files and log")
+    parser.add_argument("--vcpu-slice-ms", type=float, default=0,
+                        help="the runtime's --vcpu-slice-ms (emulated vCPUs' slice; 0: the kernel's)")
     args = parser.parse_args()
     # A SIGTERM (a timeout around the run) still removes the runtime and its domains.
     def stop(*_: object) -> None:
@@ -243,12 +245,14 @@ def main() -> None:
         [sys.executable, "-m", "ironpool.cli.main", "libvirt-runtime",
          "--classes", str(workdir / "classes.yaml"), "--images", str(images),
          "--state-dir", str(workdir / "state"), "--address", f"unix://{sock}",
-         "--streaming-address", "127.0.0.1:0", "--shutdown-timeout", "1", "--log-level", "warning"],
+         "--streaming-address", "127.0.0.1:0", "--shutdown-timeout", "1", "--log-level", "warning",
+         "--vcpu-slice-ms", str(args.vcpu_slice_ms)],
         stdout=log, stderr=subprocess.STDOUT)
     channel = grpc.insecure_channel(f"unix:{sock}")
     stub = mgrpc.MachineRuntimeStub(channel)
     label = secrets.token_hex(4)
     result: dict[str, object] = {"bench": "guests", "image": args.image, "memory": args.memory,
+                                 "vcpu_slice_ms": args.vcpu_slice_ms,
                                  "host_cpus": os.cpu_count(), "loadavg_1m_start": os.getloadavg()[0],
                                  "build": builds}
     missed = False  # a machine that did not answer SSH by the deadline

@@ -61,6 +61,14 @@ from ironpool.cli.image_options import image_options, parse_size
     help="Seconds a guest gets to honour ACPI shutdown before it is destroyed.",
 )
 @click.option(
+    "--vcpu-slice-ms",
+    type=click.FloatRange(min=0, max=100),
+    default=0,
+    show_default=True,
+    help="Ask Linux (6.12 and later) for this scheduler slice on emulated (TCG) vCPU threads; 0 leaves "
+         "the kernel's. Experimental: many emulated guests sharing few cores boot faster with 100.",
+)
+@click.option(
     "--streaming-address",
     default="127.0.0.1:20251",
     show_default=True,
@@ -112,6 +120,7 @@ def libvirt_runtime(
     ovmf_code: str | None,
     ovmf_vars: str | None,
     shutdown_timeout: float,
+    vcpu_slice_ms: float,
     streaming_address: str,
     base_url: str,
     event_max: int,
@@ -167,6 +176,7 @@ def libvirt_runtime(
         machine_type=machine_type,
         ovmf=OvmfPaths(ovmf_code or OvmfPaths.code, ovmf_vars or OvmfPaths.vars_template),
         shutdown_timeout=shutdown_timeout,
+        vcpu_slice_ns=int(vcpu_slice_ms * 1_000_000),
         streaming_host=host.strip("[]") or "127.0.0.1",
         streaming_port=int(port_text),
         base_url=base_url,

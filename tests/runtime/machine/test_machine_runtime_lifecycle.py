@@ -9,6 +9,7 @@ import contextlib
 import os
 import shutil
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from ironpool.iri.console import ConsoleSession
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.iri.gen.volume.v1alpha1 import api_pb2 as vpb
 from ironpool.iri.gen.volume.v1alpha1 import api_pb2_grpc as vgrpc
+from ironpool.runtime.machine import vcpu_slice
 from machine_runtime_helpers import (
     GiB,
     RuntimeProc,
@@ -131,6 +133,17 @@ def test_machine_lifecycle(
         60,
         "the guest's init line on the serial console",
     )
+    # A runtime told no slice leaves the emulated vCPU with the kernel's, as QEMU's main thread has it.
+    conn = libvirt.open(LIBVIRT_URI)
+    try:
+        emulated = ET.fromstring(conn.lookupByName(domain).XMLDesc(0)).get("type") == "qemu"
+    finally:
+        conn.close()
+    qemu = vcpu_slice.qemu_pids(domain)
+    vcpus = [tid for pid in qemu for tid in vcpu_slice.tcg_threads(pid)]
+    assert len(qemu) == 1 and len(vcpus) == (1 if emulated else 0), (qemu, vcpus)
+    if vcpus:
+        assert vcpu_slice.sched_attr(vcpus[0])[5] == vcpu_slice.sched_attr(qemu[0])[5]
     # the guest read the Ignition data from fw_cfg opt/com.coreos/config, as IronCore passes it
     wait_for(
         lambda: 'ignition 34 bytes: {"ignition": {"version": "3.4.0"}}' in _console_text(runtime, mid),

@@ -46,6 +46,7 @@ class MachineRuntimeConfig:
     machine_type: str = "pc"
     ovmf: OvmfPaths = field(default_factory=OvmfPaths)
     shutdown_timeout: float = 10.0
+    vcpu_slice_ns: int = 0  # 0: the kernel's slice for emulated vCPUs (see vcpu_slice)
     streaming_host: str = "127.0.0.1"
     streaming_port: int = 20251
     base_url: str = ""
@@ -67,7 +68,8 @@ def build(cfg: MachineRuntimeConfig) -> tuple[MachineDriver, ConsoleServer]:
         open_resolver(cfg.images_dir, cfg.image_cache, cfg.image_cache_size, cfg.insecure_registries,
                       cfg.file_images, cfg.image_pull_wait),
         cfg.state_dir,
-        options=DomainOptions(domain_type=dtype, machine_type=cfg.machine_type, ovmf=cfg.ovmf),
+        options=DomainOptions(domain_type=dtype, machine_type=cfg.machine_type, ovmf=cfg.ovmf,
+                              vcpu_slice_ns=cfg.vcpu_slice_ns),
         shutdown_timeout=cfg.shutdown_timeout,
         events=EventRing(cfg.event_max, cfg.event_ttl),
         networks=cfg.networks,

@@ -30,12 +30,14 @@ _SERIAL_CHARS = re.compile(r"[^A-Za-z0-9_.+-]")
 
 @dataclass(frozen=True)
 class DomainOptions:
-    """Host-level choices: emulation type, machine type, the UEFI firmware files."""
+    """Host-level choices: emulation type, machine type, the UEFI firmware files, and the scheduler
+    slice asked for emulated vCPUs (0: the kernel's)."""
 
     domain_type: str = "qemu"
     machine_type: str = "pc"
     arch: str = "x86_64"
     ovmf: OvmfPaths = field(default_factory=OvmfPaths)
+    vcpu_slice_ns: int = 0
 
 
 def _alias(prefix: str, name: str) -> str:

@@ -332,7 +332,8 @@ class MachineDriver:
             else:
                 entry.pause_events = 2 if users else 0
                 writers.start_alone(self.host.conn, entry.rec, lambda: guest.start(
-                    (lambda: self._plug_user_nics(entry, guest, users)) if users else None))
+                    (lambda: self._plug_user_nics(entry, guest, users)) if users else None,
+                    self.options.vcpu_slice_ns))
                 ms = (time.monotonic() - t) * 1000
                 log.debug("machine %s: domain started in %.0f ms", entry.rec.id, ms)
             entry.error = ""

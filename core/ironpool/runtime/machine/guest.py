@@ -19,6 +19,7 @@ import libvirt_qemu
 from ironpool.runtime import libvirt_util
 from ironpool.runtime.errors import Internal, Unavailable
 
+from . import vcpu_slice
 from .domain_xml import find_device, to_string
 from .model import METADATA_KEY, METADATA_NS
 
@@ -69,23 +70,26 @@ class Guest:
         )
 
     # -- power ---------------------------------------------------------------------------------
-    def start(self, prepare: Callable[[], None] | None = None) -> None:
+    def start(self, prepare: Callable[[], None] | None = None, vcpu_slice_ns: int = 0) -> None:
         """Boot the domain; with ``prepare``, start it paused, run ``prepare`` (devices added through
         the QEMU monitor are then there before the guest looks for them) and resume. A failure in
-        ``prepare`` stops the domain again."""
+        ``prepare`` stops the domain again. With ``vcpu_slice_ns``, emulated vCPUs ask for that
+        scheduler slice."""
         if self.is_active():
             return
         if prepare is None:
             self.dom.create()
-            return
-        self.dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
-        try:
-            prepare()
-            self.dom.resume()
-        except BaseException:
-            with contextlib.suppress(libvirt.libvirtError):
-                self.dom.destroy()
-            raise
+        else:
+            self.dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+            try:
+                prepare()
+                self.dom.resume()
+            except BaseException:
+                with contextlib.suppress(libvirt.libvirtError):
+                    self.dom.destroy()
+                raise
+        if vcpu_slice_ns:
+            vcpu_slice.lengthen(self.name, vcpu_slice_ns)
 
     def resume_if_paused(self) -> None:
         if self.dom.state()[0] == libvirt.VIR_DOMAIN_PAUSED:
