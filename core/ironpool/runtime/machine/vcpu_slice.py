@@ -108,5 +108,5 @@ def lengthen(domain_name: str, slice_ns: int) -> int:
                 _set_slice(tid, slice_ns)
                 done += 1
     except OSError as exc:
-        log.debug("domain %s: vCPU slices left as they were: %s", domain_name, exc)
+        log.warning("domain %s: its emulated vCPUs keep the kernel's slice: %s", domain_name, exc)
     return done
