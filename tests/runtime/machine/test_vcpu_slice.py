@@ -52,11 +52,14 @@ def test_only_the_named_domains_qemu_and_its_emulated_vcpus_are_found(tmp_path: 
 FAKE_QEMU = textwrap.dedent("""\
     import ctypes, os, sys, threading
     libc = ctypes.CDLL(None)
+    said = threading.Lock()  # one whole line per thread on stdout
 
     def vcpu(name, nice):
         libc.prctl(15, name.encode(), 0, 0, 0)  # PR_SET_NAME
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
-        print(threading.get_native_id(), name, flush=True)
+        with said:
+            sys.stdout.write(f"{threading.get_native_id()} {name}\\n")
+            sys.stdout.flush()
         threading.Event().wait()
 
     for name, nice in (("CPU 0/TCG", 5), ("CPU 0/KVM", 0)):
