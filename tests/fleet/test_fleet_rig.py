@@ -107,11 +107,16 @@ def domain_active(conn: libvirt.virConnect, name: str) -> bool:
         return False
 
 
-def booted(rig: Rig, m: dict[str, Any]) -> bool:
-    """Whether the tiny guest of ``m`` printed its init line on the serial console of its host."""
+def console_text(rig: Rig, m: dict[str, Any]) -> str:
+    """What the guest of ``m`` printed on the serial console of its host so far."""
     iri_id, _ = machine_domain(m["status"]["machineID"])
     log = Path(rig.hosts[pool_of(m) or ""].data_dir) / "machine-runtime" / "machines" / iri_id / "console.log"
-    return log.exists() and "ironpool-tiny-image: init started" in log.read_text(errors="replace")
+    return log.read_text(errors="replace") if log.exists() else ""
+
+
+def booted(rig: Rig, m: dict[str, Any]) -> bool:
+    """Whether the tiny guest of ``m`` printed its init line on the serial console of its host."""
+    return "ironpool-tiny-image: init started" in console_text(rig, m)
 
 
 def delete_all(c: httpx.Client, names: list[str]) -> None:
@@ -194,8 +199,12 @@ def test_drain_moves_ten_running_machines_off_a_pool(rig: Rig) -> None:
             now = moved[name]
             assert now["metadata"]["uid"] == m["metadata"]["uid"] and pool_of(now) != "host2"
             assert domain_active(conn, machine_domain(now["status"]["machineID"])[1])
-        wait_for(lambda: all(booted(rig, m) for m in moved.values()), boot_deadline(len(moved)),
-                 "the 10 moved guests booted on their new hosts")
+        try:
+            wait_for(lambda: all(booted(rig, m) for m in moved.values()), boot_deadline(len(moved)),
+                     "the 10 moved guests booted on their new hosts")
+        except pytest.fail.Exception:  # say where each late guest's boot stands
+            late = {n: console_text(rig, m).splitlines()[-8:] for n, m in moved.items() if not booted(rig, m)}
+            pytest.fail(f"not booted on their new hosts in time; the last lines of their consoles: {late}")
         booted_after = time.monotonic() - started
         left = c.get(machines_path(), params={"fieldSelector": "spec.machinePoolRef.name=host2"}).json()
         assert left["items"] == []
