@@ -49,6 +49,7 @@ from pathlib import Path
 import grpc
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2_grpc as mgrpc
+from ironpool.runtime.machine import vcpu_slice
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.helpers
 
@@ -158,8 +159,8 @@ def _boot_figures(stub: mgrpc.MachineRuntimeStub, mid: str, key: Path) -> dict[s
 
 
 def _qemu_cpu(mid: str) -> float:
-    """Seconds of CPU the machine's QEMU process has used (libvirt writes its pid; root reads it)."""
-    pid = Path(f"/run/libvirt/qemu/ironpool-{mid}.pid").read_text().strip()
+    """Seconds of CPU the machine's QEMU process has used."""
+    (pid,) = vcpu_slice.qemu_pids(f"ironpool-{mid}")
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
