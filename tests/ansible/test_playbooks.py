@@ -103,11 +103,12 @@ def test_example_playbooks_check_converge_idempotence_inventory_teardown(up: UpI
     address = web["status"]["networkInterfaces"][0]["ips"][0]
     out = ssh.wait_run(web["metadata"]["annotations"][SSH_ENDPOINT], up.config_path.parent / "id_ed25519",
                        "hostname; cloud-init query instance_id; ip -4 -o addr show scope global; "
-                       "cloud-init status --wait",
+                       "cat /proc/cmdline; cloud-init status --wait",
                        DEBIAN_SSH_DEADLINE, "SSH into web-1 with the example's key")
     lines = out.splitlines()
     assert lines[:2] == ["web-1", web["metadata"]["uid"]], out
     assert lines[-1] == "status: done", out
+    assert any("no_timer_check" in line.split() for line in lines), out  # the image's kernel command line
     assert any(f"inet {address}/24" in line and "valid_lft forever" in line for line in lines), out
     domain = machine_domain(web["status"]["machineID"])[1]
     report = wait_for(lambda: agent_report(domain), 120, "web-1's guest agent answering")
