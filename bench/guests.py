@@ -25,7 +25,7 @@ its own (from 198.18.0.0/15, which nothing routes) and SSH forwarded on 127.0.0.
 this talks to.
 
 Usage: python bench/guests.py [--image debian-12] [--runs 3] [--at-once 10] [--memory 512Mi] [--build-cold]
-                              [--keep-workdir] [--vcpu-slice-ms 100]
+                              [--keep-workdir] [--vcpu-slice-ms 0]
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ def main() -> None:
     parser.add_argument("--build-cold", action="store_true",
                         help="also time the image build from an empty package cache (downloads it all)")
     parser.add_argument("--keep-workdir", action="store_true", help="keep the runtime's files and log")
-    parser.add_argument("--vcpu-slice-ms", type=float, default=0,
+    parser.add_argument("--vcpu-slice-ms", type=float, default=vcpu_slice.DEFAULT_MS,
                         help="the runtime's --vcpu-slice-ms (emulated vCPUs' slice; 0: the kernel's)")
     args = parser.parse_args()
     # A SIGTERM (a timeout around the run) still removes the runtime and its domains.

@@ -13,6 +13,7 @@ from ironpool.api.errors import NotFound
 from ironpool.api.quantity import parse_quantity
 from ironpool.api.resources import resolve
 from ironpool.poollet.capacity import HostResources, fits, local_host_resources
+from ironpool.runtime.machine import vcpu_slice
 from up_harness import UpInstance, machine_domain, wait_for
 
 from tests.helpers.guests import GUEST_SECONDS
@@ -24,6 +25,17 @@ pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 MACHINES, VOLUMES, POOLS = resolve("machines"), resolve("volumes"), resolve("machinepools")
 MiB = 1 << 20
 EXAMPLE = REPO / "examples" / "manifests"
+
+
+def assert_default_vcpu_slice(domain: str) -> None:
+    """``up``'s runtime gives an emulated vCPU the default slice, each time it starts the domain (a KVM
+    vCPU, or a kernel that keeps no slice of a task's own, leaves the kernel's)."""
+    qemu = vcpu_slice.qemu_pids(domain)
+    vcpus = [tid for pid in qemu for tid in vcpu_slice.tcg_threads(pid)]
+    if vcpus:
+        kernels = vcpu_slice.sched_attr(qemu[0])[5]
+        expected = vcpu_slice.DEFAULT_MS * 1_000_000 if vcpu_slice.kernel_keeps_slices() else kernels
+        assert vcpu_slice.sched_attr(vcpus[0])[5] == expected
 
 
 def condition(obj: dict, ctype: str) -> dict | None:  # type: ignore[type-arg]
@@ -64,6 +76,7 @@ def test_example_machine_runs_powers_off_and_on_and_is_deleted(make_up: Callable
     assert web["spec"]["machinePoolRef"]["name"] == up.pool
     iri_id, domain = machine_domain(web["status"]["machineID"])
     assert up.domains().get(domain) == libvirt.VIR_DOMAIN_RUNNING
+    assert_default_vcpu_slice(domain)
     wait_for(lambda: "ironpool-tiny-image: init started" in up.console_log(iri_id), GUEST_SECONDS,
              "the guest's init line on the serial console")
 
@@ -98,6 +111,7 @@ def test_example_machine_runs_powers_off_and_on_and_is_deleted(make_up: Callable
     client.patch_raw(MACHINES, "web", {"spec": {"power": "On"}}, "default")
     up.wait("machine/web", "jsonpath={.status.state}=Running")
     assert up.domains().get(domain) == libvirt.VIR_DOMAIN_RUNNING
+    assert_default_vcpu_slice(domain)
 
     # Deleting the Machine removes the domain and its disks within 30 s, then the object.
     machine_dir = up.data_dir / "machine-runtime" / "machines" / iri_id

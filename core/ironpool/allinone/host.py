@@ -31,6 +31,7 @@ from ironpool.allinone.progress import Progress
 from ironpool.allinone.servers import MachineRuntimeRunner, StartError, VolumeRuntimeRunner, wait_started
 from ironpool.poollet.collector import CollectOptions
 from ironpool.poollet.keys import MACHINE_POOL_LABEL
+from ironpool.runtime.machine import vcpu_slice
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,7 @@ class HostOptions:
     images: Path | None = None
     tiny_image: bool = True
     domain_type: str = "auto"
+    vcpu_slice_ms: float = vcpu_slice.DEFAULT_MS  # the runtime's --vcpu-slice-ms
     network_mode: str = "user"  # how Networks without a mode label are realised on this host
     network_bridge: str = ""
     capacity_cpu: int | None = None
@@ -178,7 +180,8 @@ class HostProcess(abc.ABC):
         self.machine_runtime = MachineRuntimeRunner(MachineRuntimeConfig(
             classes_file=machine_classes, images_dir=images, libvirt_uri=opts.libvirt_uri,
             address=f"unix://{dirs.machine_socket}", state_dir=dirs.machine_state,
-            domain_type=opts.domain_type, streaming_port=0, networks=networks, image_cache=dirs.image_cache,
+            domain_type=opts.domain_type, vcpu_slice_ns=int(opts.vcpu_slice_ms * 1_000_000), streaming_port=0,
+            networks=networks, image_cache=dirs.image_cache,
             capacity=capacity,
         ))
         await self.machine_runtime.start()

@@ -114,6 +114,16 @@ def allocation_options(f: Any) -> Any:
                         help="Virtual cores machines may be given per host core (above 1: overcommit).")(f)
 
 
+def vcpu_slice_option(f: Any) -> Any:
+    """``--vcpu-slice-ms``: the scheduler slice a machine runtime asks for emulated vCPUs
+    (:mod:`ironpool.runtime.machine.vcpu_slice`)."""
+    from ironpool.runtime.machine.vcpu_slice import DEFAULT_MS
+    return click.option(
+        "--vcpu-slice-ms", type=click.FloatRange(min=0, max=100), default=DEFAULT_MS, show_default=True,
+        help="Ask Linux (6.12 and later) for this scheduler slice on emulated (TCG) vCPU threads, so many "
+             "emulated guests sharing few cores switch less; 0 leaves the kernel's (a millisecond or so).")(f)
+
+
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 

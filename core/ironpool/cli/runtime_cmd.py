@@ -6,7 +6,13 @@ from pathlib import Path
 
 import click
 
-from ironpool.cli.common import allocation_options, quantity_option, run_until_signalled, setup_logging
+from ironpool.cli.common import (
+    allocation_options,
+    quantity_option,
+    run_until_signalled,
+    setup_logging,
+    vcpu_slice_option,
+)
 from ironpool.cli.image_options import image_options, parse_size
 
 
@@ -60,14 +66,7 @@ from ironpool.cli.image_options import image_options, parse_size
     show_default=True,
     help="Seconds a guest gets to honour ACPI shutdown before it is destroyed.",
 )
-@click.option(
-    "--vcpu-slice-ms",
-    type=click.FloatRange(min=0, max=100),
-    default=0,
-    show_default=True,
-    help="Ask Linux (6.12 and later) for this scheduler slice on emulated (TCG) vCPU threads; 0 leaves "
-         "the kernel's. Experimental: many emulated guests sharing few cores boot faster with 100.",
-)
+@vcpu_slice_option
 @click.option(
     "--streaming-address",
     default="127.0.0.1:20251",

@@ -113,13 +113,14 @@ def test_a_domain_without_a_local_qemu_changes_nothing() -> None:
 
 
 @pytest.mark.libvirt
-def test_a_runtime_told_a_slice_gives_it_to_its_domains_emulated_vcpu(tiny_images: Path,
-                                                                         test_session: str) -> None:
-    """``--vcpu-slice-ms`` reaches the vCPU thread of a domain the runtime starts through libvirt (the
-    lifecycle test shows that without it the vCPU keeps the kernel's slice). A KVM domain has no
-    emulated vCPU; on a kernel without custom slices the vCPU keeps the one QEMU's main thread has."""
+@pytest.mark.parametrize("slice_ms", [20, 0])
+def test_a_runtime_told_a_slice_gives_it_to_its_domains_emulated_vcpu(tiny_images: Path, test_session: str,
+                                                                         slice_ms: int) -> None:
+    """``--vcpu-slice-ms`` reaches the vCPU thread of a domain the runtime starts through libvirt, and 0
+    leaves it the kernel's (the lifecycle test shows the default). A KVM domain has no emulated vCPU;
+    on a kernel without custom slices the vCPU keeps the one QEMU's main thread has."""
     with running_runtime("ivs-", test_session, images=tiny_images,
-                         extra_args=["--vcpu-slice-ms", str(SLICE // 1_000_000)]) as runtime:
+                         extra_args=["--vcpu-slice-ms", str(slice_ms)]) as runtime:
         mid = runtime.stub.CreateMachine(machine_request(test_session)).machine.metadata.id
         domain = f"ironpool-{mid}"
         conn = libvirt.open(LIBVIRT_URI)
@@ -131,6 +132,8 @@ def test_a_runtime_told_a_slice_gives_it_to_its_domains_emulated_vcpu(tiny_image
         vcpus = [tid for pid in qemu for tid in vcpu_slice.tcg_threads(pid)]
         assert len(qemu) == 1 and len(vcpus) == (1 if emulated else 0), (qemu, vcpus)
         if vcpus:
-            expected = SLICE if CUSTOM_SLICES else vcpu_slice.sched_attr(qemu[0])[5]
+            kernels = vcpu_slice.sched_attr(qemu[0])[5]
+            expected = slice_ms * 1_000_000 if CUSTOM_SLICES and slice_ms else kernels
             assert vcpu_slice.sched_attr(vcpus[0])[5] == expected
+            assert kernels < 20_000_000  # so the two cases differ
         runtime.stub.DeleteMachine(mpb.DeleteMachineRequest(machine_id=mid))
