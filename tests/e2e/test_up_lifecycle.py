@@ -17,7 +17,7 @@ from ironpool.runtime.machine import vcpu_slice
 from up_harness import UpInstance, machine_domain, wait_for
 
 from tests.helpers.guests import GUEST_SECONDS
-from tests.helpers.runtimes import LIBVIRT_URI, REPO
+from tests.helpers.runtimes import LIBVIRT_URI, REPO, assert_vcpu_slice
 from tests.helpers.ssh import SSH_OPTIONS
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
@@ -25,17 +25,8 @@ pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 MACHINES, VOLUMES, POOLS = resolve("machines"), resolve("volumes"), resolve("machinepools")
 MiB = 1 << 20
 EXAMPLE = REPO / "examples" / "manifests"
+DEFAULT_SLICE_NS = vcpu_slice.DEFAULT_MS * 1_000_000  # what `up`'s runtime asks at each start
 
-
-def assert_default_vcpu_slice(domain: str) -> None:
-    """``up``'s runtime gives an emulated vCPU the default slice, each time it starts the domain (a KVM
-    vCPU, or a kernel that keeps no slice of a task's own, leaves the kernel's)."""
-    qemu = vcpu_slice.qemu_pids(domain)
-    vcpus = [tid for pid in qemu for tid in vcpu_slice.tcg_threads(pid)]
-    if vcpus:
-        kernels = vcpu_slice.sched_attr(qemu[0])[5]
-        expected = vcpu_slice.DEFAULT_MS * 1_000_000 if vcpu_slice.kernel_keeps_slices() else kernels
-        assert vcpu_slice.sched_attr(vcpus[0])[5] == expected
 
 
 def condition(obj: dict, ctype: str) -> dict | None:  # type: ignore[type-arg]
@@ -76,7 +67,7 @@ def test_example_machine_runs_powers_off_and_on_and_is_deleted(make_up: Callable
     assert web["spec"]["machinePoolRef"]["name"] == up.pool
     iri_id, domain = machine_domain(web["status"]["machineID"])
     assert up.domains().get(domain) == libvirt.VIR_DOMAIN_RUNNING
-    assert_default_vcpu_slice(domain)
+    assert_vcpu_slice(domain, DEFAULT_SLICE_NS)
     wait_for(lambda: "ironpool-tiny-image: init started" in up.console_log(iri_id), GUEST_SECONDS,
              "the guest's init line on the serial console")
 
@@ -111,7 +102,7 @@ def test_example_machine_runs_powers_off_and_on_and_is_deleted(make_up: Callable
     client.patch_raw(MACHINES, "web", {"spec": {"power": "On"}}, "default")
     up.wait("machine/web", "jsonpath={.status.state}=Running")
     assert up.domains().get(domain) == libvirt.VIR_DOMAIN_RUNNING
-    assert_default_vcpu_slice(domain)
+    assert_vcpu_slice(domain, DEFAULT_SLICE_NS)
 
     # Deleting the Machine removes the domain and its disks within 30 s, then the object.
     machine_dir = up.data_dir / "machine-runtime" / "machines" / iri_id

@@ -278,3 +278,28 @@ def agent_report(domain: str) -> tuple[str, set[str]] | None:
         return name, addrs
     finally:
         conn.close()
+
+
+def assert_vcpu_slice(domain: str, asked_ns: int) -> int | None:
+    """Check that ``domain``'s emulated vCPU has the slice a runtime asked with ``asked_ns``: that one
+    where the kernel keeps a task's own slice, else (or with 0) the kernel's, as QEMU's main thread
+    has it. A KVM domain has no emulated vCPU (None); otherwise the kernel's slice is returned."""
+    import xml.etree.ElementTree as ET
+
+    import libvirt
+    from ironpool.runtime.machine import vcpu_slice
+
+    conn = libvirt.open(LIBVIRT_URI)
+    try:
+        emulated = ET.fromstring(conn.lookupByName(domain).XMLDesc(0)).get("type") == "qemu"
+    finally:
+        conn.close()
+    qemu = vcpu_slice.qemu_pids(domain)
+    vcpus = [tid for pid in qemu for tid in vcpu_slice.tcg_threads(pid)]
+    assert len(qemu) == 1 and len(vcpus) == (1 if emulated else 0), (qemu, vcpus)
+    if not vcpus:
+        return None
+    kernels: int = vcpu_slice.sched_attr(qemu[0])[5]
+    expected = asked_ns if asked_ns and vcpu_slice.kernel_keeps_slices() else kernels
+    assert vcpu_slice.sched_attr(vcpus[0])[5] == expected, (domain, asked_ns, kernels)
+    return kernels

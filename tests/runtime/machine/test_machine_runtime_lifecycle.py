@@ -9,7 +9,6 @@ import contextlib
 import os
 import shutil
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from machine_runtime_helpers import (
 from tests.helpers.qemu_dirs import qemu_tmpdir
 from tests.helpers.runtimes import (
     LIBVIRT_URI,
+    assert_vcpu_slice,
     destroy_storage_pool,
     rpc_answers,
     start_ironpool,
@@ -133,20 +133,7 @@ def test_machine_lifecycle(
         60,
         "the guest's init line on the serial console",
     )
-    # A runtime told nothing gives the emulated vCPU the default slice, where the kernel keeps one;
-    # elsewhere it keeps the kernel's, as QEMU's main thread has it.
-    conn = libvirt.open(LIBVIRT_URI)
-    try:
-        emulated = ET.fromstring(conn.lookupByName(domain).XMLDesc(0)).get("type") == "qemu"
-    finally:
-        conn.close()
-    qemu = vcpu_slice.qemu_pids(domain)
-    vcpus = [tid for pid in qemu for tid in vcpu_slice.tcg_threads(pid)]
-    assert len(qemu) == 1 and len(vcpus) == (1 if emulated else 0), (qemu, vcpus)
-    if vcpus:
-        kernels = vcpu_slice.sched_attr(qemu[0])[5]
-        expected = vcpu_slice.DEFAULT_MS * 1_000_000 if vcpu_slice.kernel_keeps_slices() else kernels
-        assert vcpu_slice.sched_attr(vcpus[0])[5] == expected
+    assert_vcpu_slice(domain, vcpu_slice.DEFAULT_MS * 1_000_000)  # a runtime told nothing: the default
     # the guest read the Ignition data from fw_cfg opt/com.coreos/config, as IronCore passes it
     wait_for(
         lambda: 'ignition 34 bytes: {"ignition": {"version": "3.4.0"}}' in _console_text(runtime, mid),

@@ -4,8 +4,8 @@ An emulated (TCG) vCPU thread runs translated guest code for as long as it is le
 Linux's fair scheduler (EEVDF, 6.6 and later) runs it for a base slice of a millisecond or so (0.75 ms,
 scaled up with the number of CPUs) before the next runnable thread. With more emulated guests than
 cores, each switch starts another QEMU on caches full of the last one's translated code and guest
-memory. Ten Debian guests booting at once on two cores needed 43.9 s of CPU each to answer SSH with
-the kernel's slice, 29.7-32.6 s with 100 ms; all ten answered after 214-241 s, and after 153-168 s.
+memory. Ten Debian guests booting at once on two cores needed 44 s of CPU each to answer SSH with
+the kernel's slice, 30-36 s with 100 ms; all ten answered after 214-241 s, and after 153-184 s.
 Since Linux 6.12 a fair task may ask for its own slice (``sched_attr``'s ``sched_runtime``, 0.1-100
 ms); a waking task with a shorter slice still preempts it, so the host's own services keep their
 latency. On older kernels nothing is asked.
