@@ -54,6 +54,7 @@ from pathlib import Path
 
 import httpx
 import uvloop
+from ironpool.ports import free_port
 
 MACHINES = "/apis/compute.ironcore.dev/v1alpha1/namespaces/default/machines"
 CLASSES = "/apis/compute.ironcore.dev/v1alpha1/machineclasses"
@@ -181,12 +182,6 @@ def rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     return 0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def timed_lists(target: Target, accept: str, expect_items: int) -> dict[str, object]:

@@ -18,7 +18,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,14 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from ironpool.ports import free_port
 
 MACHINES = "/apis/compute.ironcore.dev/v1alpha1/namespaces/default/machines"
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Server:
@@ -44,7 +38,7 @@ class Server:
         tokens = work / "tokens.csv"
         if not tokens.exists():
             tokens.write_text(f'{token},admin,1,"system:masters"\n')
-        self.port = _port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.headers = {"Authorization": f"Bearer {token}"}
         log = open(work / f"apiserver-{self.port}.log", "wb")  # noqa: SIM115 - the child's

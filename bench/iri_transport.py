@@ -27,6 +27,7 @@ from ironpool.iri.client import MachineRuntimeClient
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2_grpc as mgrpc
 from ironpool.iri.ssh import SSHOptions
+from ironpool.ports import free_port
 
 
 class _Runtime(mgrpc.MachineRuntimeServicer):
@@ -72,9 +73,7 @@ def _start_sshd(d: Path) -> tuple[subprocess.Popen[bytes], int]:
     for name in ("host", "client"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)], check=True)
     (d / "authorized_keys").write_text((d / "client.pub").read_text())
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     host_pub = " ".join((d / "host.pub").read_text().split()[:2])
     (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub}\n")
     (d / "sshd_config").write_text(

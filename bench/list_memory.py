@@ -27,7 +27,6 @@ import http.client
 import json
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,15 +37,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from ironpool.ports import free_port
 
 NS = "bench-lists"
 SECRETS = f"/api/v1/namespaces/{NS}/secrets"
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _status(pid: int, field: str) -> int:
@@ -64,7 +58,7 @@ class Server:
         token = secrets.token_hex(16)
         tokens = work / "tokens.csv"
         tokens.write_text(f'{token},admin,1,"system:masters"\n')
-        self.port = _port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.headers = {"Authorization": f"Bearer {token}"}
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}

@@ -14,7 +14,6 @@ import asyncio
 import json
 import os
 import secrets
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,15 +31,10 @@ from fake_iri import FakeIriServer, FakeMachineRuntime  # noqa: E402
 from ironpool.api.compute import Machine, MachineClass  # noqa: E402
 from ironpool.client.config import ClientConfig  # noqa: E402
 from ironpool.client.rest import AsyncClient  # noqa: E402
+from ironpool.ports import free_port  # noqa: E402
 
 POOL = "bench-pool"
 GiB = 1024**3
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_apiserver(tmp: Path) -> tuple[subprocess.Popen[bytes], str, str]:

@@ -177,17 +177,15 @@ def _start_apiserver(tmp: Path, profile: str | None = None,
     """``ironpool apiserver`` on a fresh SQLite file (or on ``store``); returns (process, url, token
     file)."""
     import secrets
-    import socket
     import subprocess
 
     import httpx
+    from ironpool.ports import free_port
 
     token = secrets.token_hex(16)
     token_file = tmp / "tokens.csv"
     token_file.write_text(f'{token},admin,1,"system:masters"\n')
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     log = open(tmp / "apiserver.log", "wb")  # noqa: SIM115 - handed to the child
     prof = ["-m", "cProfile", "-o", profile] if profile else []
     proc = subprocess.Popen([sys.executable, *prof, "-m", "ironpool.cli.main", "apiserver", "--store",

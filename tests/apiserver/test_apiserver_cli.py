@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import ssl
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from ironpool.cli.main import cli
+from ironpool.ports import free_port
 
 
 @pytest.fixture
@@ -81,9 +81,7 @@ def test_https_with_certificate(tmp_path: Path, token_file: Path) -> None:
         check=True,
         capture_output=True,
     )
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen(
         [
             sys.executable,

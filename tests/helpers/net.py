@@ -6,15 +6,11 @@ import ipaddress
 import json
 import random
 import re
-import socket
 import subprocess
 
+from ironpool.ports import free_port
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["free_port", "free_subnets", "host_subnets"]
 
 
 def host_subnets() -> list[ipaddress.IPv4Network]:

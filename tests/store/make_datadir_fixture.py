@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from tests.helpers.net import free_port
 from tests.helpers.wait import wait_for
 
 ADMIN_TOKEN = "fixture-admin-token"  # a fixture's token, nothing to keep secret
@@ -53,14 +54,6 @@ OBJECTS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _fold_wal(db: Path) -> None:
     """Checkpoint the WAL into the database and leave one self-contained file (journal mode DELETE;
     the store turns WAL on again when it opens it)."""
@@ -82,7 +75,7 @@ def make(out: Path) -> list[dict[str, Any]]:
         raise SystemExit(f"{db} exists; remove it first")
     tokens = out / "tokens.csv"
     tokens.write_text(f'{ADMIN_TOKEN},admin,admin,"system:masters"\n')
-    port = _free_port()
+    port = free_port()
     log = out.parent / f"{out.name}-apiserver.log"
     with open(log, "wb") as log_fh:
         argv = [sys.executable, "-m", "ironpool.cli.main", "apiserver", "--store", f"sqlite:///{db}",

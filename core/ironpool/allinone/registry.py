@@ -13,13 +13,14 @@ import http.client
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
+
+from ironpool.ports import free_port
 
 BINARY = "docker-registry"
 PR_SET_PDEATHSIG = 1
@@ -36,12 +37,6 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
 class LocalRegistry:
     """One registry process serving ``root`` on ``host:port`` (a free port when 0)."""
 
@@ -49,7 +44,7 @@ class LocalRegistry:
                  users: Mapping[str, str] | None = None) -> None:
         self.root = Path(root)
         self.host = host
-        self.port = port or _free_port(host)
+        self.port = port or free_port(host)
         self.users = dict(users or {})
         self.process: subprocess.Popen[bytes] | None = None
 

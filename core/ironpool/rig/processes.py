@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,13 +16,6 @@ from pathlib import Path
 
 class RigError(Exception):
     """A part of the rig did not start or stop; the message names it and its log."""
-
-
-def free_port() -> int:
-    """A TCP port on loopback that nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def ironpool(*args: str) -> list[str]:

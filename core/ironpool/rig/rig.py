@@ -27,8 +27,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ironpool.ports import free_port
 from ironpool.rig.etcd import ETCD, EtcdMember, etcd_answers, etcd_status, member_argv
-from ironpool.rig.processes import Proc, RigError, free_port, ironpool, stop_all, wait_until
+from ironpool.rig.processes import Proc, RigError, ironpool, stop_all, wait_until
 
 STATE = "rig.json"
 STORE_PREFIX = "/rig"

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import socket
 import time
 from collections.abc import Iterator
 
 import libvirt
 
+from ironpool.ports import free_port, port_free
 from ironpool.runtime.errors import Internal, Unavailable
 
 from .guest import Guest
@@ -33,23 +33,6 @@ log = logging.getLogger(__name__)
 
 _FIRST_SLOT, _LAST_SLOT = 3, 31  # PCI slots on bus 0 of machine type pc; taken from the top down
 _PORT_ATTEMPTS = 5
-
-
-def _free_port(host: str) -> int:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def _port_free(host: str, port: int) -> bool:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 class UserNics:
@@ -88,10 +71,10 @@ class UserNics:
         host = self.settings.forward_address
         if nic.forward:
             port = int(nic.forward.rpartition(":")[2])
-            if _port_free(host, port):
+            if port_free(host, port):
                 yield port
         for _ in range(_PORT_ATTEMPTS):
-            yield _free_port(host)
+            yield free_port(host)
 
     def _add_netdev(self, guest: Guest, nic: NicRecord, netdev_id: str) -> str:
         host = self.settings.forward_address
