@@ -154,12 +154,13 @@ class EtcdCluster:
         from aetcd import rpc
 
         deadline = time.monotonic() + timeout
-        for member in self.members:
-            if not member.alive:
-                continue
+        started = [m for m in self.members if m.alive]
+        for member in started:
             while True:
-                if member.process is not None and member.process.poll() is not None:
-                    pytest.fail(f"etcd {member.name} exited: {member.log_path.read_text()[-2000:]}")
+                # Any member that exits fails the wait at once: the others would wait for it in vain.
+                for other in started:
+                    if not other.alive:
+                        pytest.fail(f"etcd {other.name} exited: {other.log_path.read_text()[-2000:]}")
                 if _answers(rpc, member.endpoint, self.tls):
                     break
                 if time.monotonic() > deadline:
@@ -221,17 +222,39 @@ def etcd_cluster(size: int = 1, *, tls: bool = False, fast: bool = True,
     """Start ``size`` members, wait for a leader, and stop them (removing their data) afterwards."""
     require_etcd()
     root = Path(tempfile.mkdtemp(prefix="ironpool-etcd-", dir="/dev/shm" if fast else base))
-    members = [
-        EtcdMember(f"m{i}", free_port(), free_port(), root / f"m{i}", root / f"m{i}.log") for i in range(size)
-    ]
-    cluster = EtcdCluster(members)
     try:
-        if tls:
-            cluster.tls, cluster._serving = _issue_tls(root / "pki", members)
-        for member in members:
-            cluster.start(member)
-        cluster.wait_ready()
-        yield cluster
+        cluster = _started(root, size, tls)
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
     finally:
-        cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _started(root: Path, size: int, tls: bool, attempts: int = 3) -> EtcdCluster:
+    """A cluster of ``size`` members under ``root`` that has a leader. A port can still be taken by
+    another process between being picked and etcd binding it: such a cluster starts anew on others."""
+    attempt = 0
+    while True:
+        attempt += 1
+        home = root / str(attempt)
+        home.mkdir()
+        members = [EtcdMember(f"m{i}", free_port(), free_port(), home / f"m{i}", home / f"m{i}.log")
+                   for i in range(size)]
+        cluster = EtcdCluster(members)
+        try:
+            if tls:
+                cluster.tls, cluster._serving = _issue_tls(home / "pki", members)
+            for member in members:
+                cluster.start(member)
+            cluster.wait_ready()
+            return cluster
+        except BaseException:
+            cluster.stop()
+            if attempt == attempts or not any(_lost_its_port(m) for m in members):
+                raise
+
+
+def _lost_its_port(member: EtcdMember) -> bool:
+    return member.log_path.exists() and "address already in use" in member.log_path.read_text()

@@ -234,3 +234,24 @@ async def test_get_recent_needs_no_round_trip_and_the_feed_moves_it_on(etcd_clus
     finally:
         await mine.close()
         await other.close()
+
+
+def test_the_test_cluster_started_on_a_port_taken_meanwhile_starts_anew_on_others(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite's etcd helper: another process can bind a picked port before etcd does (CI lost two
+    tests that way); the helper then starts the cluster again on other ports instead of failing."""
+    import socket
+
+    import tests.helpers.etcd as helper
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        picks = itertools.chain([taken], iter(helper.free_port, None))
+        monkeypatch.setattr(helper, "free_port", lambda: next(picks))
+        with etcd_cluster() as cluster:
+            assert cluster.members[0].client_port != taken
+            assert cluster.members[0].alive
+            first_log = cluster.members[0].log_path.parent.parent / "1" / "m0.log"
+            assert "address already in use" in first_log.read_text()
