@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +17,7 @@ from ironpool.store.etcd_client import EtcdTls
 from ironpool.store.etcd_codec import WatchedEvent
 from ironpool.store.interface import DECODED_MAX, RevisionCompacted, StoreError, open_store
 
+from tests.helpers import etcd as helper
 from tests.helpers.etcd import EtcdCluster, etcd_cluster
 from tests.helpers.wait import eventually
 
@@ -240,10 +242,6 @@ def test_the_test_cluster_started_on_a_port_taken_meanwhile_starts_anew_on_other
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The suite's etcd helper: another process can bind a picked port before etcd does (CI lost two
     tests that way); the helper then starts the cluster again on other ports instead of failing."""
-    import socket
-
-    import tests.helpers.etcd as helper
-
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
