@@ -2,7 +2,7 @@
 
 The usual trick, bind to port 0 and close, hands back a port from the kernel's ephemeral range. The
 kernel gives the same range to every outgoing connection as its source port, so on a busy host
-(a test suite opening thousands of client connections) the port is often taken again before the
+(a test suite opening thousands of client connections) the port can be taken again before the
 server binds it: etcd then dies with "address already in use". Ports below that range are never
 handed out by the kernel, so a port picked there and found free stays free unless another process
 picks the same one on purpose; picking at random among thousands makes that rare, and a process
