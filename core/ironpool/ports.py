@@ -32,10 +32,13 @@ def _ephemeral_low() -> int:
         return 32768  # Linux's default where /proc cannot be read
 
 
+def _socket(host: str) -> socket.socket:
+    return socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+
+
 def port_free(host: str, port: int) -> bool:
     """Whether a server could bind ``port`` on ``host`` now."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
+    with _socket(host) as s:
         try:
             s.bind((host, port))
         except OSError:
@@ -44,8 +47,7 @@ def port_free(host: str, port: int) -> bool:
 
 
 def _kernel_pick(host: str) -> int:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
+    with _socket(host) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
 

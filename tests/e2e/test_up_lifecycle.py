@@ -25,8 +25,6 @@ pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 MACHINES, VOLUMES, POOLS = resolve("machines"), resolve("volumes"), resolve("machinepools")
 MiB = 1 << 20
 EXAMPLE = REPO / "examples" / "manifests"
-DEFAULT_SLICE_NS = vcpu_slice.DEFAULT_MS * 1_000_000  # what `up`'s runtime asks at each start
-
 
 
 def condition(obj: dict, ctype: str) -> dict | None:  # type: ignore[type-arg]
@@ -67,7 +65,7 @@ def test_example_machine_runs_powers_off_and_on_and_is_deleted(make_up: Callable
     assert web["spec"]["machinePoolRef"]["name"] == up.pool
     iri_id, domain = machine_domain(web["status"]["machineID"])
     assert up.domains().get(domain) == libvirt.VIR_DOMAIN_RUNNING
-    assert_vcpu_slice(domain, DEFAULT_SLICE_NS)
+    assert_vcpu_slice(domain, vcpu_slice.DEFAULT_NS)  # what `up`'s runtime asks at each start
     wait_for(lambda: "ironpool-tiny-image: init started" in up.console_log(iri_id), GUEST_SECONDS,
              "the guest's init line on the serial console")
 
@@ -102,7 +100,7 @@ def test_example_machine_runs_powers_off_and_on_and_is_deleted(make_up: Callable
     client.patch_raw(MACHINES, "web", {"spec": {"power": "On"}}, "default")
     up.wait("machine/web", "jsonpath={.status.state}=Running")
     assert up.domains().get(domain) == libvirt.VIR_DOMAIN_RUNNING
-    assert_vcpu_slice(domain, DEFAULT_SLICE_NS)
+    assert_vcpu_slice(domain, vcpu_slice.DEFAULT_NS)  # what `up`'s runtime asks at each start
 
     # Deleting the Machine removes the domain and its disks within 30 s, then the object.
     machine_dir = up.data_dir / "machine-runtime" / "machines" / iri_id

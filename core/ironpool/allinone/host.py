@@ -180,9 +180,8 @@ class HostProcess(abc.ABC):
         self.machine_runtime = MachineRuntimeRunner(MachineRuntimeConfig(
             classes_file=machine_classes, images_dir=images, libvirt_uri=opts.libvirt_uri,
             address=f"unix://{dirs.machine_socket}", state_dir=dirs.machine_state,
-            domain_type=opts.domain_type, vcpu_slice_ns=int(opts.vcpu_slice_ms * 1_000_000), streaming_port=0,
-            networks=networks, image_cache=dirs.image_cache,
-            capacity=capacity,
+            domain_type=opts.domain_type, vcpu_slice_ns=vcpu_slice.ms_to_ns(opts.vcpu_slice_ms),
+            streaming_port=0, networks=networks, image_cache=dirs.image_cache, capacity=capacity,
         ))
         await self.machine_runtime.start()
         mr = self.machine_runtime

@@ -143,6 +143,7 @@ def libvirt_runtime(
     from ironpool.runtime.machine.firmware import OvmfPaths
     from ironpool.runtime.machine.nics import NetworkSettings
     from ironpool.runtime.machine.server import serve
+    from ironpool.runtime.machine.vcpu_slice import ms_to_ns
     from ironpool.runtime.qemu_access import QemuAccessError
 
     host, sep, port_text = streaming_address.rpartition(":")
@@ -175,7 +176,7 @@ def libvirt_runtime(
         machine_type=machine_type,
         ovmf=OvmfPaths(ovmf_code or OvmfPaths.code, ovmf_vars or OvmfPaths.vars_template),
         shutdown_timeout=shutdown_timeout,
-        vcpu_slice_ns=int(vcpu_slice_ms * 1_000_000),
+        vcpu_slice_ns=ms_to_ns(vcpu_slice_ms),
         streaming_host=host.strip("[]") or "127.0.0.1",
         streaming_port=int(port_text),
         base_url=base_url,

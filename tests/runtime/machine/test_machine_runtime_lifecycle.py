@@ -133,7 +133,7 @@ def test_machine_lifecycle(
         60,
         "the guest's init line on the serial console",
     )
-    assert_vcpu_slice(domain, vcpu_slice.DEFAULT_MS * 1_000_000)  # a runtime told nothing: the default
+    assert_vcpu_slice(domain, vcpu_slice.DEFAULT_NS)  # a runtime told nothing: the default
     # the guest read the Ignition data from fw_cfg opt/com.coreos/config, as IronCore passes it
     wait_for(
         lambda: 'ignition 34 bytes: {"ignition": {"version": "3.4.0"}}' in _console_text(runtime, mid),

@@ -20,7 +20,7 @@ from tests.helpers.runtimes import assert_vcpu_slice
 
 # Linux keeps a fair task's own slice from 6.12 on; on older kernels the runtime asks nothing.
 CUSTOM_SLICES = vcpu_slice.kernel_keeps_slices()
-SLICE = 100_000_000  # ns: the most Linux grants
+SLICE = vcpu_slice.DEFAULT_NS  # the most Linux grants
 
 
 def _proc_entry(proc: Path, pid: int, argv: list[str], threads: dict[int, str]) -> None:
@@ -120,6 +120,6 @@ def test_a_runtime_told_a_slice_gives_it_to_its_domains_emulated_vcpu(tiny_image
     with running_runtime("ivs-", test_session, images=tiny_images,
                          extra_args=["--vcpu-slice-ms", str(slice_ms)]) as runtime:
         mid = runtime.stub.CreateMachine(machine_request(test_session)).machine.metadata.id
-        kernels = assert_vcpu_slice(f"ironpool-{mid}", slice_ms * 1_000_000)
+        kernels = assert_vcpu_slice(f"ironpool-{mid}", vcpu_slice.ms_to_ns(slice_ms))
         assert kernels is None or kernels < 20_000_000  # so the two cases differ
         runtime.stub.DeleteMachine(mpb.DeleteMachineRequest(machine_id=mid))

@@ -47,7 +47,7 @@ class MachineRuntimeConfig:
     machine_type: str = "pc"
     ovmf: OvmfPaths = field(default_factory=OvmfPaths)
     shutdown_timeout: float = 10.0
-    vcpu_slice_ns: int = vcpu_slice.DEFAULT_MS * 1_000_000  # 0: the kernel's (see vcpu_slice)
+    vcpu_slice_ns: int = vcpu_slice.DEFAULT_NS  # 0: the kernel's (see vcpu_slice)
     streaming_host: str = "127.0.0.1"
     streaming_port: int = 20251
     base_url: str = ""

@@ -41,6 +41,14 @@ _SYSCALLS = {"x86_64": (314, 315), "aarch64": (274, 275)}  # sched_setattr, sche
 DEFAULT_MS = 100  # the longest slice Linux grants a fair task
 
 
+def ms_to_ns(ms: float) -> int:
+    """A slice in milliseconds (``--vcpu-slice-ms``) as the nanoseconds the runtime asks for."""
+    return int(ms * 1_000_000)
+
+
+DEFAULT_NS = ms_to_ns(DEFAULT_MS)
+
+
 def kernel_keeps_slices(release: str | None = None) -> bool:
     """Whether the running kernel (or ``release``) keeps a fair task's own slice: Linux 6.12 and later."""
     found = re.match(r"(\d+)\.(\d+)", release or platform.release())
