@@ -101,7 +101,9 @@ def _endpoint(stub: mgrpc.MachineRuntimeStub, machine_id: str) -> str:
         found = stub.ListMachines(req).machines
         if found and found[0].status.network_interfaces and found[0].status.network_interfaces[0].handle:
             return found[0].status.network_interfaces[0].handle.removeprefix("user://")
-        time.sleep(0.1)
+        # Gently: a machine waiting for a boot slot has none for a minute or more, and ten asking
+        # ten times a second would take CPU from the guests booting.
+        time.sleep(0.5)
     raise SystemExit("stopped")
 
 

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 
 EXAMPLES = REPO / "examples" / "ansible"
 MACHINES, VOLUMES, SECRETS = resolve("machines"), resolve("volumes"), resolve("secrets")
-NETWORKS = resolve("networks")
+NETWORKS, EVENTS = resolve("networks"), resolve("events")
 INVENTORY = ("-i", str(EXAMPLES / "machines.ironpool.yml"))
 SSH_ENDPOINT = "machinepoollet.ironpool.dev/ssh-endpoint"
 
@@ -113,6 +113,15 @@ def test_example_playbooks_check_converge_idempotence_inventory_teardown(up: UpI
     domain = machine_domain(web["status"]["machineID"])[1]
     report = wait_for(lambda: agent_report(domain), 120, "web-1's guest agent answering")
     assert report[0] == "web-1" and address in report[1], report
+    # Its agent connecting is also what ended its boot for the host: the runtime boots only so many
+    # guests at once and freed web-1's slot then (an Event on the Machine, forwarded by the poollet).
+    def booted() -> list[str]:
+        with up.client() as client:
+            return [e["message"] for e in client.list_raw(EVENTS, "default").items
+                    if e["involvedObject"]["name"] == "web-1" and e["reason"] == "Booted"]
+
+    settled = wait_for(booted, 30, "web-1's Booted event")
+    assert settled[0].endswith("its guest agent connected"), settled
     with MachineConsole(ClientConfig.from_file(up.config_path), "default", "web-1") as console:
         console.send(b"\r")
         console.read_until(r"web-1 login:", 120)

@@ -57,6 +57,7 @@ class HostOptions:
     tiny_image: bool = True
     domain_type: str = "auto"
     vcpu_slice_ms: float = vcpu_slice.DEFAULT_MS  # the runtime's --vcpu-slice-ms
+    max_booting: int | None = None  # the runtime's --max-booting (None: the host's CPUs)
     network_mode: str = "user"  # how Networks without a mode label are realised on this host
     network_bridge: str = ""
     capacity_cpu: int | None = None
@@ -181,6 +182,7 @@ class HostProcess(abc.ABC):
             classes_file=machine_classes, images_dir=images, libvirt_uri=opts.libvirt_uri,
             address=f"unix://{dirs.machine_socket}", state_dir=dirs.machine_state,
             domain_type=opts.domain_type, vcpu_slice_ns=vcpu_slice.ms_to_ns(opts.vcpu_slice_ms),
+            max_booting=opts.max_booting,
             streaming_port=0, networks=networks, image_cache=dirs.image_cache, capacity=capacity,
         ))
         await self.machine_runtime.start()

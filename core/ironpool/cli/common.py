@@ -114,10 +114,16 @@ def allocation_options(f: Any) -> Any:
                         help="Virtual cores machines may be given per host core (above 1: overcommit).")(f)
 
 
-def vcpu_slice_option(f: Any) -> Any:
-    """``--vcpu-slice-ms``: the scheduler slice a machine runtime asks for emulated vCPUs
-    (:mod:`ironpool.runtime.machine.vcpu_slice`)."""
+def guest_cpu_options(f: Any) -> Any:
+    """``--vcpu-slice-ms``, the scheduler slice a machine runtime asks for emulated vCPUs
+    (:mod:`ironpool.runtime.machine.vcpu_slice`), and ``--max-booting``, how many guests it boots at
+    once (:mod:`ironpool.runtime.machine.boot_admission`)."""
     from ironpool.runtime.machine.vcpu_slice import DEFAULT_MS
+    f = click.option(
+        "--max-booting", type=click.IntRange(min=0), default=None,
+        help="Guests this host's machine runtime boots at once; later starts wait until an earlier guest's "
+             "boot settled (its guest agent connected or its vCPUs went idle). Default: the host's CPUs; "
+             "0: no limit.")(f)
     return click.option(
         "--vcpu-slice-ms", type=click.FloatRange(min=0, max=100), default=DEFAULT_MS, show_default=True,
         help="Ask Linux (6.12 and later) for this scheduler slice on emulated (TCG) vCPU threads, so many "

@@ -13,9 +13,9 @@ from ironpool.cli.common import (
     collect_options,
     fence_after_option,
     gc_options,
+    guest_cpu_options,
     quantity_option,
     run_in_foreground,
-    vcpu_slice_option,
 )
 
 
@@ -180,7 +180,7 @@ def delete(pool: str, data_dir: Path | None) -> None:
 @click.option("--tiny-image/--no-tiny-image", default=True, show_default=True,
               help="Build the tiny bootable image into the catalog if it is missing.")
 @click.option("--domain-type", type=click.Choice(["auto", "kvm", "qemu"]), default="auto", show_default=True)
-@vcpu_slice_option
+@guest_cpu_options
 @click.option("--network-mode", type=click.Choice(["user", "nat", "isolated", "bridge"]), default="user",
               show_default=True, help="How Networks without a mode label are realised on this host.")
 @click.option("--network-bridge", default="", help="The host bridge of --network-mode bridge.")
@@ -197,7 +197,8 @@ def delete(pool: str, data_dir: Path | None) -> None:
 def join(server: str, token: str, ca_data: str | None, ca_file: Path | None, ca_cert_hash: str | None,
          pool: str, data_dir: Path | None, libvirt_uri: str, provider_id: str | None,
          storage_pool: str | None, classes: tuple[Path, ...], images: Path | None, tiny_image: bool,
-         domain_type: str, vcpu_slice_ms: float, network_mode: str, network_bridge: str,
+         domain_type: str, vcpu_slice_ms: float, max_booting: int | None, network_mode: str,
+         network_bridge: str,
          capacity_cpu: str | None,
          capacity_memory: str | None, cpu_allocation_ratio: float, reserved_cpu: str, reserved_memory: str,
          capacity_storage: str | None, heartbeat_interval: float, fence_after: float,
@@ -252,7 +253,7 @@ def join(server: str, token: str, ca_data: str | None, ca_file: Path | None, ca_
         options = JoinOptions(
             data_dir=data_dir or default_data_dir(), libvirt_uri=libvirt_uri, pool=pool,
             storage_pool=storage_pool or "", images=images, tiny_image=tiny_image, domain_type=domain_type,
-            vcpu_slice_ms=vcpu_slice_ms,
+            vcpu_slice_ms=vcpu_slice_ms, max_booting=max_booting,
             network_mode=network_mode, network_bridge=network_bridge,
             capacity_cpu=quantity_option(capacity_cpu, "--capacity-cpu"),
             capacity_memory=quantity_option(capacity_memory, "--capacity-memory"),

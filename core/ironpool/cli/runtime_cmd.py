@@ -8,10 +8,10 @@ import click
 
 from ironpool.cli.common import (
     allocation_options,
+    guest_cpu_options,
     quantity_option,
     run_until_signalled,
     setup_logging,
-    vcpu_slice_option,
 )
 from ironpool.cli.image_options import image_options, parse_size
 
@@ -66,7 +66,7 @@ from ironpool.cli.image_options import image_options, parse_size
     show_default=True,
     help="Seconds a guest gets to honour ACPI shutdown before it is destroyed.",
 )
-@vcpu_slice_option
+@guest_cpu_options
 @click.option(
     "--streaming-address",
     default="127.0.0.1:20251",
@@ -120,6 +120,7 @@ def libvirt_runtime(
     ovmf_vars: str | None,
     shutdown_timeout: float,
     vcpu_slice_ms: float,
+    max_booting: int | None,
     streaming_address: str,
     base_url: str,
     event_max: int,
@@ -177,6 +178,7 @@ def libvirt_runtime(
         ovmf=OvmfPaths(ovmf_code or OvmfPaths.code, ovmf_vars or OvmfPaths.vars_template),
         shutdown_timeout=shutdown_timeout,
         vcpu_slice_ns=ms_to_ns(vcpu_slice_ms),
+        max_booting=max_booting,
         streaming_host=host.strip("[]") or "127.0.0.1",
         streaming_port=int(port_text),
         base_url=base_url,

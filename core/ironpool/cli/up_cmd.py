@@ -15,10 +15,10 @@ from ironpool.cli.common import (
     collect_options,
     fence_margin_option,
     gc_options,
+    guest_cpu_options,
     local_fence_after_option,
     quantity_option,
     run_in_foreground,
-    vcpu_slice_option,
 )
 
 
@@ -55,7 +55,7 @@ def _listen(value: str) -> tuple[str, int]:
 @click.option("--tiny-image/--no-tiny-image", default=True, show_default=True,
               help="Build the tiny bootable image into the catalog if it is missing.")
 @click.option("--domain-type", type=click.Choice(["auto", "kvm", "qemu"]), default="auto", show_default=True)
-@vcpu_slice_option
+@guest_cpu_options
 @click.option("--network-mode", type=click.Choice(["user", "nat", "isolated", "bridge"]), default="user",
               show_default=True, help="How Networks without a networking.ironpool.dev/mode label are "
               "realised: QEMU user networking with SSH forwarded on 127.0.0.1, a libvirt network, or a host "
@@ -88,7 +88,8 @@ def _listen(value: str) -> tuple[str, int]:
 def up(data_dir: Path | None, libvirt_uri: str, listen: str, insecure_http: bool, pool: str | None,
        provider_id: str | None,
        storage_pool: str | None, share_storage_pool: bool, classes: tuple[Path, ...], images: Path | None,
-       tiny_image: bool, domain_type: str, vcpu_slice_ms: float, network_mode: str, network_bridge: str,
+       tiny_image: bool, domain_type: str, vcpu_slice_ms: float, max_booting: int | None, network_mode: str,
+       network_bridge: str,
        capacity_cpu: str | None, capacity_memory: str | None, cpu_allocation_ratio: float, reserved_cpu: str,
        reserved_memory: str,
        capacity_storage: str | None, write_client_config: bool, heartbeat_interval: float,
@@ -117,6 +118,7 @@ def up(data_dir: Path | None, libvirt_uri: str, listen: str, insecure_http: bool
             insecure_http=insecure_http,
             storage_pool=storage_pool or "", share_storage_pool=share_storage_pool, images=images,
             tiny_image=tiny_image, domain_type=domain_type, vcpu_slice_ms=vcpu_slice_ms,
+            max_booting=max_booting,
             network_mode=network_mode, network_bridge=network_bridge,
             capacity_cpu=cpu, capacity_memory=quantity_option(capacity_memory, "--capacity-memory"),
             reserved_cpu=quantity_option(reserved_cpu, "--reserved-cpu") or 0,

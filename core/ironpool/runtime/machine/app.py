@@ -48,6 +48,7 @@ class MachineRuntimeConfig:
     ovmf: OvmfPaths = field(default_factory=OvmfPaths)
     shutdown_timeout: float = 10.0
     vcpu_slice_ns: int = vcpu_slice.DEFAULT_NS  # 0: the kernel's (see vcpu_slice)
+    max_booting: int | None = None  # guests booting at once (see boot_admission); None: the host's CPUs
     streaming_host: str = "127.0.0.1"
     streaming_port: int = 20251
     base_url: str = ""
@@ -75,6 +76,7 @@ def build(cfg: MachineRuntimeConfig) -> tuple[MachineDriver, ConsoleServer]:
         events=EventRing(cfg.event_max, cfg.event_ttl),
         networks=cfg.networks,
         capacity=cfg.capacity,
+        max_booting=cfg.max_booting,
     )
     driver.start()
     console = ConsoleServer(driver, cfg.streaming_host, cfg.streaming_port, cfg.base_url)

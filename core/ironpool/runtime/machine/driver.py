@@ -23,15 +23,17 @@ from ironpool.iri import guest_data
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as machine_pb2
 from ironpool.iri.labels import FENCED_ANNOTATION
 from ironpool.runtime.errors import Internal, IriError, NotFound
-from ironpool.runtime.events import EventRing, RuntimeEvent
+from ironpool.runtime.events import EventRing
 from ironpool.runtime.images import Credentials, Image, ImageResolver
 from ironpool.runtime.metadata import check_string_map
 from ironpool.runtime.qemu_access import check_reachable, make_dirs
 
 from . import disks, firmware, records, seed, volume_secrets, writers
+from .boot_admission import BootAdmission
 from .capacity import CapacityPolicy
 from .classes import MachineClassSpec
 from .devices import MachineDevices
+from .domain_events import MachineEvents
 from .domain_xml import DomainOptions, domain_element, metadata_xml, parse_metadata, to_string
 from .guest import Guest
 from .host import Host
@@ -62,6 +64,7 @@ class MachineDriver:
         workers: int = 4,
         networks: NetworkSettings | None = None,
         capacity: CapacityPolicy | None = None,
+        max_booting: int | None = None,
     ) -> None:
         self.host = host
         self.classes = dict(classes)
@@ -81,6 +84,11 @@ class MachineDriver:
         self.reservations = ReservationBook(
             self.state_dir, self.classes, lambda: [e.rec for e in self.index.entries()], self.total_capacity)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="machine-worker")
+        self.admission = BootAdmission(host.cpus if max_booting is None else max_booting,
+                                       lambda mid: self._pool.submit(self._converge_power, mid),
+                                       lambda mid, took, why: self.machine_events.booted(mid, took, why))
+        self.machine_events = MachineEvents(self.index, self.events, self.admission)
+        self.record_event = self.machine_events.record
         self.devices = MachineDevices(
             index=self.index, images=self.images, lookups=self.lookups, host_networks=self.host_networks,
             user_nics=self.user_nics, machine_dir=self.machine_dir, guest=self._guest, persist=self._persist,
@@ -97,7 +105,7 @@ class MachineDriver:
             "the machine runtime's disks and files": self.state_dir / "machines",
             **self.images.folders(),
         })
-        self.host.subscribe(self._on_lifecycle)
+        self.host.subscribe(self.machine_events.on_lifecycle, self.machine_events.on_agent)
         for guest in self.host.guests(DOMAIN_PREFIX):
             name = guest.name
             try:
@@ -128,6 +136,7 @@ class MachineDriver:
                 self._pool.submit(self._converge_power, entry.rec.id)
 
     def close(self) -> None:
+        self.admission.close()
         self.host.close()
         self.images.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -187,37 +196,6 @@ class MachineDriver:
         if guest is None:
             raise NotFound(f"machine {rec.id!r}: its libvirt domain {rec.domain_name} is gone")
         return guest
-
-    # -- events ------------------------------------------------------------------------------
-    def record_event(
-        self, rec: MachineRecord, reason: str, message: str, type_: str = "Normal", action: str = ""
-    ) -> None:
-        self.events.add(
-            RuntimeEvent(
-                object_id=rec.id,
-                labels=dict(rec.labels),
-                annotations=dict(rec.annotations),
-                reason=reason,
-                message=message,
-                type=type_,
-                action=action or reason,
-                created_at=rec.created_at,
-            )
-        )
-
-    def _on_lifecycle(self, name: str, event: int, detail: int) -> None:
-        entry = self.index.find(name[len(DOMAIN_PREFIX) :]) if name.startswith(DOMAIN_PREFIX) else None
-        if entry is None:
-            return
-        reason, type_, action = records.lifecycle_event(event, detail)
-        if reason in ("Suspended", "Resumed") and entry.pause_events > 0:
-            entry.pause_events -= 1
-            return
-        self.record_event(
-            entry.rec, reason, f"domain {name}: {reason.lower()} (detail {detail})", type_, action
-        )
-        with entry.cond:
-            entry.cond.notify_all()
 
     # -- images ------------------------------------------------------------------------------
     def _resolve_image(self, ref: str, creds: Credentials | None, rec: MachineRecord) -> Image:
@@ -321,23 +299,32 @@ class MachineDriver:
                 log.warning("network interface %r: releasing its network failed: %s", nic.name, exc)
 
     def _start_domain(self, entry: Entry, guest: Guest) -> None:
-        """Boot the domain with its user-mode NICs; for a running one, add those it lacks."""
-        users = [n for n in entry.rec.nics if n.mode == "user"]
+        """Boot the domain with its user-mode NICs when it has a boot slot (else it waits for one,
+        :mod:`.boot_admission`); for a running one, add the NICs it lacks."""
+        users, rec = [n for n in entry.rec.nics if n.mode == "user"], entry.rec
         try:
             t = time.monotonic()
             if guest.is_active():
+                self.admission.release(rec.id)  # no boot of ours to count
                 if users:
                     self._plug_user_nics(entry, guest, users)
                     guest.resume_if_paused()  # a start interrupted by a restart of the runtime
+            elif (queued := self.admission.admit(rec.id, rec.domain_name)) is not None:
+                entry.error = f"waiting to boot: the host boots at most {self.admission.limit} at once"
+                if queued.new:
+                    self.record_event(rec, "BootQueued", f"{entry.error}; {queued.ahead} ahead of this one",
+                                      action="Start")
+                return
             else:
                 entry.pause_events = 2 if users else 0
-                writers.start_alone(self.host.conn, entry.rec, lambda: guest.start(
+                writers.start_alone(self.host.conn, rec, lambda: guest.start(
                     (lambda: self._plug_user_nics(entry, guest, users)) if users else None,
                     self.options.vcpu_slice_ns))
-                ms = (time.monotonic() - t) * 1000
-                log.debug("machine %s: domain started in %.0f ms", entry.rec.id, ms)
+                self.admission.started(rec.id)
+                log.debug("machine %s: domain started in %.0f ms", rec.id, (time.monotonic() - t) * 1000)
             entry.error = ""
         except (libvirt.libvirtError, IriError) as exc:
+            self.admission.release(rec.id)
             entry.error = exc.get_error_message() if isinstance(exc, libvirt.libvirtError) else exc.message
             self.record_event(
                 entry.rec, "StartFailed", f"starting the domain failed: {entry.error}", "Warning", "Start"
@@ -405,7 +392,9 @@ class MachineDriver:
                 guest = self._guest(entry.rec)
                 if entry.rec.power == POWER_ON:
                     self._start_domain(entry, guest)
-                elif guest.is_active() and FENCED_ANNOTATION in entry.rec.annotations:
+                    return
+                self.admission.release(machine_id)  # powered off while waiting to boot
+                if guest.is_active() and FENCED_ANNOTATION in entry.rec.annotations:
                     guest.destroy()  # a fence stops now: no grace period for the guest's own shutdown
                     self.record_event(entry.rec, "Fenced", "destroyed, disks kept", "Warning", "Shutdown")
                 elif guest.is_active():
@@ -483,6 +472,7 @@ class MachineDriver:
                         Path(vol.path).unlink(missing_ok=True)
                 shutil.rmtree(self.machine_dir(rec.id), ignore_errors=True)
                 self.index.remove(rec.id)
+            self.admission.release(rec.id)
             self.images.release(
                 self.machine_dir(rec.id), *(v.path for v in rec.volumes if v.owned and v.path)
             )

@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 LifecycleHandler = Callable[[str, int, int], None]
 """Called with (domain name, libvirt lifecycle event, detail) on the runtime's event thread."""
+AgentHandler = Callable[[str, bool], None]
+"""Called with (domain name, whether its guest agent is now connected) on the same thread."""
 
 
 class Host:
@@ -34,9 +36,9 @@ class Host:
     def __init__(self, uri: str) -> None:
         self.uri = uri
         self.connection = libvirt_util.Connection(uri, on_reopen=self._resubscribe)
-        self._handler: LifecycleHandler | None = None
-        self._callback_id: int | None = None
-        self._queue: queue.Queue[tuple[str, int, int] | None] = queue.Queue()
+        self._handlers: tuple[LifecycleHandler, AgentHandler | None] | None = None
+        self._callback_ids: list[int] = []
+        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
         info = self.conn.getInfo()
         self.memory_bytes = int(info[1]) * 1024 * 1024
         self.cpus = int(info[2])
@@ -46,46 +48,59 @@ class Host:
         """The live connection (re-opened, with the event subscription, after libvirtd went away)."""
         return self.connection.get()
 
-    # -- lifecycle events ---------------------------------------------------------------------
-    def subscribe(self, handler: LifecycleHandler) -> None:
-        """Deliver every domain lifecycle event to ``handler`` (once; on a thread of ours)."""
-        if self._handler is not None:
+    # -- domain events ------------------------------------------------------------------------
+    def subscribe(self, handler: LifecycleHandler, on_agent: AgentHandler | None = None) -> None:
+        """Deliver every domain lifecycle event to ``handler``, and guest agent (dis)connections to
+        ``on_agent`` (once; on a thread of ours, in the order libvirt sent them)."""
+        if self._handlers is not None:
             raise RuntimeError("the host already has a lifecycle handler")
-        self._handler = handler
+        self._handlers = (handler, on_agent)
         threading.Thread(target=self._dispatch, name="machine-events", daemon=True).start()
-        self._callback_id = self._register(self.conn)
+        self._register(self.conn)
 
-    def _register(self, conn: libvirt.virConnect) -> int:
-        return int(
-            conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._on_lifecycle, None)
-        )
+    def _register(self, conn: libvirt.virConnect) -> None:
+        assert self._handlers is not None
+        self._callback_ids = [int(conn.domainEventRegisterAny(
+            None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._on_lifecycle, None))]
+        if self._handlers[1] is not None:
+            self._callback_ids.append(int(conn.domainEventRegisterAny(
+                None, libvirt.VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE, self._on_agent, None)))
 
     def _resubscribe(self, conn: libvirt.virConnect) -> None:
-        if self._handler is not None:
-            self._callback_id = self._register(conn)
+        if self._handlers is not None:
+            self._register(conn)
 
+    # On libvirt's event-loop thread: hand over, never block it.
     def _on_lifecycle(
         self, _conn: libvirt.virConnect, dom: libvirt.virDomain, event: int, detail: int, _opaque: object
     ) -> None:
-        # On libvirt's event-loop thread: hand over, never block it.
-        self._queue.put((dom.name(), event, detail))
+        assert self._handlers is not None
+        handler, name = self._handlers[0], dom.name()
+        self._queue.put(lambda: handler(name, event, detail))
+
+    def _on_agent(
+        self, _conn: libvirt.virConnect, dom: libvirt.virDomain, state: int, _reason: int, _opaque: object
+    ) -> None:
+        assert self._handlers is not None and self._handlers[1] is not None
+        handler, name = self._handlers[1], dom.name()
+        connected = state == libvirt.VIR_CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_STATE_CONNECTED
+        self._queue.put(lambda: handler(name, connected))
 
     def _dispatch(self) -> None:
-        while (item := self._queue.get()) is not None:
-            assert self._handler is not None
+        while (deliver := self._queue.get()) is not None:
             try:
-                self._handler(*item)
+                deliver()
             except Exception:
-                log.exception("lifecycle event %s failed", item)
+                log.exception("domain event failed")
 
     def close(self) -> None:
         """End the event subscription; the connection stays open (libvirt warns when a connection
         closes under its event thread, and the process is usually ending)."""
-        if self._callback_id is not None:
+        for callback_id in self._callback_ids:
             # A connection libvirtd dropped has no subscription left to end.
             with contextlib.suppress(libvirt.libvirtError, Unavailable):
-                self.conn.domainEventDeregisterAny(self._callback_id)
-            self._callback_id = None
+                self.conn.domainEventDeregisterAny(callback_id)
+        self._callback_ids = []
         self._queue.put(None)
 
     # -- domains ------------------------------------------------------------------------------
