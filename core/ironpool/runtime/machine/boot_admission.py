@@ -50,8 +50,7 @@ SETTLE_LIMIT_S = 120.0
 class _Boot:
     domain: str
     since: float  # when it was given its slot (monotonic)
-    pids: list[int] = field(default_factory=list)  # its QEMU (one, unless libvirt is mid-restart)
-    started: bool = False
+    pids: list[int] = field(default_factory=list)  # its QEMU, once started (one, or none to read)
     sample: tuple[float, dict[int, tuple[int, int]]] | None = None  # (when, each thread's schedstat)
     idle: int = 0  # windows in a row it was idle
     cpu_ns: int = 0  # CPU its QEMU used since it started
@@ -114,10 +113,10 @@ class BootAdmission:
         except OSError:  # no /proc, or exited at once (then the lifecycle event frees the slot)
             pids, sample = [], None
         with self._cond:
-            boot.pids, boot.sample, boot.started = pids, sample, True
+            boot.pids, boot.sample = pids, sample
 
     def release(self, machine_id: str) -> None:
-        """The machine no longer boots or waits (deleted, powered off, failed or found running)."""
+        """The machine no longer boots or waits (deleted, powered off, stopped, or its start failed)."""
         self._settle(machine_id, "")
 
     def agent_connected(self, machine_id: str) -> None:

@@ -305,7 +305,6 @@ class MachineDriver:
         try:
             t = time.monotonic()
             if guest.is_active():
-                self.admission.release(rec.id)  # no boot of ours to count
                 if users:
                     self._plug_user_nics(entry, guest, users)
                     guest.resume_if_paused()  # a start interrupted by a restart of the runtime
