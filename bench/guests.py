@@ -4,8 +4,11 @@ with the key its cloud-init user data handed over; prints one JSON line.
 - ``one``: one machine at a time (``--runs`` of them, each deleted before the next): p50 and max
   of create -> ``ssh root@127.0.0.1 -p PORT true`` succeeding (target p50 <= 30 s);
 - ``ten_at_once``: ``--at-once`` machines created together: when the last answered (target <= 180 s);
-  a machine that does not answer by ``--timeout`` is listed with its serial console's last lines
-  (where its boot stopped), the others' figures are still printed, and the exit status is 1;
+  the runtime boots at most ``--max-booting`` of them at once (the host's CPUs unless told; 0: all
+  at once) and starts each of the others when an earlier guest's boot settled, so the later ones
+  wait for a slot, counted from their CreateMachine like the rest. A machine that does not answer
+  by ``--timeout`` is listed with its serial console's last lines (where its boot stopped), the
+  others' figures are still printed, and the exit status is 1;
 - ``domain_type``: ``kvm`` or ``qemu`` (TCG): guests here are emulated, where KVM works the figures
   are bound by the guest's boot instead;
 - ``boot``: for the first machine of ``one``, the guest's own view (``systemd-analyze``): kernel and
@@ -25,7 +28,7 @@ its own (from 198.18.0.0/15, which nothing routes) and SSH forwarded on 127.0.0.
 this talks to.
 
 Usage: python bench/guests.py [--image debian-12] [--runs 3] [--at-once 10] [--memory 512Mi] [--build-cold]
-                              [--keep-workdir] [--vcpu-slice-ms 0]
+                              [--keep-workdir] [--vcpu-slice-ms 0] [--max-booting 0]
 """
 
 from __future__ import annotations
@@ -227,6 +230,9 @@ def main() -> None:
     parser.add_argument("--keep-workdir", action="store_true", help="keep the runtime's files and log")
     parser.add_argument("--vcpu-slice-ms", type=float, default=vcpu_slice.DEFAULT_MS,
                         help="the runtime's --vcpu-slice-ms (emulated vCPUs' slice; 0: the kernel's)")
+    parser.add_argument("--max-booting", type=int, default=None,
+                        help="the runtime's --max-booting (guests booting at once; default the host's CPUs, "
+                             "0: no limit)")
     args = parser.parse_args()
     # A SIGTERM (a timeout around the run) still removes the runtime and its domains.
     def stop(*_: object) -> None:
@@ -249,13 +255,16 @@ def main() -> None:
          "--classes", str(workdir / "classes.yaml"), "--images", str(images),
          "--state-dir", str(workdir / "state"), "--address", f"unix://{sock}",
          "--streaming-address", "127.0.0.1:0", "--shutdown-timeout", "1", "--log-level", "warning",
-         "--vcpu-slice-ms", str(args.vcpu_slice_ms)],
+         "--vcpu-slice-ms", str(args.vcpu_slice_ms),
+         *(["--max-booting", str(args.max_booting)] if args.max_booting is not None else [])],
         stdout=log, stderr=subprocess.STDOUT)
     channel = grpc.insecure_channel(f"unix:{sock}")
     stub = mgrpc.MachineRuntimeStub(channel)
     label = secrets.token_hex(4)
     result: dict[str, object] = {"bench": "guests", "image": args.image, "memory": args.memory,
                                  "vcpu_slice_ms": args.vcpu_slice_ms,
+                                 "max_booting": os.cpu_count() if args.max_booting is None else (
+                                     args.max_booting),
                                  "host_cpus": os.cpu_count(), "loadavg_1m_start": os.getloadavg()[0],
                                  "build": builds}
     missed = False  # a machine that did not answer SSH by the deadline

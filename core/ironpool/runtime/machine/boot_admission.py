@@ -1,13 +1,14 @@
 """Boot admission: at most so many guests of one runtime boot at once; the others wait their turn.
 
-A booting guest keeps a core busy. Emulated guests booting together on few cores each need more CPU
-than one alone (they preempt each other and evict each other's translated code from the caches):
-ten Debian guests started at once on two cores used 36-38 CPU-s each to answer SSH against 28 s
-alone, and the last answered after 185-198 s; two at a time, each used 30 s and the last answered
-after 158 s. So, like Nova's ``max_concurrent_builds``, a runtime starts at most ``limit`` domains
-(the host's CPUs unless told otherwise) that are still booting, and queues the rest in the order
-they asked. Unlike Nova's, a slot is held until the guest's boot has settled, not until the
-hypervisor has started it:
+A booting guest keeps a core busy. Emulated guests booting together on few cores can each need more
+CPU than one alone (they preempt each other and evict each other's translated code from the
+caches): one day, ten Debian guests started at once on two cores used 36-38 CPU-s each to answer
+SSH against 28 s alone, and the last answered after 185-198 s. Admitted two at a time (on a quicker
+night, when all at once took 157 and 165 s) each used 29-31 s, the last answered after 149-163 s
+and half of them within 98 s, not 147. So, like Nova's ``max_concurrent_builds``, a runtime starts
+at most ``limit`` domains (the host's CPUs unless told otherwise) that are still booting, and
+queues the rest in the order they asked. Unlike Nova's, a slot is held until the guest's boot has
+settled, not until the hypervisor has started it:
 
 - its guest agent connected (libvirt's agent lifecycle event): its userspace is up;
 - or it went idle: all its QEMU's threads together ran, or waited for a core, less than a quarter of
@@ -38,7 +39,7 @@ from . import vcpu_slice
 
 log = logging.getLogger(__name__)
 
-WINDOW_S = 1.0  # how often booting guests' vCPUs are read
+WINDOW_S = 1.0  # how often booting guests' QEMUs are read
 IDLE_SHARE = 0.25  # a guest whose QEMU needed less than a quarter of a core over a window is idle
 IDLE_WINDOWS = 2  # ... for this many windows in a row (a crowded booting guest can pause for one)
 # A guest showing neither sign gives its slot back after its QEMU used this much CPU (a Debian guest
@@ -220,7 +221,7 @@ class BootAdmission:
                     self._cond.wait()
                 if self._closed:
                     return
-                # A periodic reading of the vCPUs, not a wait for another thread: close() cuts it short.
+                # A periodic reading of their QEMUs, not a wait for another thread: close() cuts it short.
                 self._cond.wait(WINDOW_S)
                 if self._closed:
                     return
