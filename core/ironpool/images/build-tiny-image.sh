@@ -97,7 +97,11 @@ stage="$work/out"
 mkdir -p "$stage"
 cp "$vmlinuz" "$stage/kernel"
 (cd "$root" && find . -print0 | cpio --null -o -H newc --quiet) | gzip -9 >"$stage/initrd"
-echo "console=ttyS0 quiet panic=-1" >"$stage/cmdline"
+# no_timer_check: early in boot the kernel busy-waits a few timer ticks and gives up on the IO-APIC
+# timer ("MP-BIOS bug: 8254 timer not connected") if the PIT's interrupts did not arrive; an emulated
+# vCPU on a crowded host can spin through that wait before QEMU's main loop raises them (the Debian
+# images skip the check for the same reason).
+echo "console=ttyS0 quiet panic=-1 no_timer_check" >"$stage/cmdline"
 basename "$kernel_deb" >"$stage/SOURCE"
 echo "$STAMP" >"$stage/STAMP"
 # Replace the previous image in one step (running guests keep their open kernel/initrd files).
