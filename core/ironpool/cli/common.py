@@ -122,7 +122,7 @@ def guest_cpu_options(f: Any) -> Any:
     f = click.option(
         "--max-booting", type=click.IntRange(min=0), default=None,
         help="Guests this host's machine runtime boots at once; later starts wait until an earlier guest's "
-             "boot settled (its guest agent connected or its vCPUs went idle). Default: the host's CPUs; "
+             "boot settled (its guest agent connected, or its QEMU went idle). Default: the host's CPUs; "
              "0: no limit.")(f)
     return click.option(
         "--vcpu-slice-ms", type=click.FloatRange(min=0, max=100), default=DEFAULT_MS, show_default=True,
