@@ -12,6 +12,7 @@ the end of the input, or the console closing.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import select
@@ -35,6 +36,11 @@ from ironpool.client.rest import _transport_options
 
 ESCAPE = b"\x1d"  # Ctrl+], as virsh console and telnet
 _MAX_MESSAGE = 1 << 20
+# websockets logs what goes wrong on its reading thread ("unexpected internal error" with a traceback,
+# as when the apiserver closes the connection right after refusing the handshake) and raises it to the
+# caller as well, which says what happened: its own log would only repeat that under a traceback.
+_WEBSOCKET_LOG = logging.getLogger(__name__ + ".websocket")
+_WEBSOCKET_LOG.setLevel(logging.CRITICAL)
 
 
 class ConsoleRefused(Exception):
@@ -76,7 +82,7 @@ class MachineConsole:
             self._ws: ClientConnection = self._stack.enter_context(connect(
                 url, subprotocols=[Subprotocol(p) for p in SUBPROTOCOLS], additional_headers=headers,
                 open_timeout=open_timeout, ping_interval=ping_interval, ping_timeout=ping_interval,
-                max_size=_MAX_MESSAGE, proxy=None, **tls))
+                max_size=_MAX_MESSAGE, proxy=None, logger=_WEBSOCKET_LOG, **tls))
         except InvalidStatus as exc:
             raise ConsoleRefused(exc.response.status_code, _status_message(exc.response.body)) from None
         except (OSError, TimeoutError, InvalidHandshake) as exc:
