@@ -96,11 +96,13 @@ def _blocking_by_mode(path: Path, user: QemuUser) -> Path | None:
     return None
 
 
-def _reaches_as(path: Path, user: QemuUser) -> bool:
-    """Ask the kernel (ACLs included): enter ``path`` as ``user`` in a child process (needs root)."""
+def _refused_as(path: Path, user: QemuUser) -> str:
+    """Ask the kernel (ACLs included): enter ``path`` as ``user`` in a child process (needs root);
+    "" when it could, else what the child said."""
     proc = subprocess.run(["/bin/sh", "-c", 'cd -- "$1"', "sh", str(path)], user=user.uid, group=user.gid,
-                          extra_groups=sorted(user.groups), capture_output=True, timeout=30, check=False)
-    return proc.returncode == 0
+                          extra_groups=sorted(user.groups), capture_output=True, text=True, timeout=30,
+                          check=False)  # fmt: skip
+    return "" if proc.returncode == 0 else (proc.stderr.strip() or f"exit status {proc.returncode}")
 
 
 def _existing(path: Path) -> Path:
@@ -109,16 +111,18 @@ def _existing(path: Path) -> Path:
     return path
 
 
-def unreachable(path: Path, user: QemuUser) -> Path | None:
+def unreachable(path: Path, user: QemuUser) -> tuple[Path, str] | None:
     """The folder on the way to ``path`` (or its nearest existing parent) that ``user`` cannot
-    search, or None when it can reach it."""
+    search, with what the kernel said where the mode bits would let it through ("" where they do
+    not); None when it can reach it."""
     path = _existing(path.resolve())
     blocked = _blocking_by_mode(path, user)
     if os.geteuid() != 0:
-        return blocked
-    if _reaches_as(path, user):
+        return None if blocked is None else (blocked, "")
+    refused = _refused_as(path, user)
+    if not refused:
         return None  # an ACL may let it through where the mode bits do not
-    return blocked or path
+    return (blocked, "") if blocked is not None else (path, refused)
 
 
 def check_reachable(conn: libvirt.virConnect, domain_type: str, what: dict[str, Path]) -> QemuUser | None:
@@ -128,9 +132,13 @@ def check_reachable(conn: libvirt.virConnect, domain_type: str, what: dict[str, 
     if user is None:
         return None
     for purpose, path in what.items():
-        blocked = unreachable(path, user)
-        if blocked is None:
+        found = unreachable(path, user)
+        if found is None:
             continue
+        blocked, refused = found
+        if refused:
+            raise QemuAccessError(f"QEMU runs as {user} and cannot reach {path} ({purpose}): its mode bits "
+                                  f"let it through, but entering it as {user.name} failed: {refused}")
         st = blocked.stat()
         try:
             owner = pwd.getpwuid(st.st_uid).pw_name
