@@ -41,7 +41,8 @@ def test_one_boot_at_a_time_in_order_and_a_machine_gone_from_the_queue_never_boo
             assert runtime.state(mid) == "MACHINE_PENDING"
         queued = {mid: msg for mid, reason, msg in _events(runtime, test_session) if reason == "BootQueued"}
         assert set(queued) == set(ids[1:])
-        assert queued[deleted] == "waiting to boot: the host boots at most 1 at once; 0 ahead of this one"
+        assert queued[deleted] == ("waiting to boot: the host boots at most 1 at once (its runtime's "
+                                   "--max-booting); 0 ahead of this one")
         assert queued[rest[-1]].endswith("; 3 ahead of this one")
 
         stub.DeleteMachine(mpb.DeleteMachineRequest(machine_id=deleted))

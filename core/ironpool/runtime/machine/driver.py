@@ -309,7 +309,8 @@ class MachineDriver:
                     self._plug_user_nics(entry, guest, users)
                     guest.resume_if_paused()  # a start interrupted by a restart of the runtime
             elif (queued := self.admission.admit(rec.id, rec.domain_name)) is not None:
-                entry.error = f"waiting to boot: the host boots at most {self.admission.limit} at once"
+                entry.error = (f"waiting to boot: the host boots at most {self.admission.limit} at once "
+                               "(its runtime's --max-booting)")
                 if queued.new:
                     self.record_event(rec, "BootQueued", f"{entry.error}; {queued.ahead} ahead of this one",
                                       action="Start")
