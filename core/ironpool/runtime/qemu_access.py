@@ -98,10 +98,18 @@ def _blocking_by_mode(path: Path, user: QemuUser) -> Path | None:
 
 def _refused_as(path: Path, user: QemuUser) -> str:
     """Ask the kernel (ACLs included): enter ``path`` as ``user`` in a child process (needs root);
-    "" when it could, else what the child said."""
-    proc = subprocess.run(["/bin/sh", "-c", 'cd -- "$1"', "sh", str(path)], user=user.uid, group=user.gid,
-                          extra_groups=sorted(user.groups), capture_output=True, text=True, timeout=30,
-                          check=False)  # fmt: skip
+    "" when it could, else what the child said.
+
+    The child takes the user's identity through ``setpriv`` rather than subprocess's ``user=``:
+    Python forks for ``user=`` and so runs gRPC's fork handlers in a process whose gRPC threads are
+    busy, and the child then died on gRPC's poller ("epoll_wait error: Bad file descriptor") before
+    it could try the folder. Without ``user=`` Python starts the child by vfork, which runs no fork
+    handlers."""
+    groups = ",".join(str(g) for g in sorted(user.groups))
+    argv = ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}",
+            f"--groups={groups}" if groups else "--clear-groups",
+            "--", "/bin/sh", "-c", 'cd -- "$1"', "sh", str(path)]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
     return "" if proc.returncode == 0 else (proc.stderr.strip() or f"exit status {proc.returncode}")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -16,7 +17,7 @@ from pathlib import Path
 import libvirt
 import pytest
 from ironpool.iri.gen.machine.v1alpha1 import api_pb2 as mpb
-from ironpool.runtime.qemu_access import QemuUser, qemu_user
+from ironpool.runtime.qemu_access import QemuUser, qemu_user, unreachable
 from machine_runtime_helpers import RuntimeProc, domain_names, machine_request
 
 from tests.helpers.guests import GUEST_SECONDS
@@ -69,6 +70,37 @@ def test_the_guest_boots_with_what_the_runtime_hands_an_unprivileged_qemu(
     finally:
         runtime.stub.DeleteMachine(mpb.DeleteMachineRequest(machine_id=mid))
     wait_for(lambda: f"ironpool-{mid}" not in domain_names(), 60, "the domain to be removed")
+
+
+def set_access_acl(path: Path, user_perm: tuple[int, int], other: int) -> None:
+    """Give ``path`` a POSIX access ACL (the kernel's xattr format, so no acl tools are needed):
+    owner rwx, one named user (uid, perms), group and mask --x, others ``other``."""
+    whole = 0xFFFFFFFF  # the id field of entries that name no one
+    entries = [(0x01, 7, whole), (0x02, user_perm[1], user_perm[0]), (0x04, 1, whole), (0x10, 1, whole),
+               (0x20, other, whole)]
+    os.setxattr(path, "system.posix_acl_access",
+                struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *entry) for entry in entries))
+
+
+def test_the_kernel_decides_where_an_acl_overrides_the_mode_bits() -> None:
+    """Mode bits that let QEMU's user through are not the last word, nor are bits that do not: the
+    runtime enters the folder as that user, in a child process started without fork handlers (the
+    runtimes run it beside busy gRPC threads)."""
+    user = unprivileged_qemu()
+    top = Path(tempfile.mkdtemp(prefix="iqa-"))
+    try:
+        os.chmod(top, 0o711)
+        denied, allowed = top / "denied", top / "allowed"
+        denied.mkdir(mode=0o711)
+        set_access_acl(denied, (user.uid, 0), other=1)  # others may search, QEMU's user may not
+        allowed.mkdir(mode=0o700)
+        set_access_acl(allowed, (user.uid, 1), other=0)  # others may not, QEMU's user may
+        found = unreachable(denied / "volumes", user)
+        assert found is not None and found[0] == denied, found
+        assert str(denied) in found[1], found  # what the shell said on being refused
+        assert unreachable(allowed / "volumes", user) is None
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def test_a_machine_runtime_qemu_cannot_reach_refuses_to_start_naming_the_folder(
