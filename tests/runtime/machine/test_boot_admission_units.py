@@ -192,3 +192,24 @@ def test_the_watcher_settles_an_idle_guest_by_itself(tmp_path: Path) -> None:
         assert rec.settled == [("a", "it went idle")]
     finally:
         adm.close()
+
+
+def test_guests_running_when_the_runtime_starts_hold_slots_until_they_show_a_sign(tmp_path: Path) -> None:
+    """A runtime restarted while guests boot counts them, so its queue does not start more at once."""
+    busy = fake_qemu(tmp_path, "ironpool-a", 100, threads=2)
+    fake_qemu(tmp_path, "ironpool-b", 200, threads=2)  # idle
+    (old,) = fake_qemu(tmp_path, "ironpool-c", 300, threads=1)
+    spend(old, SETTLE_LIMIT_S + 1, 0)  # its QEMU used more CPU than any boot: booted long ago
+    adm, rec = admission(2, tmp_path)
+    adm.close()  # the test reads the guests itself, at the times it says
+    adm.adopt({"a": "ironpool-a", "b": "ironpool-b", "c": "ironpool-c", "r": "ironpool-remote"})
+    assert sorted(adm.booting()) == ["a", "b", "c"]  # r's QEMU is not in this /proc: nothing to read
+    assert adm.admit("d", "ironpool-d") == Queued(ahead=0, new=True)
+    t = time.monotonic()
+    spend(busy[1], 0.9, 0.1)
+    adm.poll(t + 1.0)
+    assert sorted(adm.booting()) == ["a", "b"] and rec.started == []  # c settled; a and b fill the slots
+    spend(busy[1], 0.9, 0.1)
+    adm.poll(t + 2.0)
+    assert adm.booting() == ["a", "d"] and rec.started == ["d"]  # b went idle, its slot went to d
+    assert rec.settled == []  # boots begun before the runtime started get no Booted event

@@ -44,6 +44,8 @@ def test_only_the_named_domains_qemu_and_its_emulated_vcpus_are_found(tmp_path: 
     assert sorted(vcpu_slice.tcg_threads(10, tmp_path)) == [11, 12]
     assert vcpu_slice.tcg_threads(30, tmp_path) == []  # KVM vCPUs keep the default
     assert vcpu_slice.qemu_pids("ironpool-none", tmp_path) == []
+    assert vcpu_slice.qemu_processes(tmp_path) == {
+        "ironpool-a": [10], "ironpool-ab": [20], "ironpool-kvm": [30]}
 
 
 FAKE_QEMU = textwrap.dedent("""\

@@ -22,7 +22,9 @@ settled, not until the hypervisor has started it:
   so crowded that a boot takes minutes, guests still settle by their own signs.
 
 A freed slot passes straight to the first waiting machine, so a machine created meanwhile cannot
-overtake; the driver is asked to start it (:attr:`BootAdmission.start_next`), no thread waits.
+overtake; the driver is asked to start it (:attr:`BootAdmission.start_next`), no thread waits. A
+restarted runtime counts the guests it finds running as booting until they show a sign
+(:meth:`BootAdmission.adopt`).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class _Boot:
     sample: tuple[float, dict[int, tuple[int, int]]] | None = None  # (when, each thread's schedstat)
     idle: int = 0  # windows in a row it was idle
     cpu_ns: int = 0  # CPU its QEMU used since it started
+    adopted: bool = False  # found running by a restarted runtime: its boot began before
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,33 @@ class BootAdmission:
         with self._cond:
             boot.pids, boot.sample = pids, sample
 
+    def adopt(self, running: dict[str, str]) -> None:
+        """Count the guests a restarted runtime finds running (machine id: domain) as booting until
+        they show a sign, so that a restart in the middle of many boots does not start every waiting
+        machine at once. Their QEMUs' CPU so far counts towards the limit; an idle one settles within
+        two windows. Only guests whose QEMU this process can read: others would hold a slot for
+        :data:`SETTLE_LIMIT_S` with nothing to tell whether they boot."""
+        if not self.limit or not running:
+            return
+        try:
+            found = vcpu_slice.qemu_processes(self.proc)
+        except OSError:  # no /proc here
+            return
+        now = time.monotonic()
+        with self._cond:
+            for machine_id, domain in running.items():
+                pids = found.get(domain, [])
+                try:
+                    threads = self._schedstats(pids)
+                except OSError:  # exited meanwhile
+                    continue
+                if not threads or machine_id in self._booting:
+                    continue
+                self._booting[machine_id] = _Boot(domain, now, pids, (now, threads), adopted=True,
+                                                  cpu_ns=sum(on_cpu for on_cpu, _ in threads.values()))
+            if self._booting:
+                self._watch()
+
     def release(self, machine_id: str) -> None:
         """The machine no longer boots or waits (deleted, powered off, stopped, or its start failed)."""
         self._settle(machine_id, "")
@@ -149,7 +179,9 @@ class BootAdmission:
             if self._waiting and len(self._booting) < self.limit:
                 nxt, domain = self._waiting.popitem(last=False)
                 self._booting[nxt] = _Boot(domain, time.monotonic())
-        if why:
+        if why and boot.adopted:  # no event: its boot began unseen, and may have ended long ago
+            log.info("machine %s: running before the runtime started; %s", machine_id, why)
+        elif why:
             took = time.monotonic() - boot.since
             log.info("machine %s: boot settled after %.1f s: %s", machine_id, took, why)
             self.settled(machine_id, took, why)

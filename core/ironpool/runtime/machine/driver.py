@@ -106,10 +106,11 @@ class MachineDriver:
             **self.images.folders(),
         })
         self.host.subscribe(self.machine_events.on_lifecycle, self.machine_events.on_agent)
+        running = {}
         for guest in self.host.guests(DOMAIN_PREFIX):
             name = guest.name
             try:
-                rec = parse_metadata(guest.metadata())
+                rec, active = parse_metadata(guest.metadata()), guest.is_active()
             except (libvirt.libvirtError, ValueError, TypeError, KeyError) as exc:
                 log.warning("skipping domain %s: no usable ironpool metadata (%s)", name, exc)
                 continue
@@ -122,8 +123,11 @@ class MachineDriver:
             entry = Entry(rec)
             if not rec.deleted_at:
                 entry.power_changed()  # not known applied until converged below
+                if active:
+                    running[rec.id] = name
             self.index.add(entry)
         log.info("loaded %d machines from libvirt", len(self.index))
+        self.admission.adopt(running)
         for entry in self.index.entries():
             if entry.rec.deleted_at:
                 self._start_teardown(entry)

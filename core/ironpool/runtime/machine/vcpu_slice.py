@@ -55,10 +55,9 @@ def kernel_keeps_slices(release: str | None = None) -> bool:
     return found is not None and (int(found[1]), int(found[2])) >= (6, 12)
 
 
-def qemu_pids(domain_name: str, proc: Path = Path("/proc")) -> list[int]:
-    """The local QEMU processes libvirt started for ``domain_name`` (``-name guest=NAME,...``)."""
-    marker = f"guest={domain_name},".encode()
-    pids = []
+def qemu_processes(proc: Path = Path("/proc")) -> dict[str, list[int]]:
+    """The local QEMU processes libvirt started (``-name guest=NAME,...``), by domain name."""
+    found: dict[str, list[int]] = {}
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
@@ -66,9 +65,20 @@ def qemu_pids(domain_name: str, proc: Path = Path("/proc")) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:  # gone meanwhile, or not ours to read
             continue
-        if marker in cmdline and b"qemu" in cmdline.split(b"\0", 1)[0]:
-            pids.append(int(entry.name))
-    return pids
+        argv = cmdline.split(b"\0")
+        if b"qemu" not in argv[0]:
+            continue
+        for arg in argv:
+            if arg.startswith(b"guest=") and b"," in arg:
+                name = arg[6:].split(b",", 1)[0].decode(errors="replace")
+                found.setdefault(name, []).append(int(entry.name))
+                break
+    return found
+
+
+def qemu_pids(domain_name: str, proc: Path = Path("/proc")) -> list[int]:
+    """The local QEMU processes libvirt started for ``domain_name``."""
+    return qemu_processes(proc).get(domain_name, [])
 
 
 def tcg_threads(pid: int, proc: Path = Path("/proc")) -> list[int]:
