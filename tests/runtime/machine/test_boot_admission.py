@@ -73,14 +73,15 @@ def test_one_boot_at_a_time_in_order_and_a_machine_gone_from_the_queue_never_boo
 
 
 def test_a_restarted_runtime_counts_the_guest_still_booting(tiny_images: Path, test_session: str) -> None:
-    """Killed while one guest boots and another waits, the runtime comes back knowing nothing of its
-    queue: it counts the running guest as booting, and starts the other only once that one settled."""
+    """Killed while one guest boots and two wait, the runtime comes back knowing nothing of its
+    queue: it counts the running guest as booting, starts the others only once it settled, and in
+    the order they were created."""
     import libvirt
 
     with running_runtime("ibr-", test_session, images=tiny_images,
                          extra_args=["--max-booting", "1"]) as runtime:
-        first, second = (runtime.stub.CreateMachine(machine_request(test_session)).machine.metadata.id
-                         for _ in range(2))
+        first, second, third = (runtime.stub.CreateMachine(machine_request(test_session)).machine.metadata.id
+                                for _ in range(3))
         assert domain_state(f"ironpool-{second}") == libvirt.VIR_DOMAIN_SHUTOFF
         runtime.kill9()
         runtime.start()
@@ -93,4 +94,7 @@ def test_a_restarted_runtime_counts_the_guest_still_booting(tiny_images: Path, t
             return running
 
         wait_for(second_running, boot_deadline(2), "the waiting guest to start after the first settled")
-        assert runtime.state(second) == "MACHINE_RUNNING"
+        wait_for(lambda: runtime.state(third) == "MACHINE_RUNNING", boot_deadline(2), "the third to start")
+        order = [(mid, reason) for mid, reason, _ in _events(runtime, test_session)
+                 if reason in ("Started", "Booted") and mid != first]
+        assert order[:3] == [(second, "Started"), (second, "Booted"), (third, "Started")], order

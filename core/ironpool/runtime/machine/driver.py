@@ -128,6 +128,10 @@ class MachineDriver:
             self.index.add(entry)
         log.info("loaded %d machines from libvirt", len(self.index))
         self.admission.adopt(running)
+        for entry in sorted(self.index.entries(), key=lambda e: e.rec.created_at):
+            if not entry.rec.deleted_at and entry.rec.power == POWER_ON and entry.rec.id not in running:
+                # Their places in the queue in the order they were created, before the pool's threads race.
+                self.admission.admit(entry.rec.id, entry.rec.domain_name)
         for entry in self.index.entries():
             if entry.rec.deleted_at:
                 self._start_teardown(entry)
