@@ -84,8 +84,7 @@ def set_access_acl(path: Path, user_perm: tuple[int, int], other: int) -> None:
 
 def test_the_kernel_decides_where_an_acl_overrides_the_mode_bits() -> None:
     """Mode bits that let QEMU's user through are not the last word, nor are bits that do not: the
-    runtime enters the folder as that user, in a child process started without fork handlers (the
-    runtimes run it beside busy gRPC threads)."""
+    runtime enters the folder as that user and, when refused, reports what the shell said."""
     user = unprivileged_qemu()
     top = Path(tempfile.mkdtemp(prefix="iqa-"))
     try:
