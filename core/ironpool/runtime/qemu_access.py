@@ -146,7 +146,8 @@ def check_reachable(conn: libvirt.virConnect, domain_type: str, what: dict[str, 
         blocked, refused = found
         if refused:
             raise QemuAccessError(f"QEMU runs as {user} and cannot reach {path} ({purpose}): its mode bits "
-                                  f"let it through, but entering it as {user.name} failed: {refused}")
+                                  f"let it through, but entering it as {user.name} failed: {refused}. Look "
+                                  f"for an ACL that denies it (getfacl) or a mount it may not enter")
         st = blocked.stat()
         try:
             owner = pwd.getpwuid(st.st_uid).pw_name

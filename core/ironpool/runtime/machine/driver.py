@@ -106,7 +106,7 @@ class MachineDriver:
             **self.images.folders(),
         })
         self.host.subscribe(self.machine_events.on_lifecycle, self.machine_events.on_agent)
-        running = {}
+        running: dict[str, str] = {}  # machine id: domain, of the guests found running
         for guest in self.host.guests(DOMAIN_PREFIX):
             name = guest.name
             try:
